@@ -1,0 +1,526 @@
+//! Command blocks: the 64-byte units a host (or a chained event) hands the
+//! NIC through a command queue.
+//!
+//! Layout of every block (little-endian):
+//!
+//! | bytes | field | meaning |
+//! |---|---|---|
+//! | 0 | opcode | [`Opcode`] |
+//! | 1 | flags | opcode-specific flag bits; undefined bits must be 0 |
+//! | 2..4 | reserved | must be 0 |
+//! | 4..8 | cookie | opaque to the NIC; copied into error records |
+//! | 8..64 | body | opcode-specific, see the `*Body` types |
+//!
+//! A command queue is a ring of `2^cq_log2` blocks in host memory. The host
+//! writes block `tail % entries`, issues a release fence, and writes the new
+//! free-running `tail` to `CQ_TAIL`; the NIC consumes blocks in order and
+//! publishes its free-running `head` in `CQ_HEAD`.
+//!
+//! Parsing ([`Command::parse`]) checks the opcode, every reserved field, the
+//! flags, lengths and event indices. Address *ranges* are checked later,
+//! against the region table, when the command runs.
+
+use zerocopy::little_endian::{U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use super::MAX_DMA_LEN;
+use super::error::ErrorCode;
+use super::event::{EventAction, EventId};
+
+/// Size of a command block in bytes.
+pub const COMMAND_BLOCK_SIZE: usize = 64;
+
+/// One command block as it sits in a queue.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, PartialEq, Eq)]
+#[repr(C)]
+pub struct CommandBlock {
+    /// [`Opcode`].
+    pub opcode: u8,
+    /// Opcode-specific flags.
+    pub flags: u8,
+    /// Reserved, zero.
+    pub reserved: [u8; 2],
+    /// Opaque cookie.
+    pub cookie: U32,
+    /// Opcode-specific body.
+    pub body: [u8; 56],
+}
+
+const _: () = assert!(core::mem::size_of::<CommandBlock>() == COMMAND_BLOCK_SIZE);
+
+/// Command opcodes. `0` is deliberately invalid so that zeroed memory is
+/// never mistaken for a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Opcode {
+    /// Do nothing.
+    Nop = 0x01,
+    /// Start a DMA described by a [`DmaDescriptor`] body. Flag bit 0: get.
+    RunDma = 0x02,
+    /// Set a local event: [`SetEventBody`].
+    SetEvent = 0x03,
+    /// Store a 64-bit word into local memory: [`WriteWordBody`].
+    WriteWord = 0x04,
+    /// Arm a local event: [`ArmEventBody`].
+    ArmEvent = 0x05,
+    /// Broadcast DMA through the rail's switch (ABI 1.1, not yet served:
+    /// completes with `UnknownOpcode`).
+    BcastDma = 0x06,
+    /// Hardware barrier (ABI 1.1, not yet served: completes with
+    /// `UnknownOpcode`).
+    HwBarrier = 0x07,
+}
+
+impl Opcode {
+    /// Decode; `None` for undefined values.
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0x01 => Self::Nop,
+            0x02 => Self::RunDma,
+            0x03 => Self::SetEvent,
+            0x04 => Self::WriteWord,
+            0x05 => Self::ArmEvent,
+            0x06 => Self::BcastDma,
+            0x07 => Self::HwBarrier,
+            _ => return None,
+        })
+    }
+}
+
+/// RUN_DMA flag: the DMA is a get (data flows from `vp` to this context).
+pub const DMA_FLAG_GET: u8 = 1 << 0;
+
+/// Body of RUN_DMA (Elan4's `E4_DMA`, reduced).
+///
+/// For a put, `src_addr` is local and `dst_addr` is in `vp`'s context;
+/// `src_event` is local and fires when the data is delivered and
+/// acknowledged (the source buffer may be reused); `dst_event` is in `vp`'s
+/// context and fires there once every byte is in its memory.
+///
+/// For a get, `vp` owns the data: `src_addr` and `src_event` are on `vp`'s
+/// side, `dst_addr` and `dst_event` on this context's side. The NIC ships the
+/// descriptor to `vp`'s NIC, which runs it as a put back (elan-semantics
+/// §13 rule 5); `dst_event` fires here when the data has landed.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, PartialEq, Eq)]
+#[repr(C)]
+pub struct DmaDescriptor {
+    /// Bytes to move, `0..=MAX_DMA_LEN`.
+    pub len: U32,
+    /// Peer virtual process (target of a put, owner of a get's data).
+    pub vp: U32,
+    /// Source virtual address.
+    pub src_addr: U64,
+    /// Destination virtual address.
+    pub dst_addr: U64,
+    /// Event at the data's source, or `EventId::NONE`.
+    pub src_event: U32,
+    /// Event at the data's destination, or `EventId::NONE`.
+    pub dst_event: U32,
+    /// Reserved, zero.
+    pub reserved: [u8; 24],
+}
+
+const _: () = assert!(core::mem::size_of::<DmaDescriptor>() == 56);
+
+/// Body of SET_EVENT.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct SetEventBody {
+    /// Local event index.
+    pub event: U32,
+    /// Number of sets, `1..=i32::MAX`.
+    pub count: U32,
+    /// Reserved, zero.
+    pub reserved: [u8; 48],
+}
+
+/// Body of WRITE_WORD.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct WriteWordBody {
+    /// Local virtual address, 8-byte aligned, `LOCAL_WRITE`.
+    pub addr: U64,
+    /// The value stored.
+    pub value: U64,
+    /// Reserved, zero.
+    pub reserved: [u8; 40],
+}
+
+/// Body of ARM_EVENT.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct ArmEventBody {
+    /// Local event index.
+    pub event: U32,
+    /// Sets to wait for, `0..=i32::MAX` (added to the count as `-count`).
+    pub count: U32,
+    /// Action word, see [`EventAction::encode`].
+    pub action: U32,
+    /// Reserved, zero.
+    pub reserved0: U32,
+    /// Action parameter 0 (write address or copy source).
+    pub param0: U64,
+    /// Action parameter 1 (write value).
+    pub param1: U64,
+    /// Reserved, zero.
+    pub reserved1: [u8; 24],
+}
+
+const _: () = assert!(core::mem::size_of::<SetEventBody>() == 56);
+const _: () = assert!(core::mem::size_of::<WriteWordBody>() == 56);
+const _: () = assert!(core::mem::size_of::<ArmEventBody>() == 56);
+
+/// Put or get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaKind {
+    /// Local to remote.
+    Put,
+    /// Remote to local, run by the data owner as a put.
+    Get,
+}
+
+/// A validated RUN_DMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaCommand {
+    /// Put or get.
+    pub kind: DmaKind,
+    /// Bytes.
+    pub len: u32,
+    /// Peer virtual process.
+    pub vp: u32,
+    /// Source virtual address.
+    pub src_addr: u64,
+    /// Destination virtual address.
+    pub dst_addr: u64,
+    /// Event at the data source.
+    pub src_event: Option<EventId>,
+    /// Event at the data destination.
+    pub dst_event: Option<EventId>,
+}
+
+/// A validated command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// NOP.
+    Nop,
+    /// RUN_DMA.
+    Dma(DmaCommand),
+    /// SET_EVENT.
+    SetEvent {
+        /// Local event.
+        event: EventId,
+        /// Sets, >= 1.
+        count: u32,
+    },
+    /// WRITE_WORD.
+    WriteWord {
+        /// Local address, 8-byte aligned.
+        addr: u64,
+        /// Value.
+        value: u64,
+    },
+    /// ARM_EVENT.
+    ArmEvent {
+        /// Local event.
+        event: EventId,
+        /// Sets to wait for.
+        count: u32,
+        /// What to do on firing.
+        action: EventAction,
+    },
+}
+
+fn all_zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|b| *b == 0)
+}
+
+impl Command {
+    /// Validate a block. `events_per_ctx` bounds event indices. The cookie is
+    /// returned alongside, also on failure, so errors can be attributed.
+    pub fn parse(block: &CommandBlock, events_per_ctx: u32) -> Result<Command, ErrorCode> {
+        let op = Opcode::from_u8(block.opcode).ok_or(ErrorCode::UnknownOpcode)?;
+        if !all_zero(&block.reserved) {
+            return Err(ErrorCode::ReservedNonZero);
+        }
+        let flags_allowed = if op == Opcode::RunDma {
+            DMA_FLAG_GET
+        } else {
+            0
+        };
+        if block.flags & !flags_allowed != 0 {
+            return Err(ErrorCode::ReservedNonZero);
+        }
+        match op {
+            Opcode::Nop => {
+                if !all_zero(&block.body) {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                Ok(Command::Nop)
+            }
+            Opcode::RunDma => {
+                let d = DmaDescriptor::read_from_bytes(&block.body)
+                    .map_err(|_| ErrorCode::BadLength)?;
+                if !all_zero(&d.reserved) {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                let len = d.len.get();
+                if len > MAX_DMA_LEN {
+                    return Err(ErrorCode::BadLength);
+                }
+                Ok(Command::Dma(DmaCommand {
+                    kind: if block.flags & DMA_FLAG_GET != 0 {
+                        DmaKind::Get
+                    } else {
+                        DmaKind::Put
+                    },
+                    len,
+                    vp: d.vp.get(),
+                    src_addr: d.src_addr.get(),
+                    dst_addr: d.dst_addr.get(),
+                    src_event: EventId::decode(d.src_event.get(), events_per_ctx)?,
+                    dst_event: EventId::decode(d.dst_event.get(), events_per_ctx)?,
+                }))
+            }
+            Opcode::SetEvent => {
+                let b =
+                    SetEventBody::read_from_bytes(&block.body).map_err(|_| ErrorCode::BadLength)?;
+                if !all_zero(&b.reserved) {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                let count = b.count.get();
+                if count == 0 || count > i32::MAX as u32 {
+                    return Err(ErrorCode::BadLength);
+                }
+                let event =
+                    EventId::decode(b.event.get(), events_per_ctx)?.ok_or(ErrorCode::BadEvent)?;
+                Ok(Command::SetEvent { event, count })
+            }
+            Opcode::WriteWord => {
+                let b = WriteWordBody::read_from_bytes(&block.body)
+                    .map_err(|_| ErrorCode::BadLength)?;
+                if !all_zero(&b.reserved) {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                let addr = b.addr.get();
+                if !addr.is_multiple_of(8) {
+                    return Err(ErrorCode::Misaligned);
+                }
+                Ok(Command::WriteWord {
+                    addr,
+                    value: b.value.get(),
+                })
+            }
+            Opcode::ArmEvent => {
+                let b =
+                    ArmEventBody::read_from_bytes(&block.body).map_err(|_| ErrorCode::BadLength)?;
+                if b.reserved0.get() != 0 || !all_zero(&b.reserved1) {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                let count = b.count.get();
+                if count > i32::MAX as u32 {
+                    return Err(ErrorCode::BadLength);
+                }
+                let event =
+                    EventId::decode(b.event.get(), events_per_ctx)?.ok_or(ErrorCode::BadEvent)?;
+                let action = EventAction::decode(b.action.get(), b.param0.get(), b.param1.get())?;
+                Ok(Command::ArmEvent {
+                    event,
+                    count,
+                    action,
+                })
+            }
+            Opcode::BcastDma | Opcode::HwBarrier => Err(ErrorCode::UnknownOpcode),
+        }
+    }
+
+    /// Encode into a block with the given cookie.
+    pub fn emit(&self, cookie: u32) -> CommandBlock {
+        let mut block = CommandBlock {
+            opcode: 0,
+            flags: 0,
+            reserved: [0; 2],
+            cookie: U32::new(cookie),
+            body: [0; 56],
+        };
+        match *self {
+            Command::Nop => block.opcode = Opcode::Nop as u8,
+            Command::Dma(d) => {
+                block.opcode = Opcode::RunDma as u8;
+                if d.kind == DmaKind::Get {
+                    block.flags = DMA_FLAG_GET;
+                }
+                let desc = DmaDescriptor {
+                    len: U32::new(d.len),
+                    vp: U32::new(d.vp),
+                    src_addr: U64::new(d.src_addr),
+                    dst_addr: U64::new(d.dst_addr),
+                    src_event: U32::new(EventId::encode(d.src_event)),
+                    dst_event: U32::new(EventId::encode(d.dst_event)),
+                    reserved: [0; 24],
+                };
+                block.body = zerocopy::transmute!(desc);
+            }
+            Command::SetEvent { event, count } => {
+                block.opcode = Opcode::SetEvent as u8;
+                let b = SetEventBody {
+                    event: U32::new(event.0),
+                    count: U32::new(count),
+                    reserved: [0; 48],
+                };
+                block.body = zerocopy::transmute!(b);
+            }
+            Command::WriteWord { addr, value } => {
+                block.opcode = Opcode::WriteWord as u8;
+                let b = WriteWordBody {
+                    addr: U64::new(addr),
+                    value: U64::new(value),
+                    reserved: [0; 40],
+                };
+                block.body = zerocopy::transmute!(b);
+            }
+            Command::ArmEvent {
+                event,
+                count,
+                action,
+            } => {
+                block.opcode = Opcode::ArmEvent as u8;
+                let (word, param0, param1) = action.encode();
+                let b = ArmEventBody {
+                    event: U32::new(event.0),
+                    count: U32::new(count),
+                    action: U32::new(word),
+                    reserved0: U32::new(0),
+                    param0: U64::new(param0),
+                    param1: U64::new(param1),
+                    reserved1: [0; 24],
+                };
+                block.body = zerocopy::transmute!(b);
+            }
+        }
+        block
+    }
+
+    /// The opcode this command encodes to.
+    pub const fn opcode(&self) -> Opcode {
+        match self {
+            Command::Nop => Opcode::Nop,
+            Command::Dma(_) => Opcode::RunDma,
+            Command::SetEvent { .. } => Opcode::SetEvent,
+            Command::WriteWord { .. } => Opcode::WriteWord,
+            Command::ArmEvent { .. } => Opcode::ArmEvent,
+        }
+    }
+}
+
+impl CommandBlock {
+    /// View 64 raw bytes as a block (any bytes are a valid *layout*; only
+    /// [`Command::parse`] says whether they are a valid *command*).
+    pub fn from_bytes(bytes: &[u8; COMMAND_BLOCK_SIZE]) -> CommandBlock {
+        zerocopy::transmute!(*bytes)
+    }
+
+    /// The raw bytes.
+    pub fn to_bytes(&self) -> [u8; COMMAND_BLOCK_SIZE] {
+        zerocopy::transmute!(*self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::event::ActionKind;
+    use proptest::prelude::*;
+
+    fn samples() -> [Command; 6] {
+        [
+            Command::Nop,
+            Command::Dma(DmaCommand {
+                kind: DmaKind::Put,
+                len: 4096,
+                vp: 3,
+                src_addr: 0x1000,
+                dst_addr: 0x2000,
+                src_event: Some(EventId(1)),
+                dst_event: None,
+            }),
+            Command::Dma(DmaCommand {
+                kind: DmaKind::Get,
+                len: MAX_DMA_LEN,
+                vp: 0,
+                src_addr: u64::MAX,
+                dst_addr: 0,
+                src_event: None,
+                dst_event: Some(EventId(9)),
+            }),
+            Command::SetEvent {
+                event: EventId(5),
+                count: 2,
+            },
+            Command::WriteWord {
+                addr: 64,
+                value: u64::MAX,
+            },
+            Command::ArmEvent {
+                event: EventId(0),
+                count: 3,
+                action: EventAction {
+                    kind: ActionKind::Copy { src: 0x40 },
+                    wake: true,
+                },
+            },
+        ]
+    }
+
+    #[test]
+    fn commands_round_trip() {
+        for c in samples() {
+            let block = c.emit(77);
+            assert_eq!(block.cookie.get(), 77);
+            assert_eq!(Command::parse(&block, 16), Ok(c));
+            assert_eq!(CommandBlock::from_bytes(&block.to_bytes()), block);
+        }
+    }
+
+    #[test]
+    fn malformed_blocks_are_refused() {
+        let mut b = Command::Nop.emit(0);
+        b.opcode = 0;
+        assert_eq!(Command::parse(&b, 16), Err(ErrorCode::UnknownOpcode));
+        b.opcode = 0xee;
+        assert_eq!(Command::parse(&b, 16), Err(ErrorCode::UnknownOpcode));
+        let mut b = Command::Nop.emit(0);
+        b.reserved[1] = 1;
+        assert_eq!(Command::parse(&b, 16), Err(ErrorCode::ReservedNonZero));
+        let mut b = samples()[1].emit(0);
+        b.flags = 0x80;
+        assert_eq!(Command::parse(&b, 16), Err(ErrorCode::ReservedNonZero));
+        let mut b = samples()[1].emit(0);
+        b.body[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(Command::parse(&b, 16), Err(ErrorCode::BadLength));
+        assert_eq!(
+            Command::parse(&samples()[5].emit(0), 0),
+            Err(ErrorCode::BadEvent)
+        );
+        let bad_write = Command::WriteWord { addr: 3, value: 0 }.emit(0);
+        assert_eq!(Command::parse(&bad_write, 16), Err(ErrorCode::Misaligned));
+        let zero_set = Command::SetEvent {
+            event: EventId(0),
+            count: 0,
+        }
+        .emit(0);
+        assert_eq!(Command::parse(&zero_set, 16), Err(ErrorCode::BadLength));
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics_and_accepted_blocks_round_trip(bytes in proptest::array::uniform32(any::<u8>()), tail in proptest::array::uniform32(any::<u8>()), events in 0u32..1024) {
+            let mut raw = [0u8; 64];
+            raw[..32].copy_from_slice(&bytes);
+            raw[32..].copy_from_slice(&tail);
+            let block = CommandBlock::from_bytes(&raw);
+            if let Ok(cmd) = Command::parse(&block, events) {
+                prop_assert_eq!(cmd.emit(block.cookie.get()), block);
+            }
+        }
+    }
+}

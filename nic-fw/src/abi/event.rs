@@ -1,0 +1,233 @@
+//! Events: a signed count plus an action (elan-semantics §13 rules 1-4).
+//!
+//! An event is armed with `ARM_EVENT(n, action)`: the NIC *adds* `-n` to the
+//! event's count and installs the action. Every set adds one. When the count
+//! is `>= 0` while the event is armed, the event fires exactly once: it
+//! disarms and runs its action. Sets that arrive before the arm are kept in
+//! the count, so re-arming never loses them (rule 2); a re-arm after enough
+//! early sets fires at once.
+//!
+//! Actions:
+//! - `WRITE(addr, value)`: store a [`CompletionWord`] (the 48-bit `value` and
+//!   the event's status) at `addr`, 8-byte aligned, in a region of the owning
+//!   context with `LOCAL_WRITE`. The store is the last thing the NIC does for
+//!   the event, and it is ordered after every byte the event covers.
+//! - `COPY(src)`: read the 64-byte command block at `src` (`LOCAL_READ`) and
+//!   append it to the NIC's chain queue, where it runs as a command of the
+//!   owning context: this is how puts are chained without the host (rule 3).
+//! - either may also `WAKE` the host threads waiting on the context.
+//!
+//! An event also carries a sticky *status*: an error reported while it is
+//! counting (a failed DMA it completes, a rejected packet it was named by) is
+//! kept and delivered with the next firing, then cleared.
+
+use super::error::ErrorCode;
+
+/// Event index within a context's event table. `EventId::NONE` (all ones)
+/// means "no event" in descriptors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventId(pub u32);
+
+impl EventId {
+    /// The "no event" encoding.
+    pub const NONE: EventId = EventId(u32::MAX);
+
+    /// Decode a descriptor field: `None` for [`EventId::NONE`], an error for
+    /// an index outside `0..events_per_ctx`.
+    pub const fn decode(raw: u32, events_per_ctx: u32) -> Result<Option<EventId>, ErrorCode> {
+        if raw == u32::MAX {
+            Ok(None)
+        } else if raw < events_per_ctx {
+            Ok(Some(EventId(raw)))
+        } else {
+            Err(ErrorCode::BadEvent)
+        }
+    }
+
+    /// Encode an optional event for a descriptor field.
+    pub const fn encode(ev: Option<EventId>) -> u32 {
+        match ev {
+            Some(e) => e.0,
+            None => u32::MAX,
+        }
+    }
+}
+
+/// Largest value a WRITE action can carry (48 bits).
+pub const MAX_WRITE_VALUE: u64 = (1 << 48) - 1;
+
+/// What an event does when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActionKind {
+    /// Nothing besides the optional wakeup.
+    None,
+    /// Store a completion word.
+    Write {
+        /// Context virtual address, 8-byte aligned.
+        addr: u64,
+        /// Value, at most [`MAX_WRITE_VALUE`].
+        value: u64,
+    },
+    /// Inject the command block at `src` into the chain queue.
+    Copy {
+        /// Context virtual address of a 64-byte command block, 8-byte aligned.
+        src: u64,
+    },
+}
+
+/// An event's action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventAction {
+    /// Write, copy or nothing.
+    pub kind: ActionKind,
+    /// Also wake host threads waiting on the owning context.
+    pub wake: bool,
+}
+
+impl EventAction {
+    /// No action, no wakeup.
+    pub const NONE: EventAction = EventAction {
+        kind: ActionKind::None,
+        wake: false,
+    };
+
+    /// Encoding in ARM_EVENT: (`action` word, `param0`, `param1`).
+    /// `action` bits 7:0 kind (0 none, 1 write, 2 copy), bit 8 wake.
+    pub const fn encode(&self) -> (u32, u64, u64) {
+        let wake = (self.wake as u32) << 8;
+        match self.kind {
+            ActionKind::None => (wake, 0, 0),
+            ActionKind::Write { addr, value } => (1 | wake, addr, value),
+            ActionKind::Copy { src } => (2 | wake, src, 0),
+        }
+    }
+
+    /// Decode and validate the ARM_EVENT fields.
+    pub const fn decode(action: u32, p0: u64, p1: u64) -> Result<Self, ErrorCode> {
+        if action >> 9 != 0 {
+            return Err(ErrorCode::ReservedNonZero);
+        }
+        let wake = (action >> 8) & 1 == 1;
+        let kind = match action & 0xff {
+            0 => {
+                if p0 != 0 || p1 != 0 {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                ActionKind::None
+            }
+            1 => {
+                if !p0.is_multiple_of(8) {
+                    return Err(ErrorCode::Misaligned);
+                }
+                if p1 > MAX_WRITE_VALUE {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                ActionKind::Write {
+                    addr: p0,
+                    value: p1,
+                }
+            }
+            2 => {
+                if !p0.is_multiple_of(8) {
+                    return Err(ErrorCode::Misaligned);
+                }
+                if p1 != 0 {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                ActionKind::Copy { src: p0 }
+            }
+            _ => return Err(ErrorCode::ReservedNonZero),
+        };
+        Ok(Self { kind, wake })
+    }
+}
+
+/// The 64-bit word a WRITE action stores: bits 47:0 the action's value,
+/// bits 63:48 the [`ErrorCode`] the event fired with (0 = success).
+///
+/// Drivers write a fresh value (a generation number) with every arm and wait
+/// until the word's value equals it; the status then says how it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletionWord {
+    /// The value from the action (48 bits).
+    pub value: u64,
+    /// Status code; unknown codes decode as `None`.
+    pub status: Option<ErrorCode>,
+}
+
+impl CompletionWord {
+    /// Pack.
+    pub const fn pack(value: u64, status: ErrorCode) -> u64 {
+        (value & MAX_WRITE_VALUE) | ((status as u64) << 48)
+    }
+
+    /// Unpack a word read from memory.
+    pub const fn unpack(word: u64) -> Self {
+        Self {
+            value: word & MAX_WRITE_VALUE,
+            status: ErrorCode::from_u16((word >> 48) as u16),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_round_trip() {
+        for a in [
+            EventAction::NONE,
+            EventAction {
+                kind: ActionKind::Write {
+                    addr: 64,
+                    value: MAX_WRITE_VALUE,
+                },
+                wake: true,
+            },
+            EventAction {
+                kind: ActionKind::Copy { src: 0x4000 },
+                wake: false,
+            },
+        ] {
+            let (w, p0, p1) = a.encode();
+            assert_eq!(EventAction::decode(w, p0, p1), Ok(a));
+        }
+        assert_eq!(
+            EventAction::decode(3, 0, 0),
+            Err(ErrorCode::ReservedNonZero)
+        );
+        assert_eq!(EventAction::decode(1, 3, 0), Err(ErrorCode::Misaligned));
+        assert_eq!(
+            EventAction::decode(1, 8, 1 << 48),
+            Err(ErrorCode::ReservedNonZero)
+        );
+        assert_eq!(
+            EventAction::decode(1 << 9, 0, 0),
+            Err(ErrorCode::ReservedNonZero)
+        );
+    }
+
+    #[test]
+    fn completion_word_packs_status() {
+        let w = CompletionWord::pack(12345, ErrorCode::Protection);
+        assert_eq!(
+            CompletionWord::unpack(w),
+            CompletionWord {
+                value: 12345,
+                status: Some(ErrorCode::Protection)
+            }
+        );
+        assert_eq!(
+            CompletionWord::unpack(CompletionWord::pack(7, ErrorCode::Ok)).status,
+            Some(ErrorCode::Ok)
+        );
+    }
+
+    #[test]
+    fn event_ids_are_bounded() {
+        assert_eq!(EventId::decode(u32::MAX, 16), Ok(None));
+        assert_eq!(EventId::decode(15, 16), Ok(Some(EventId(15))));
+        assert_eq!(EventId::decode(16, 16), Err(ErrorCode::BadEvent));
+    }
+}

@@ -1,0 +1,69 @@
+//! The ABI: every byte layout that crosses the host/NIC or NIC/NIC boundary.
+//!
+//! Contract, for every format in this module (smoltcp's `Packet`/`Repr`
+//! split):
+//!
+//! - The *layout* type (`CommandBlock`, `PacketHeader`, ...) is a
+//!   `#[repr(C)]` `zerocopy` struct of little-endian fields whose size and
+//!   alignment are asserted at compile time. It can hold any bytes at all.
+//! - The *validated representation* (`Command`, `Packet`, ...) is produced by
+//!   a `parse` function that checks every field (opcode, reserved bits,
+//!   lengths, indices, checksum) and can only hold legal values. Untrusted
+//!   bytes are never used except through `parse`.
+//! - `emit` (or a constructor on the layout type) is the only way to produce
+//!   bytes; `parse(emit(x)) == x` for every legal `x`.
+//!
+//! All multi-byte fields are little-endian. Reserved fields must be zero on
+//! emission and are rejected if non-zero on parse, so that later ABI minor
+//! versions can give them meaning.
+
+pub mod command;
+pub mod error;
+pub mod event;
+pub mod packet;
+pub mod regs;
+
+pub use command::{Command, CommandBlock, DmaDescriptor, DmaKind, Opcode};
+pub use error::{ErrorCode, ErrorKind, ErrorRecord};
+pub use event::{CompletionWord, EventAction, EventId};
+pub use packet::{Packet, PacketHeader, PacketType};
+
+/// ABI version: major in bits 31:16, minor in bits 15:0. A host driver must
+/// refuse a NIC whose major version differs from the one it was built for.
+pub const ABI_VERSION: u32 = 1 << 16;
+
+/// Major part of [`ABI_VERSION`].
+pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;
+
+/// Hardware contexts (ranks on one node) a NIC serves, one command queue each.
+pub const MAX_CONTEXTS: usize = 16;
+
+/// Entries in the NIC's region (translation and protection) table.
+pub const MAX_REGIONS: usize = 64;
+
+/// DMAs a NIC has in flight at once (put, get request, get response).
+pub const MAX_DMAS: usize = 64;
+
+/// Packets a sender keeps unacknowledged per destination node (go-back-N
+/// window). Must stay below 64: acks carry a 64-bit error bitmap.
+pub const TX_WINDOW: usize = 32;
+
+/// Command blocks the chain queue (event COPY actions) holds.
+pub const CHAIN_DEPTH: usize = 64;
+
+/// Largest single DMA, as on Elan4 (`dma_typeSize[63:32]`, 2^31 - 1).
+pub const MAX_DMA_LEN: u32 = (1 << 31) - 1;
+
+/// Smallest and largest packet payload sizes the NIC accepts (powers of two).
+pub const MIN_PACKET_SIZE: u32 = 64;
+/// See [`MIN_PACKET_SIZE`].
+pub const MAX_PACKET_SIZE: u32 = 1 << 20;
+
+/// Payload size of a packet after reset: Elan4's 2 KiB DMA packets.
+pub const DEFAULT_PACKET_SIZE: u32 = 2048;
+
+/// Index of a NIC hardware context, `0..MAX_CONTEXTS`.
+pub type ContextIndex = u8;
+
+/// A node number on a rail (the switch port).
+pub type NodeId = u16;

@@ -1,0 +1,284 @@
+//! Command execution: the queues, the chain queue, and starting DMAs.
+
+use super::hw::Hardware;
+use super::{CMD_BUDGET, Dma, DmaRole, Engine};
+use crate::abi::command::{Command, CommandBlock, DmaCommand, DmaKind};
+use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
+use crate::abi::event::EventId;
+use crate::abi::regs::{self, QueuePerms, RegionPerms};
+use crate::abi::{CHAIN_DEPTH, ContextIndex};
+
+/// Result of executing one command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Exec {
+    /// Consumed (successfully or with an error already reported).
+    Done,
+    /// Needs a DMA slot; retry later without consuming.
+    Stall,
+}
+
+impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+    /// Drain the chain queue in order; stop at a command that stalls.
+    pub(super) fn run_chain(&mut self) -> bool {
+        let mut progressed = false;
+        while self.chain_len > 0 {
+            let Some(Some(entry)) = self.chain.get(self.chain_head).copied() else {
+                // Unreachable by construction; recover by dropping the slot.
+                self.chain_head = self.chain_head.wrapping_add(1) % CHAIN_DEPTH;
+                self.chain_len = self.chain_len.saturating_sub(1);
+                continue;
+            };
+            if self.execute(entry.ctx, &entry.block, ErrorKind::Chained) == Exec::Stall {
+                break;
+            }
+            if let Some(s) = self.chain.get_mut(self.chain_head) {
+                *s = None;
+            }
+            self.chain_head = self.chain_head.wrapping_add(1) % CHAIN_DEPTH;
+            self.chain_len = self.chain_len.saturating_sub(1);
+            progressed = true;
+        }
+        progressed
+    }
+
+    /// Serve every queue with pending doorbells, up to a budget each.
+    pub(super) fn run_queues(&mut self) -> bool {
+        let mut progressed = false;
+        let mut pending = self.queues_pending;
+        while pending != 0 {
+            let ctx = pending.trailing_zeros() as ContextIndex;
+            pending &= pending.wrapping_sub(1);
+            let (did, drained) = self.run_queue(ctx);
+            progressed |= did;
+            if drained {
+                self.queues_pending &= !(1u32 << (ctx as u32 & 31));
+            }
+        }
+        progressed
+    }
+
+    /// Returns (progressed, queue drained).
+    fn run_queue(&mut self, ctx: ContextIndex) -> (bool, bool) {
+        let (Some(cfg), Some(tail_reg), Some(head_reg)) = (
+            self.context(ctx).copied(),
+            regs::ctx_reg(ctx, regs::CQ_TAIL),
+            regs::ctx_reg(ctx, regs::CQ_HEAD),
+        ) else {
+            return (false, true);
+        };
+        let entries = 1u64 << cfg.cq_log2.min(16);
+        let tail = self.hw.reg_read(tail_reg);
+        let Some(c) = self.contexts.get(ctx as usize) else {
+            return (false, true);
+        };
+        let mut head = c.head;
+        if tail.wrapping_sub(head) > entries {
+            // The host wrote more blocks than the ring holds: the overwritten
+            // ones are lost to it; say so and resynchronise.
+            self.report_command(ctx, ErrorKind::Command, ErrorCode::QueueOverrun, 0, 0);
+            head = tail;
+            self.set_head(ctx, head, head_reg);
+            return (true, true);
+        }
+        let mut progressed = false;
+        let mut budget = CMD_BUDGET;
+        while head != tail && budget > 0 {
+            let index = head & entries.wrapping_sub(1);
+            let phys = cfg.cq_base.wrapping_add(index.wrapping_mul(64));
+            let mut raw = [0u8; 64];
+            if self.hw.read(phys, &mut raw).is_err() {
+                self.report_command(ctx, ErrorKind::Command, ErrorCode::HostBus, 0, 0);
+            } else if self.execute(ctx, &CommandBlock::from_bytes(&raw), ErrorKind::Command)
+                == Exec::Stall
+            {
+                break;
+            }
+            head = head.wrapping_add(1);
+            budget = budget.saturating_sub(1);
+            progressed = true;
+        }
+        if progressed {
+            self.set_head(ctx, head, head_reg);
+        }
+        (progressed, head == tail)
+    }
+
+    fn set_head(&mut self, ctx: ContextIndex, head: u64, head_reg: u32) {
+        if let Some(c) = self.contexts.get_mut(ctx as usize) {
+            c.head = head;
+        }
+        self.hw.reg_write(head_reg, head);
+    }
+
+    fn report_command(
+        &mut self,
+        ctx: ContextIndex,
+        kind: ErrorKind,
+        code: ErrorCode,
+        cookie: u32,
+        op: u8,
+    ) {
+        self.stats.command_errors = self.stats.command_errors.wrapping_add(1);
+        self.report(
+            ctx,
+            ErrorInfo {
+                code,
+                kind,
+                cookie,
+                addr: 0,
+                len: 0,
+                peer_node: self.loc.node,
+                peer_ctx: ctx,
+                op,
+                seq: 0,
+            },
+        );
+    }
+
+    /// Execute one command block on behalf of `ctx`.
+    pub(super) fn execute(
+        &mut self,
+        ctx: ContextIndex,
+        block: &CommandBlock,
+        origin: ErrorKind,
+    ) -> Exec {
+        let cookie = block.cookie.get();
+        let Some(cfg) = self.context(ctx).copied() else {
+            self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
+            return Exec::Done;
+        };
+        let cmd = match Command::parse(block, EVENTS as u32) {
+            Ok(cmd) => cmd,
+            Err(code) => {
+                self.stats.commands = self.stats.commands.wrapping_add(1);
+                self.report_command(ctx, origin, code, cookie, block.opcode);
+                return Exec::Done;
+            }
+        };
+        let needed = match cmd {
+            Command::Nop => QueuePerms::empty(),
+            Command::Dma(_) => QueuePerms::DMA,
+            Command::SetEvent { .. } => QueuePerms::SET_EVENT,
+            Command::ArmEvent { .. } => QueuePerms::ARM_EVENT,
+            Command::WriteWord { .. } => QueuePerms::WRITE,
+        };
+        let op = cmd.opcode() as u8;
+        if !cfg.perms.contains(needed) {
+            self.stats.commands = self.stats.commands.wrapping_add(1);
+            self.report_command(ctx, origin, ErrorCode::QueuePermission, cookie, op);
+            return Exec::Done;
+        }
+        if let Command::Dma(d) = cmd {
+            if self.dmas_active >= self.dmas.len() {
+                return Exec::Stall;
+            }
+            self.stats.commands = self.stats.commands.wrapping_add(1);
+            if let Err(code) = self.start_dma(ctx, &d, cookie) {
+                self.report_command(ctx, origin, code, cookie, op);
+                // The issuer's completion event fires with the error, so a
+                // host waiting on it learns of the failure.
+                let local = match d.kind {
+                    DmaKind::Put => d.src_event,
+                    DmaKind::Get => d.dst_event,
+                };
+                if let Some(ev) = local {
+                    let _ = self.set_event(ctx, ev, 1, code);
+                }
+            }
+            return Exec::Done;
+        }
+        self.stats.commands = self.stats.commands.wrapping_add(1);
+        let result = match cmd {
+            Command::Nop | Command::Dma(_) => Ok(()),
+            Command::SetEvent { event, count } => self.set_event(ctx, event, count, ErrorCode::Ok),
+            Command::ArmEvent {
+                event,
+                count,
+                action,
+            } => self.arm_event(ctx, event, count, action),
+            Command::WriteWord { addr, value } => self
+                .translate(ctx, addr, 8, RegionPerms::LOCAL_WRITE)
+                .and_then(|phys| {
+                    self.hw
+                        .write(phys, &value.to_le_bytes())
+                        .map_err(|_| ErrorCode::HostBus)
+                }),
+        };
+        if let Err(code) = result {
+            self.report_command(ctx, origin, code, cookie, op);
+        }
+        Exec::Done
+    }
+
+    /// Validate a DMA command and take a slot for it. The caller checked a
+    /// slot is free.
+    fn start_dma(
+        &mut self,
+        ctx: ContextIndex,
+        d: &DmaCommand,
+        cookie: u32,
+    ) -> Result<(), ErrorCode> {
+        let cfg = *self.context(ctx).ok_or(ErrorCode::NoContext)?;
+        let (peer_node, peer_ctx) = cfg.cap.locate(d.vp).ok_or(ErrorCode::BadVp)?;
+        if peer_node as usize >= NODES {
+            return Err(ErrorCode::BadVp);
+        }
+        let mut dma = Dma {
+            active: true,
+            ctx,
+            peer_node,
+            peer_ctx,
+            job_key: cfg.job_key,
+            dst_addr: d.dst_addr,
+            len: d.len,
+            cookie,
+            ..Dma::IDLE
+        };
+        match d.kind {
+            DmaKind::Put => {
+                dma.role = DmaRole::Put;
+                dma.src_phys =
+                    self.translate(ctx, d.src_addr, d.len as u64, RegionPerms::LOCAL_READ)?;
+                // The target range must not wrap; the target checks the rest.
+                d.dst_addr
+                    .checked_add(d.len as u64)
+                    .ok_or(ErrorCode::AddressOverflow)?;
+                dma.local_event = d.src_event;
+                dma.peer_event = EventId::encode(d.dst_event);
+                dma.packets_total = self.packets_for(d.len);
+            }
+            DmaKind::Get => {
+                dma.role = DmaRole::GetRequest;
+                // Fail early if the data could not land here.
+                self.translate(ctx, d.dst_addr, d.len as u64, RegionPerms::LOCAL_WRITE)?;
+                d.src_addr
+                    .checked_add(d.len as u64)
+                    .ok_or(ErrorCode::AddressOverflow)?;
+                dma.remote_src = d.src_addr;
+                dma.local_event = d.dst_event;
+                dma.peer_event = EventId::encode(d.src_event);
+                dma.request_dst_event = EventId::encode(d.dst_event);
+                dma.packets_total = 1;
+            }
+        }
+        self.install_dma(dma)
+    }
+
+    /// Packets a DMA of `len` bytes is split into (a zero-length DMA still
+    /// sends one packet, which carries its destination event).
+    pub(super) fn packets_for(&self, len: u32) -> u32 {
+        let size = self.params.packet_size.max(1);
+        len.div_ceil(size).max(1)
+    }
+
+    pub(super) fn install_dma(&mut self, dma: Dma) -> Result<(), ErrorCode> {
+        let slot = self
+            .dmas
+            .iter_mut()
+            .find(|s| !s.active)
+            .ok_or(ErrorCode::Busy)?;
+        *slot = dma;
+        self.dmas_active = self.dmas_active.wrapping_add(1);
+        Ok(())
+    }
+}

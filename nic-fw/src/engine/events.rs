@@ -1,0 +1,147 @@
+//! Event counting and firing (elan-semantics §13 rules 1-4; see
+//! [`crate::abi::event`] for the contract).
+
+use super::hw::Hardware;
+use super::{ChainEntry, Engine};
+use crate::abi::command::CommandBlock;
+use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
+use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId};
+use crate::abi::regs::RegionPerms;
+use crate::abi::{CHAIN_DEPTH, ContextIndex};
+
+impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+    /// Add `n` sets to an event, carrying `status` (an error is sticky until
+    /// the next firing). Returns `BadEvent` for an index outside the table.
+    pub(super) fn set_event(
+        &mut self,
+        ctx: ContextIndex,
+        ev: EventId,
+        n: u32,
+        status: ErrorCode,
+    ) -> Result<(), ErrorCode> {
+        let e = self
+            .events
+            .get_mut(ctx as usize)
+            .and_then(|t| t.get_mut(ev.0 as usize))
+            .ok_or(ErrorCode::BadEvent)?;
+        e.count = e.count.saturating_add(n as i64);
+        if !status.is_ok() && e.status.is_ok() {
+            e.status = status;
+        }
+        if e.armed && e.count >= 0 {
+            self.fire(ctx, ev);
+        }
+        Ok(())
+    }
+
+    /// Record an error on an event without counting a set (a rejected
+    /// non-final packet of a DMA the event will complete).
+    pub(super) fn taint_event(&mut self, ctx: ContextIndex, ev: EventId, status: ErrorCode) {
+        if let Some(e) = self
+            .events
+            .get_mut(ctx as usize)
+            .and_then(|t| t.get_mut(ev.0 as usize))
+            && e.status.is_ok()
+        {
+            e.status = status;
+        }
+    }
+
+    /// Arm: add `-n` to the count, install the action, fire if already due.
+    pub(super) fn arm_event(
+        &mut self,
+        ctx: ContextIndex,
+        ev: EventId,
+        n: u32,
+        action: EventAction,
+    ) -> Result<(), ErrorCode> {
+        let e = self
+            .events
+            .get_mut(ctx as usize)
+            .and_then(|t| t.get_mut(ev.0 as usize))
+            .ok_or(ErrorCode::BadEvent)?;
+        e.count = e.count.saturating_sub(n as i64);
+        e.action = action;
+        e.armed = true;
+        if e.count >= 0 {
+            self.fire(ctx, ev);
+        }
+        Ok(())
+    }
+
+    /// Disarm and run the action. A COPY runs only when the event fires
+    /// without error: forwarding data that did not arrive would spread the
+    /// failure; the error is reported instead.
+    fn fire(&mut self, ctx: ContextIndex, ev: EventId) {
+        let Some(e) = self
+            .events
+            .get_mut(ctx as usize)
+            .and_then(|t| t.get_mut(ev.0 as usize))
+        else {
+            return;
+        };
+        e.armed = false;
+        let status = core::mem::replace(&mut e.status, ErrorCode::Ok);
+        let action = e.action;
+        self.stats.events_fired = self.stats.events_fired.wrapping_add(1);
+        let failure = match action.kind {
+            ActionKind::None => None,
+            ActionKind::Write { addr, value } => {
+                match self.translate(ctx, addr, 8, RegionPerms::LOCAL_WRITE) {
+                    Ok(phys) => {
+                        let word = CompletionWord::pack(value, status);
+                        self.hw
+                            .write_word_release(phys, word)
+                            .err()
+                            .map(|_| (ErrorCode::HostBus, addr))
+                    }
+                    Err(code) => Some((code, addr)),
+                }
+            }
+            ActionKind::Copy { src } if status.is_ok() => {
+                self.inject_chain(ctx, src).err().map(|c| (c, src))
+            }
+            ActionKind::Copy { src } => Some((status, src)),
+        };
+        if let Some((code, addr)) = failure {
+            self.report(
+                ctx,
+                ErrorInfo {
+                    code,
+                    kind: ErrorKind::EventAction,
+                    cookie: ev.0,
+                    addr,
+                    len: 0,
+                    peer_node: self.loc.node,
+                    peer_ctx: ctx,
+                    op: 0,
+                    seq: 0,
+                },
+            );
+        }
+        if action.wake {
+            self.hw.wake(ctx);
+        }
+    }
+
+    fn inject_chain(&mut self, ctx: ContextIndex, src: u64) -> Result<(), ErrorCode> {
+        if self.chain_len >= CHAIN_DEPTH {
+            return Err(ErrorCode::ChainOverflow);
+        }
+        let phys = self.translate(ctx, src, 64, RegionPerms::LOCAL_READ)?;
+        let mut raw = [0u8; 64];
+        self.hw
+            .read(phys, &mut raw)
+            .map_err(|_| ErrorCode::HostBus)?;
+        let slot = self.chain_head.wrapping_add(self.chain_len) % CHAIN_DEPTH;
+        if let Some(s) = self.chain.get_mut(slot) {
+            *s = Some(ChainEntry {
+                ctx,
+                block: CommandBlock::from_bytes(&raw),
+            });
+            self.chain_len = self.chain_len.wrapping_add(1);
+            self.stats.chained = self.stats.chained.wrapping_add(1);
+        }
+        Ok(())
+    }
+}

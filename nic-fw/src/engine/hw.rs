@@ -1,0 +1,96 @@
+//! The hardware the engine runs on, as five small traits.
+//!
+//! The engine never touches memory, links or registers directly; it asks the
+//! board through these traits (the `nicbm` boundary of
+//! emulation-anchors lesson 2). The emulator implements them over real memory
+//! and channels; an FPGA soft core implements them over its DMA engine, MAC
+//! and register block.
+//!
+//! Contracts:
+//! - Host memory is addressed by *host physical* addresses (what the region
+//!   table and the context configuration hold). An access the board cannot
+//!   perform returns [`BusError`]; it must never panic.
+//! - [`HostMemory::write_word_release`] is ordered after every earlier write
+//!   of this engine: a host that observes the word also observes the data
+//!   (the completion-word guarantee of elan-semantics rule 4).
+//! - [`Link::send`] takes a header and an optional payload *source* in this
+//!   node's host memory. The board reads the payload when it transmits (the
+//!   emulator reads it when the receiver delivers it, so that a put costs
+//!   exactly one copy). The engine keeps the source range untouched until
+//!   the packet is acknowledged.
+//! - [`Link::deliver`] writes a received payload into this node's host memory
+//!   and returns only once the bytes are visible to the host.
+//! - [`RegisterFile::take_doorbells`] returns, and clears, the doorbells rung
+//!   since the last call: bit `c` for a write to context `c`'s `CQ_TAIL`,
+//!   [`DOORBELL_MAILBOX`] for a write to `MBOX_CMD`.
+
+use crate::abi::ContextIndex;
+use crate::abi::packet::PacketHeader;
+
+/// A host-memory access the board could not carry out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusError;
+
+/// Doorbell bit for the admin mailbox.
+pub const DOORBELL_MAILBOX: u64 = 1 << 63;
+
+/// The NIC's DMA access to host memory.
+pub trait HostMemory {
+    /// Read `buf.len()` bytes at host physical `phys`.
+    fn read(&mut self, phys: u64, buf: &mut [u8]) -> Result<(), BusError>;
+    /// Write `data` at host physical `phys`.
+    fn write(&mut self, phys: u64, data: &[u8]) -> Result<(), BusError>;
+    /// Store an aligned 64-bit word with release ordering (completion words).
+    fn write_word_release(&mut self, phys: u64, value: u64) -> Result<(), BusError>;
+}
+
+/// Payload of an outgoing packet: `len` bytes of this node's host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PayloadSource {
+    /// Host physical address.
+    pub phys: u64,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+/// The link to this rail's switch.
+pub trait Link {
+    /// A received payload, as the board holds it until delivered.
+    type Payload;
+    /// Transmit a packet. A packet the link cannot take is simply not sent
+    /// (`false`): reliability is the engine's job, it will retransmit.
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool;
+    /// Take the next received packet, if any.
+    fn recv(&mut self) -> Option<(PacketHeader, Self::Payload)>;
+    /// Length of a received payload.
+    fn payload_len(&self, payload: &Self::Payload) -> usize;
+    /// Write a received payload into host memory at `phys`.
+    fn deliver(&mut self, payload: &Self::Payload, phys: u64) -> Result<(), BusError>;
+}
+
+/// The BAR0 register file as the NIC sees it.
+pub trait RegisterFile {
+    /// Read a register.
+    fn reg_read(&self, offset: u32) -> u64;
+    /// Write a register (NIC-owned registers: `CQ_HEAD`, `MBOX_STATUS`, ...).
+    fn reg_write(&mut self, offset: u32, value: u64);
+    /// Take and clear the pending doorbells.
+    fn take_doorbells(&mut self) -> u64;
+}
+
+/// The only clock the firmware reads (virtual time in modeled mode).
+pub trait Clock {
+    /// Nanoseconds since an arbitrary origin, monotonic.
+    fn now_ns(&self) -> u64;
+}
+
+/// Interrupt/wakeup line to the host.
+pub trait HostWake {
+    /// Wake the host threads waiting on context `ctx`.
+    fn wake(&mut self, ctx: ContextIndex);
+}
+
+/// Everything the engine needs from its board.
+pub trait Hardware: HostMemory + Link + RegisterFile + Clock + HostWake {}
+
+impl<T: HostMemory + Link + RegisterFile + Clock + HostWake> Hardware for T {}

@@ -1,0 +1,181 @@
+//! The admin mailbox: context attach/detach, region map/unmap, parameters,
+//! flow reset. Only the privileged driver reaches it (see `docs/abi.md`).
+
+use super::hw::Hardware;
+use super::{Context, Engine, Event, Region};
+use crate::abi::error::ErrorCode;
+use crate::abi::regs::{self, ContextConfig, MailboxOp, MailboxStatus, Param, RegionConfig};
+use crate::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
+
+impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+    /// Execute the mailbox call in the registers and publish its status.
+    pub(super) fn run_mailbox(&mut self) {
+        let cmd = self.hw.reg_read(regs::MBOX_CMD);
+        let seq = (cmd >> 32) as u32;
+        let args = [
+            self.hw.reg_read(regs::MBOX_ARG0),
+            self.hw.reg_read(regs::MBOX_ARG1),
+            self.hw.reg_read(regs::MBOX_ARG2),
+            self.hw.reg_read(regs::MBOX_ARG3),
+        ];
+        let result = if (cmd >> 8) & 0xff_ffff != 0 {
+            Err(ErrorCode::ReservedNonZero)
+        } else {
+            match MailboxOp::from_u8(cmd as u8) {
+                Some(op) => self.mailbox_call(op, args),
+                None => Err(ErrorCode::BadConfig),
+            }
+        };
+        let code = match result {
+            Ok(value) => {
+                self.hw.reg_write(regs::MBOX_RESULT, value);
+                ErrorCode::Ok
+            }
+            Err(code) => code,
+        };
+        self.hw.reg_write(
+            regs::MBOX_STATUS,
+            MailboxStatus {
+                code,
+                done: true,
+                seq,
+            }
+            .to_reg(),
+        );
+    }
+
+    fn mailbox_call(&mut self, op: MailboxOp, args: [u64; 4]) -> Result<u64, ErrorCode> {
+        match op {
+            MailboxOp::AttachContext => {
+                let cfg = ContextConfig::from_args(args)?;
+                let last_node =
+                    (cfg.cap.low_node as usize).saturating_add(cfg.cap.node_count as usize);
+                if last_node > NODES {
+                    return Err(ErrorCode::BadConfig);
+                }
+                let slot = self
+                    .contexts
+                    .get_mut(cfg.ctx as usize)
+                    .ok_or(ErrorCode::BadConfig)?;
+                if slot.cfg.is_some() {
+                    return Err(ErrorCode::Busy);
+                }
+                *slot = Context {
+                    cfg: Some(cfg),
+                    head: 0,
+                    err_count: 0,
+                };
+                if let Some(table) = self.events.get_mut(cfg.ctx as usize) {
+                    *table = [Event::RESET; EVENTS];
+                }
+                for reg in [regs::CQ_TAIL, regs::CQ_HEAD, regs::ERR_COUNT] {
+                    if let Some(off) = regs::ctx_reg(cfg.ctx, reg) {
+                        self.hw.reg_write(off, 0);
+                    }
+                }
+                // Doorbells rung before the attach are stale.
+                self.queues_pending &= !(1u32 << (cfg.ctx as u32 & 31));
+                Ok(0)
+            }
+            MailboxOp::DetachContext => {
+                let ctx = args[0];
+                let ctx = u8::try_from(ctx).map_err(|_| ErrorCode::BadConfig)?;
+                if self.context(ctx).is_none() {
+                    return Err(ErrorCode::NoContext);
+                }
+                if self.dmas.iter().any(|d| d.active && d.ctx == ctx) {
+                    return Err(ErrorCode::Busy);
+                }
+                for r in self.regions.iter_mut() {
+                    if r.is_some_and(|r| r.ctx == ctx) {
+                        *r = None;
+                    }
+                }
+                if let Some(c) = self.contexts.get_mut(ctx as usize) {
+                    *c = Context::DETACHED;
+                }
+                Ok(0)
+            }
+            MailboxOp::MapRegion => {
+                let cfg = RegionConfig::from_args(args)?;
+                if self.context(cfg.ctx).is_none() {
+                    return Err(ErrorCode::NoContext);
+                }
+                let end = cfg.va.saturating_add(cfg.len);
+                let overlaps =
+                    self.regions.iter().flatten().any(|r| {
+                        r.ctx == cfg.ctx && cfg.va < r.va.saturating_add(r.len) && r.va < end
+                    });
+                if overlaps {
+                    return Err(ErrorCode::BadConfig);
+                }
+                let slot = self
+                    .regions
+                    .get_mut(cfg.slot as usize)
+                    .ok_or(ErrorCode::BadConfig)?;
+                if slot.is_some() {
+                    return Err(ErrorCode::Busy);
+                }
+                *slot = Some(Region {
+                    ctx: cfg.ctx,
+                    perms: cfg.perms,
+                    va: cfg.va,
+                    len: cfg.len,
+                    phys: cfg.phys,
+                });
+                Ok(0)
+            }
+            MailboxOp::UnmapRegion => {
+                let index = usize::try_from(args[0]).map_err(|_| ErrorCode::BadConfig)?;
+                let region = self.regions.get(index).ok_or(ErrorCode::BadConfig)?;
+                let Some(r) = *region else {
+                    return Err(ErrorCode::BadConfig);
+                };
+                // A DMA in flight may hold a translation into the region.
+                if self.dmas.iter().any(|d| d.active && d.ctx == r.ctx) {
+                    return Err(ErrorCode::Busy);
+                }
+                if let Some(slot) = self.regions.get_mut(index) {
+                    *slot = None;
+                }
+                Ok(0)
+            }
+            MailboxOp::SetParam => {
+                let value = args[1];
+                match Param::from_u64(args[0]).ok_or(ErrorCode::BadConfig)? {
+                    Param::PacketSize => {
+                        let size = u32::try_from(value).map_err(|_| ErrorCode::BadConfig)?;
+                        if !size.is_power_of_two()
+                            || !(MIN_PACKET_SIZE..=MAX_PACKET_SIZE).contains(&size)
+                        {
+                            return Err(ErrorCode::BadConfig);
+                        }
+                        if self.dmas_active > 0 {
+                            return Err(ErrorCode::Busy);
+                        }
+                        self.params.packet_size = size;
+                        self.hw.reg_write(regs::PACKET_SIZE, size as u64);
+                    }
+                    Param::RetryTimeoutNs => {
+                        if value < 1000 {
+                            return Err(ErrorCode::BadConfig);
+                        }
+                        self.params.retry_timeout_ns = value;
+                    }
+                    Param::RetryLimit => {
+                        let limit = u32::try_from(value).map_err(|_| ErrorCode::BadConfig)?;
+                        if limit == 0 {
+                            return Err(ErrorCode::BadConfig);
+                        }
+                        self.params.retry_limit = limit;
+                    }
+                }
+                Ok(0)
+            }
+            MailboxOp::ResetFlow => {
+                let node = usize::try_from(args[0]).map_err(|_| ErrorCode::BadConfig)?;
+                self.reset_flow(node).map(|()| 0)
+            }
+        }
+    }
+}

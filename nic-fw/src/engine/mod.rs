@@ -1,0 +1,526 @@
+//! The firmware engine: a poll-driven state machine.
+//!
+//! One [`Engine`] is one NIC on one rail. Each call to [`Engine::poll`] does a
+//! bounded amount of work, in this order:
+//!
+//! 1. the admin mailbox, if its doorbell rang;
+//! 2. received packets: data is checked (context, job key, region and
+//!    permission) and written, events are set, get requests become DMAs,
+//!    acks retire transmitted packets;
+//! 3. acknowledgements owed to peers (coalesced: one per flow per poll);
+//! 4. the chain queue (command blocks injected by event COPY actions);
+//! 5. the command queues whose doorbells rang (or that were stalled waiting
+//!    for a free DMA slot);
+//! 6. transmission: retransmissions first, then one packet per active DMA,
+//!    round-robin, within each flow's window;
+//! 7. retransmission timers.
+//!
+//! Invariants the code keeps (and the tests check):
+//! - nothing panics: every table access is checked, every arithmetic
+//!   operation is explicit about overflow (the crate denies
+//!   `indexing_slicing` and `arithmetic_side_effects`);
+//! - a rejected packet writes nothing, and is reported both to the target
+//!   context (error record) and to the initiator (ack error bit);
+//! - a DMA completes exactly once: its source event fires when its last
+//!   packet is acknowledged, with the first error any packet met;
+//! - a destination event is set only by the last packet of a DMA, and
+//!   packets of a flow are applied strictly in order, so it fires only after
+//!   every byte of that DMA is in memory.
+//!
+//! Tables are fixed-size: `NODES` bounds the node numbers a NIC can talk to
+//! (flow state), `EVENTS` the events per context; the other sizes are the
+//! ABI's constants.
+
+mod command;
+mod events;
+pub mod hw;
+mod mailbox;
+mod rx;
+mod tx;
+
+use crate::abi::command::CommandBlock;
+use crate::abi::error::{ErrorCode, ErrorInfo, ErrorRecord};
+use crate::abi::event::{EventAction, EventId};
+use crate::abi::regs::{self, ContextConfig, Geometry, RegionPerms, Status};
+use crate::abi::{
+    ABI_VERSION, CHAIN_DEPTH, ContextIndex, DEFAULT_PACKET_SIZE, MAX_CONTEXTS, MAX_DMAS,
+    MAX_REGIONS, NodeId, TX_WINDOW,
+};
+use hw::Hardware;
+use zerocopy::IntoBytes;
+
+/// Where this engine sits: fixed by the board, reported in `LOCATION`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// Node id (switch port) on the rail.
+    pub node: NodeId,
+    /// Rail index.
+    pub rail: u8,
+}
+
+/// Counters, for tests and diagnostics (not part of the ABI).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Commands executed (ring and chain), including failed ones.
+    pub commands: u64,
+    /// Commands that completed with an error.
+    pub command_errors: u64,
+    /// Data and get-request packets transmitted, including retransmissions.
+    pub packets_sent: u64,
+    /// Retransmitted packets.
+    pub retransmits: u64,
+    /// Packets received and accepted in order.
+    pub packets_accepted: u64,
+    /// Packets rejected by protection or addressing checks.
+    pub packets_rejected: u64,
+    /// Headers dropped as malformed (checksum, type, misrouted).
+    pub bad_packets: u64,
+    /// Duplicate packets (already applied) re-acknowledged.
+    pub duplicates: u64,
+    /// Events fired.
+    pub events_fired: u64,
+    /// Commands injected by COPY actions.
+    pub chained: u64,
+    /// DMAs completed (successfully or not).
+    pub dmas_completed: u64,
+    /// Errors with no context to report them to.
+    pub unreported_errors: u64,
+}
+
+/// What one poll achieved; tells a scheduler whether it may sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollOutcome {
+    /// Some state changed.
+    pub progressed: bool,
+    /// Work is outstanding that needs no external stimulus (unsent packets,
+    /// chain entries, stalled queues): poll again soon.
+    pub pending: bool,
+    /// Packets await acknowledgement; the engine needs a poll by this time
+    /// (nanoseconds, on its clock) even if nothing else happens.
+    pub timer_ns: Option<u64>,
+}
+
+/// Runtime parameters (mailbox `SetParam`).
+#[derive(Clone, Copy, Debug)]
+struct Params {
+    packet_size: u32,
+    retry_timeout_ns: u64,
+    retry_limit: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Context {
+    cfg: Option<ContextConfig>,
+    /// Free-running count of consumed command blocks.
+    head: u64,
+    /// Free-running count of error records written.
+    err_count: u64,
+}
+
+impl Context {
+    const DETACHED: Context = Context {
+        cfg: None,
+        head: 0,
+        err_count: 0,
+    };
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    ctx: ContextIndex,
+    perms: RegionPerms,
+    va: u64,
+    len: u64,
+    phys: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    count: i64,
+    armed: bool,
+    status: ErrorCode,
+    action: EventAction,
+}
+
+impl Event {
+    const RESET: Event = Event {
+        count: 0,
+        armed: false,
+        status: ErrorCode::Ok,
+        action: EventAction::NONE,
+    };
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DmaRole {
+    /// A put issued by a local context.
+    Put,
+    /// A get issued by a local context: one request packet to the owner.
+    GetRequest,
+    /// A put run on behalf of a remote requester.
+    GetResponse,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Dma {
+    active: bool,
+    role: DmaRole,
+    /// Local context owning the DMA (issuer, or data owner for a response).
+    ctx: ContextIndex,
+    peer_node: NodeId,
+    peer_ctx: ContextIndex,
+    job_key: u32,
+    /// Put / response: translated local source.
+    src_phys: u64,
+    /// Get request: source address at the owner.
+    remote_src: u64,
+    /// Target address (virtual, in the peer's context).
+    dst_addr: u64,
+    len: u32,
+    /// Bytes already assigned to packets.
+    next_offset: u32,
+    packets_total: u32,
+    packets_sent: u32,
+    packets_acked: u32,
+    /// Local event fired at completion (put: source event; response: the
+    /// owner's event; request: the requester's destination event, only on
+    /// failure).
+    local_event: Option<EventId>,
+    /// Raw event for the peer (put/response: destination event; request:
+    /// the owner's source event).
+    peer_event: u32,
+    /// Request: the requester's destination event (raw), carried to the owner.
+    request_dst_event: u32,
+    cookie: u32,
+    status: ErrorCode,
+}
+
+impl Dma {
+    const IDLE: Dma = Dma {
+        active: false,
+        role: DmaRole::Put,
+        ctx: 0,
+        peer_node: 0,
+        peer_ctx: 0,
+        job_key: 0,
+        src_phys: 0,
+        remote_src: 0,
+        dst_addr: 0,
+        len: 0,
+        next_offset: 0,
+        packets_total: 0,
+        packets_sent: 0,
+        packets_acked: 0,
+        local_event: None,
+        peer_event: u32::MAX,
+        request_dst_event: u32::MAX,
+        cookie: 0,
+        status: ErrorCode::Ok,
+    };
+}
+
+#[derive(Clone, Copy, Debug)]
+struct TxEntry {
+    dma: u8,
+    offset: u32,
+    len: u32,
+    last: bool,
+}
+
+/// Sender side of a go-back-N flow to one node.
+#[derive(Clone, Copy, Debug)]
+struct TxFlow {
+    next_seq: u32,
+    /// Oldest unacknowledged sequence number.
+    base_seq: u32,
+    in_flight: u32,
+    window: [TxEntry; TX_WINDOW],
+    /// Next sequence number to retransmit, while a go-back is in progress.
+    resend: Option<u32>,
+    /// End (exclusive) of the go-back in progress: packets sent after it
+    /// started need no retransmission.
+    resend_end: u32,
+    /// Do not retransmit before this time (after a nack).
+    resend_not_before: u64,
+    /// Time of the last send of the oldest packet, or of the last ack.
+    progress_ns: u64,
+    retries: u32,
+    broken: bool,
+}
+
+impl TxFlow {
+    const NEW: TxFlow = TxFlow {
+        next_seq: 0,
+        base_seq: 0,
+        in_flight: 0,
+        window: [TxEntry {
+            dma: 0,
+            offset: 0,
+            len: 0,
+            last: false,
+        }; TX_WINDOW],
+        resend: None,
+        resend_end: 0,
+        resend_not_before: 0,
+        progress_ns: 0,
+        retries: 0,
+        broken: false,
+    };
+}
+
+/// Receiver side of a flow from one node.
+#[derive(Clone, Copy, Debug)]
+struct RxFlow {
+    expected: u32,
+    err_bits: u64,
+    last_err: ErrorCode,
+    ack_owed: bool,
+    nack_owed: bool,
+    listed: bool,
+}
+
+impl RxFlow {
+    const NEW: RxFlow = RxFlow {
+        expected: 0,
+        err_bits: 0,
+        last_err: ErrorCode::Ok,
+        ack_owed: false,
+        nack_owed: false,
+        listed: false,
+    };
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ChainEntry {
+    ctx: ContextIndex,
+    block: CommandBlock,
+}
+
+/// Packets received per poll, at most.
+const RX_BUDGET: usize = 64;
+/// Commands executed per queue per poll, at most.
+const CMD_BUDGET: usize = 32;
+/// Packets transmitted per poll, at most.
+const TX_BUDGET: usize = 64;
+/// Default retransmission timeout: generous, because an emulated NIC may be
+/// descheduled for milliseconds on a loaded host.
+const DEFAULT_RETRY_TIMEOUT_NS: u64 = 50_000_000;
+/// Default retransmissions of a window before a flow is declared broken.
+const DEFAULT_RETRY_LIMIT: u32 = 16;
+
+/// The NIC firmware state machine. See the module documentation.
+pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
+    hw: H,
+    loc: Location,
+    params: Params,
+    contexts: [Context; MAX_CONTEXTS],
+    regions: [Option<Region>; MAX_REGIONS],
+    events: [[Event; EVENTS]; MAX_CONTEXTS],
+    dmas: [Dma; MAX_DMAS],
+    dmas_active: usize,
+    dma_cursor: usize,
+    tx: [TxFlow; NODES],
+    rx: [RxFlow; NODES],
+    ack_list: [NodeId; NODES],
+    ack_list_len: usize,
+    chain: [Option<ChainEntry>; CHAIN_DEPTH],
+    chain_head: usize,
+    chain_len: usize,
+    /// Contexts whose queues may hold unconsumed commands.
+    queues_pending: u32,
+    flows_in_flight: usize,
+    stats: Stats,
+}
+
+impl<H: Hardware, const NODES: usize, const EVENTS: usize> core::fmt::Debug
+    for Engine<H, NODES, EVENTS>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("loc", &self.loc)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+    /// Geometry this instantiation reports.
+    pub const GEOMETRY: Geometry = Geometry {
+        contexts: MAX_CONTEXTS as u8,
+        events_per_ctx: if EVENTS > u16::MAX as usize {
+            u16::MAX
+        } else {
+            EVENTS as u16
+        },
+        regions: MAX_REGIONS as u8,
+        max_nodes: if NODES > u16::MAX as usize {
+            u16::MAX
+        } else {
+            NODES as u16
+        },
+        dmas: MAX_DMAS as u8,
+        tx_window: TX_WINDOW as u8,
+    };
+
+    /// Bring up a NIC: reset all tables and publish identity registers.
+    pub fn new(mut hw: H, loc: Location) -> Self {
+        hw.reg_write(regs::ID, regs::ID_VALUE);
+        hw.reg_write(regs::VERSION, ABI_VERSION as u64);
+        hw.reg_write(regs::GEOMETRY, Self::GEOMETRY.to_reg());
+        hw.reg_write(
+            regs::LOCATION,
+            (loc.node as u64) | ((loc.rail as u64) << 16),
+        );
+        hw.reg_write(regs::PACKET_SIZE, DEFAULT_PACKET_SIZE as u64);
+        hw.reg_write(regs::STATUS, Status::RUNNING.bits());
+        Self {
+            hw,
+            loc,
+            params: Params {
+                packet_size: DEFAULT_PACKET_SIZE,
+                retry_timeout_ns: DEFAULT_RETRY_TIMEOUT_NS,
+                retry_limit: DEFAULT_RETRY_LIMIT,
+            },
+            contexts: [Context::DETACHED; MAX_CONTEXTS],
+            regions: [None; MAX_REGIONS],
+            events: [[Event::RESET; EVENTS]; MAX_CONTEXTS],
+            dmas: [Dma::IDLE; MAX_DMAS],
+            dmas_active: 0,
+            dma_cursor: 0,
+            tx: [TxFlow::NEW; NODES],
+            rx: [RxFlow::NEW; NODES],
+            ack_list: [0; NODES],
+            ack_list_len: 0,
+            chain: [None; CHAIN_DEPTH],
+            chain_head: 0,
+            chain_len: 0,
+            queues_pending: 0,
+            flows_in_flight: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// The board.
+    pub fn hardware(&self) -> &H {
+        &self.hw
+    }
+
+    /// The board, mutably (for boards that need servicing between polls).
+    pub fn hardware_mut(&mut self) -> &mut H {
+        &mut self.hw
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Where this NIC sits.
+    pub fn location(&self) -> Location {
+        self.loc
+    }
+
+    /// Run one bounded round of work. See the module documentation.
+    pub fn poll(&mut self) -> PollOutcome {
+        let mut progressed = false;
+        let doorbells = self.hw.take_doorbells();
+        if doorbells & hw::DOORBELL_MAILBOX != 0 {
+            self.run_mailbox();
+            progressed = true;
+        }
+        self.queues_pending |= (doorbells & ((1u64 << MAX_CONTEXTS) - 1)) as u32;
+
+        progressed |= self.receive();
+        progressed |= self.send_acks();
+        progressed |= self.run_chain();
+        progressed |= self.run_queues();
+        progressed |= self.transmit();
+        progressed |= self.check_timers();
+
+        // Work that can move without an external stimulus. A queue or chain
+        // stalled on a full DMA table waits for an ack, which is a stimulus.
+        let slots_free = self.dmas_active < MAX_DMAS;
+        let pending =
+            ((self.chain_len > 0 || self.queues_pending != 0) && slots_free) || self.has_unsent();
+        PollOutcome {
+            progressed,
+            pending,
+            timer_ns: self.next_timer(),
+        }
+    }
+
+    /// Translate `len` bytes at `va` in `ctx` for an access needing `perm`.
+    fn translate(
+        &self,
+        ctx: ContextIndex,
+        va: u64,
+        len: u64,
+        perm: RegionPerms,
+    ) -> Result<u64, ErrorCode> {
+        let end = va.checked_add(len).ok_or(ErrorCode::AddressOverflow)?;
+        // Regions of one context never overlap (MapRegion refuses it), so
+        // the first region containing the range is the only one.
+        for r in self.regions.iter().flatten() {
+            // r.va + r.len cannot overflow: MapRegion rejects such regions.
+            if r.ctx == ctx && va >= r.va && end <= r.va.saturating_add(r.len) {
+                if !r.perms.contains(perm) {
+                    break;
+                }
+                return r
+                    .phys
+                    .checked_add(va.wrapping_sub(r.va))
+                    .ok_or(ErrorCode::AddressOverflow);
+            }
+        }
+        Err(ErrorCode::Protection)
+    }
+
+    fn context(&self, ctx: ContextIndex) -> Option<&ContextConfig> {
+        self.contexts.get(ctx as usize).and_then(|c| c.cfg.as_ref())
+    }
+
+    /// Write an error record into `ctx`'s error ring and wake its host.
+    fn report(&mut self, ctx: ContextIndex, mut info: ErrorInfo) {
+        let Some(c) = self.contexts.get_mut(ctx as usize) else {
+            self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
+            return;
+        };
+        let Some(cfg) = c.cfg else {
+            self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
+            self.hw
+                .reg_write(regs::STATS_ERRORS, self.stats.unreported_errors);
+            return;
+        };
+        info.seq = c.err_count;
+        let entries = 1u64 << cfg.err_log2.min(16);
+        let index = c.err_count & entries.wrapping_sub(1);
+        c.err_count = c.err_count.wrapping_add(1);
+        let count = c.err_count;
+        let record: ErrorRecord = info.emit();
+        let phys = cfg.err_base.wrapping_add(index.wrapping_mul(32));
+        if self.hw.write(phys, record.as_bytes()).is_err() {
+            self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
+        }
+        if let Some(off) = regs::ctx_reg(ctx, regs::ERR_COUNT) {
+            self.hw.reg_write(off, count);
+        }
+        self.hw.wake(ctx);
+    }
+
+    fn next_timer(&self) -> Option<u64> {
+        if self.flows_in_flight == 0 {
+            return None;
+        }
+        self.tx
+            .iter()
+            .filter(|f| f.in_flight > 0 && !f.broken)
+            .map(|f| match f.resend {
+                Some(_) => f.resend_not_before,
+                None => f.progress_ns.saturating_add(self.params.retry_timeout_ns),
+            })
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests;

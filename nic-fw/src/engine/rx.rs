@@ -1,0 +1,341 @@
+//! Reception: in-order acceptance per flow, receiver-side protection, data
+//! delivery, destination events, get requests, and owed acknowledgements.
+
+use super::hw::Hardware;
+use super::{Dma, DmaRole, Engine, RX_BUDGET};
+use crate::abi::NodeId;
+use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
+use crate::abi::event::EventId;
+use crate::abi::packet::{Packet, PacketHeader, PacketType, Route};
+use crate::abi::regs::RegionPerms;
+
+/// What the receiver did with an in-order packet.
+enum Verdict {
+    /// Applied; consumes the sequence number.
+    Accepted,
+    /// Rejected, nothing written; consumes the sequence number and is
+    /// reported to the sender through the ack's error bitmap.
+    Rejected(ErrorCode),
+    /// Not now (no DMA slot for a get): nack, the sender will retry.
+    Retry,
+}
+
+impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+    /// Take up to a budget of packets from the link.
+    pub(super) fn receive(&mut self) -> bool {
+        let mut progressed = false;
+        for _ in 0..RX_BUDGET {
+            let Some((header, payload)) = self.hw.recv() else {
+                break;
+            };
+            progressed = true;
+            self.on_packet(&header, &payload);
+        }
+        progressed
+    }
+
+    fn on_packet(&mut self, header: &PacketHeader, payload: &H::Payload) {
+        let packet = match Packet::parse(header) {
+            Ok(p) if p.dst_node() == self.loc.node => p,
+            _ => {
+                // Corrupt or misrouted: drop without effect; the sender's
+                // timer retransmits.
+                self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
+                return;
+            }
+        };
+        match packet {
+            Packet::Ack {
+                src_node,
+                cum_seq,
+                err_bits,
+                err_code,
+                ..
+            } => {
+                self.on_ack(PacketType::Ack, src_node, cum_seq, err_bits, err_code);
+            }
+            Packet::Nack {
+                src_node,
+                cum_seq,
+                err_bits,
+                err_code,
+                ..
+            } => {
+                self.on_ack(PacketType::Nack, src_node, cum_seq, err_bits, err_code);
+            }
+            Packet::Data { route, seq, .. } | Packet::GetRequest { route, seq, .. } => {
+                self.on_sequenced(route.src_node, seq, &packet, payload);
+            }
+        }
+    }
+
+    fn on_sequenced(&mut self, src: NodeId, seq: u32, packet: &Packet, payload: &H::Payload) {
+        let Some(flow) = self.rx.get(src as usize) else {
+            self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
+            return;
+        };
+        let distance = seq.wrapping_sub(flow.expected) as i32;
+        if distance < 0 {
+            // Already applied (its ack was lost or is in flight): ack again.
+            self.stats.duplicates = self.stats.duplicates.wrapping_add(1);
+            self.owe_ack(src, false);
+            return;
+        }
+        if distance > 0 {
+            // A gap: an earlier packet was lost. Go-back-N: ask for it.
+            self.owe_ack(src, true);
+            return;
+        }
+        let verdict = match *packet {
+            Packet::Data {
+                route,
+                addr,
+                len,
+                event,
+                cookie,
+                last,
+                get_response,
+                ..
+            } => self.on_data(route, addr, len, event, cookie, last, get_response, payload),
+            Packet::GetRequest {
+                route,
+                src_addr,
+                dst_addr,
+                len,
+                src_event,
+                dst_event,
+                cookie,
+                ..
+            } => self.on_get_request(route, src_addr, dst_addr, len, src_event, dst_event, cookie),
+            Packet::Ack { .. } | Packet::Nack { .. } => Verdict::Accepted,
+        };
+        let Some(flow) = self.rx.get_mut(src as usize) else {
+            return;
+        };
+        match verdict {
+            Verdict::Retry => {
+                self.owe_ack(src, true);
+                return;
+            }
+            Verdict::Accepted => {
+                flow.err_bits <<= 1;
+                self.stats.packets_accepted = self.stats.packets_accepted.wrapping_add(1);
+            }
+            Verdict::Rejected(code) => {
+                flow.err_bits = (flow.err_bits << 1) | 1;
+                flow.last_err = code;
+                self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
+            }
+        }
+        flow.expected = flow.expected.wrapping_add(1);
+        self.owe_ack(src, false);
+    }
+
+    /// Check and apply a data packet. Nothing is written unless every check
+    /// passes.
+    #[allow(clippy::too_many_arguments)]
+    fn on_data(
+        &mut self,
+        route: Route,
+        addr: u64,
+        len: u32,
+        raw_event: u32,
+        cookie: u32,
+        last: bool,
+        get_response: bool,
+        payload: &H::Payload,
+    ) -> Verdict {
+        let ctx = route.dst_ctx;
+        let event = EventId::decode(raw_event, EVENTS as u32);
+        let checked = self.check_inbound(ctx, route.job_key).and_then(|()| {
+            if self.hw.payload_len(payload) != len as usize {
+                return Err(ErrorCode::BadPacket);
+            }
+            let perm = if get_response {
+                RegionPerms::LOCAL_WRITE
+            } else {
+                RegionPerms::REMOTE_WRITE
+            };
+            let phys = self.translate(ctx, addr, len as u64, perm)?;
+            // An event index the table cannot hold is refused before any
+            // byte is written.
+            event?;
+            Ok(phys)
+        });
+        let status = match checked {
+            Ok(phys) => self
+                .hw
+                .deliver(payload, phys)
+                .map_err(|_| ErrorCode::HostBus)
+                .err(),
+            Err(code) => Some(code),
+        };
+        let status = status.unwrap_or(ErrorCode::Ok);
+        if let Ok(Some(ev)) = event
+            && self.context(ctx).is_some()
+        {
+            if last {
+                let _ = self.set_event(ctx, ev, 1, status);
+            } else if !status.is_ok() {
+                self.taint_event(ctx, ev, status);
+            }
+        }
+        if status.is_ok() {
+            return Verdict::Accepted;
+        }
+        self.report_inbound(route, status, cookie, addr, len, PacketType::Data);
+        Verdict::Rejected(status)
+    }
+
+    /// A get request: validate the owner's side and queue the put back.
+    #[allow(clippy::too_many_arguments)]
+    fn on_get_request(
+        &mut self,
+        route: Route,
+        src_addr: u64,
+        dst_addr: u64,
+        len: u32,
+        raw_src_event: u32,
+        raw_dst_event: u32,
+        cookie: u32,
+    ) -> Verdict {
+        let ctx = route.dst_ctx;
+        let checked = self.check_inbound(ctx, route.job_key).and_then(|()| {
+            let phys = self.translate(ctx, src_addr, len as u64, RegionPerms::REMOTE_READ)?;
+            let src_event = EventId::decode(raw_src_event, EVENTS as u32)?;
+            dst_addr
+                .checked_add(len as u64)
+                .ok_or(ErrorCode::AddressOverflow)?;
+            Ok((phys, src_event))
+        });
+        match checked {
+            Ok((src_phys, src_event)) => {
+                if self.dmas_active >= self.dmas.len() {
+                    return Verdict::Retry;
+                }
+                let job_key = self.context(ctx).map_or(0, |c| c.job_key);
+                let dma = Dma {
+                    active: true,
+                    role: DmaRole::GetResponse,
+                    ctx,
+                    peer_node: route.src_node,
+                    peer_ctx: route.src_ctx,
+                    job_key,
+                    src_phys,
+                    dst_addr,
+                    len,
+                    packets_total: self.packets_for(len),
+                    local_event: src_event,
+                    peer_event: raw_dst_event,
+                    cookie,
+                    ..Dma::IDLE
+                };
+                match self.install_dma(dma) {
+                    Ok(()) => Verdict::Accepted,
+                    Err(_) => Verdict::Retry,
+                }
+            }
+            Err(code) => {
+                self.report_inbound(route, code, cookie, src_addr, len, PacketType::GetRequest);
+                Verdict::Rejected(code)
+            }
+        }
+    }
+
+    /// Context attached and job key matching.
+    fn check_inbound(&self, ctx: u8, job_key: u32) -> Result<(), ErrorCode> {
+        let cfg = self.context(ctx).ok_or(ErrorCode::NoContext)?;
+        if cfg.job_key != job_key {
+            return Err(ErrorCode::JobKeyMismatch);
+        }
+        Ok(())
+    }
+
+    fn report_inbound(
+        &mut self,
+        route: Route,
+        code: ErrorCode,
+        cookie: u32,
+        addr: u64,
+        len: u32,
+        ptype: PacketType,
+    ) {
+        // Report to the target context only if the packet legitimately
+        // belongs to it; otherwise count it (there is nobody to tell).
+        if code == ErrorCode::NoContext || code == ErrorCode::JobKeyMismatch {
+            self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
+            self.hw
+                .reg_write(crate::abi::regs::STATS_ERRORS, self.stats.unreported_errors);
+            return;
+        }
+        self.report(
+            route.dst_ctx,
+            ErrorInfo {
+                code,
+                kind: ErrorKind::Inbound,
+                cookie,
+                addr,
+                len,
+                peer_node: route.src_node,
+                peer_ctx: route.src_ctx,
+                op: ptype as u8,
+                seq: 0,
+            },
+        );
+    }
+
+    fn owe_ack(&mut self, src: NodeId, nack: bool) {
+        let Some(flow) = self.rx.get_mut(src as usize) else {
+            return;
+        };
+        if nack {
+            flow.nack_owed = true;
+        } else {
+            flow.ack_owed = true;
+        }
+        if !flow.listed {
+            flow.listed = true;
+            if let Some(slot) = self.ack_list.get_mut(self.ack_list_len) {
+                *slot = src;
+                self.ack_list_len = self.ack_list_len.wrapping_add(1);
+            }
+        }
+    }
+
+    /// Send one ack (or nack) per flow that is owed one.
+    pub(super) fn send_acks(&mut self) -> bool {
+        let n = self.ack_list_len;
+        self.ack_list_len = 0;
+        for i in 0..n {
+            let Some(src) = self.ack_list.get(i).copied() else {
+                break;
+            };
+            let Some(flow) = self.rx.get_mut(src as usize) else {
+                continue;
+            };
+            let cum_seq = flow.expected.wrapping_sub(1);
+            let packet = if flow.nack_owed {
+                Packet::Nack {
+                    src_node: self.loc.node,
+                    dst_node: src,
+                    cum_seq,
+                    err_bits: flow.err_bits,
+                    err_code: flow.last_err,
+                }
+            } else {
+                Packet::Ack {
+                    src_node: self.loc.node,
+                    dst_node: src,
+                    cum_seq,
+                    err_bits: flow.err_bits,
+                    err_code: flow.last_err,
+                }
+            };
+            flow.ack_owed = false;
+            flow.nack_owed = false;
+            flow.listed = false;
+            let _ = self.hw.send(&packet.emit(), None);
+        }
+        n > 0
+    }
+}

@@ -1,0 +1,796 @@
+//! Engine tests on a software board: several engines, byte-vector host
+//! memories, and a network that can drop, duplicate and corrupt packets
+//! from a seeded generator.
+#![allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+extern crate std;
+use std::collections::VecDeque;
+use std::vec;
+use std::vec::Vec;
+
+use super::hw::{
+    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, PayloadSource, RegisterFile,
+};
+use super::{Engine, Location};
+use crate::abi::command::{Command, DmaCommand, DmaKind};
+use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind, ErrorRecord};
+use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId};
+use crate::abi::packet::PacketHeader;
+use crate::abi::regs::{
+    self, Capability, ContextConfig, MailboxOp, MailboxStatus, Placement, QueuePerms, RegionConfig,
+    RegionPerms,
+};
+use zerocopy::FromBytes;
+
+const MEM: usize = 1 << 20;
+const RING: u64 = 0x1000; // 64 entries
+const ERRS: u64 = 0x2000; // 16 records
+const WORDS: u64 = 0x3000; // completion words, LOCAL_WRITE
+const DATA: u64 = 0x10000; // arena, remote read/write
+const DATA_LEN: u64 = 0x40000;
+const VA_DATA: u64 = 0x7000_0000;
+const VA_WORDS: u64 = 0x6000_0000;
+
+struct Board {
+    mem: Vec<u8>,
+    regs: Vec<u64>,
+    doorbells: u64,
+    outbox: Vec<(PacketHeader, Vec<u8>)>,
+    inbox: VecDeque<(PacketHeader, Vec<u8>)>,
+    now: u64,
+    wakes: u32,
+}
+
+impl HostMemory for Board {
+    fn read(&mut self, phys: u64, buf: &mut [u8]) -> Result<(), BusError> {
+        let s = phys as usize;
+        let src = self
+            .mem
+            .get(s..s.checked_add(buf.len()).ok_or(BusError)?)
+            .ok_or(BusError)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+    fn write(&mut self, phys: u64, data: &[u8]) -> Result<(), BusError> {
+        let s = phys as usize;
+        let dst = self
+            .mem
+            .get_mut(s..s.checked_add(data.len()).ok_or(BusError)?)
+            .ok_or(BusError)?;
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+    fn write_word_release(&mut self, phys: u64, value: u64) -> Result<(), BusError> {
+        self.write(phys, &value.to_le_bytes())
+    }
+}
+
+impl Link for Board {
+    type Payload = Vec<u8>;
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
+        let mut bytes = vec![0; payload.map_or(0, |p| p.len as usize)];
+        if let Some(p) = payload {
+            self.read(p.phys, &mut bytes).unwrap();
+        }
+        self.outbox.push((*header, bytes));
+        true
+    }
+    fn recv(&mut self) -> Option<(PacketHeader, Vec<u8>)> {
+        self.inbox.pop_front()
+    }
+    fn payload_len(&self, p: &Vec<u8>) -> usize {
+        p.len()
+    }
+    fn deliver(&mut self, p: &Vec<u8>, phys: u64) -> Result<(), BusError> {
+        self.write(phys, p)
+    }
+}
+
+impl RegisterFile for Board {
+    fn reg_read(&self, off: u32) -> u64 {
+        self.regs.get(off as usize / 8).copied().unwrap_or(0)
+    }
+    fn reg_write(&mut self, off: u32, v: u64) {
+        if let Some(r) = self.regs.get_mut(off as usize / 8) {
+            *r = v;
+        }
+    }
+    fn take_doorbells(&mut self) -> u64 {
+        core::mem::take(&mut self.doorbells)
+    }
+}
+
+impl Clock for Board {
+    fn now_ns(&self) -> u64 {
+        self.now
+    }
+}
+
+impl HostWake for Board {
+    fn wake(&mut self, _ctx: u8) {
+        self.wakes += 1;
+    }
+}
+
+type TestEngine = Engine<Board, 8, 32>;
+
+/// Faults applied by the network, per mille.
+#[derive(Clone, Copy, Default)]
+struct Faults {
+    drop: u32,
+    duplicate: u32,
+    corrupt: u32,
+}
+
+struct Net {
+    nics: Vec<TestEngine>,
+    tails: Vec<u64>,
+    rng: u64,
+    faults: Faults,
+    mbox_seq: u32,
+}
+
+impl Net {
+    /// `nodes` nodes, one context (ctx 0) each, one rank per node.
+    fn new(nodes: usize, seed: u64) -> Net {
+        let mut net = Net {
+            nics: Vec::new(),
+            tails: vec![0; nodes],
+            rng: seed | 1,
+            faults: Faults::default(),
+            mbox_seq: 0,
+        };
+        for node in 0..nodes {
+            let board = Board {
+                mem: vec![0; MEM],
+                regs: vec![0; regs::BAR0_SIZE as usize / 8],
+                doorbells: 0,
+                outbox: Vec::new(),
+                inbox: VecDeque::new(),
+                now: 0,
+                wakes: 0,
+            };
+            net.nics.push(Engine::new(
+                board,
+                Location {
+                    node: node as u16,
+                    rail: 0,
+                },
+            ));
+        }
+        for node in 0..nodes {
+            let cap = Capability {
+                low_node: 0,
+                node_count: nodes as u16,
+                ranks_per_node: 1,
+                ctx_base: 0,
+                placement: Placement::Block,
+            };
+            let cfg = ContextConfig {
+                ctx: 0,
+                cq_log2: 6,
+                err_log2: 4,
+                perms: QueuePerms::all(),
+                job_key: 0x1234,
+                cq_base: RING,
+                err_base: ERRS,
+                cap,
+            };
+            assert_eq!(
+                net.mailbox(node, MailboxOp::AttachContext, cfg.to_args()),
+                ErrorCode::Ok
+            );
+            let data = RegionConfig {
+                ctx: 0,
+                slot: 0,
+                perms: RegionPerms::all(),
+                va: VA_DATA,
+                len: DATA_LEN,
+                phys: DATA,
+            };
+            assert_eq!(
+                net.mailbox(node, MailboxOp::MapRegion, data.to_args()),
+                ErrorCode::Ok
+            );
+            let words = RegionConfig {
+                ctx: 0,
+                slot: 1,
+                perms: RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
+                va: VA_WORDS,
+                len: 0x1000,
+                phys: WORDS,
+            };
+            assert_eq!(
+                net.mailbox(node, MailboxOp::MapRegion, words.to_args()),
+                ErrorCode::Ok
+            );
+        }
+        net
+    }
+
+    fn mailbox(&mut self, node: usize, op: MailboxOp, args: [u64; 4]) -> ErrorCode {
+        self.mbox_seq += 1;
+        let seq = self.mbox_seq;
+        let nic = &mut self.nics[node];
+        let hw = nic.hardware_mut();
+        for (i, a) in args.iter().enumerate() {
+            hw.reg_write(regs::MBOX_ARG0 + 8 * i as u32, *a);
+        }
+        hw.reg_write(regs::MBOX_CMD, regs::mailbox_cmd(op, seq));
+        hw.doorbells |= DOORBELL_MAILBOX;
+        nic.poll();
+        let st = MailboxStatus::from_reg(nic.hardware().reg_read(regs::MBOX_STATUS));
+        assert!(st.done && st.seq == seq);
+        st.code
+    }
+
+    fn next_rand(&mut self) -> u32 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 32) as u32
+    }
+
+    fn post_raw(&mut self, node: usize, raw: [u8; 64]) {
+        let tail = self.tails[node];
+        let hw = self.nics[node].hardware_mut();
+        let slot = RING + (tail % 64) * 64;
+        hw.write(slot, &raw).unwrap();
+        self.tails[node] = tail + 1;
+        hw.reg_write(regs::ctx_reg(0, regs::CQ_TAIL).unwrap(), tail + 1);
+        hw.doorbells |= 1;
+    }
+
+    fn post(&mut self, node: usize, cmd: Command) {
+        self.post_raw(node, cmd.emit(0xc0de).to_bytes());
+    }
+
+    /// Move packets and poll until quiet (or time advances retransmissions).
+    fn run(&mut self, max_rounds: usize) {
+        for _ in 0..max_rounds {
+            let mut busy = false;
+            for i in 0..self.nics.len() {
+                let out = self.nics[i].poll();
+                busy |= out.progressed || out.pending;
+            }
+            for i in 0..self.nics.len() {
+                let packets = core::mem::take(&mut self.nics[i].hardware_mut().outbox);
+                for (h, p) in packets {
+                    busy = true;
+                    let r = self.next_rand() % 1000;
+                    if r < self.faults.drop {
+                        continue;
+                    }
+                    let dst = h.dst_node.get() as usize;
+                    let mut h2 = h;
+                    if r < self.faults.drop + self.faults.corrupt {
+                        let mut b = h2.to_bytes();
+                        let bit = self.next_rand() as usize % 512;
+                        b[bit / 8] ^= 1 << (bit % 8);
+                        h2 = PacketHeader::from_bytes(&b);
+                    }
+                    let dup = self.next_rand() % 1000 < self.faults.duplicate;
+                    if let Some(n) = self.nics.get_mut(dst) {
+                        n.hardware_mut().inbox.push_back((h2, p.clone()));
+                        if dup {
+                            n.hardware_mut().inbox.push_back((h, p));
+                        }
+                    }
+                }
+            }
+            if !busy {
+                // Jump to the earliest timer, as a discrete-event clock would.
+                let Some(t) = self.nics.iter().filter_map(|n| n.next_timer()).min() else {
+                    return;
+                };
+                for n in &mut self.nics {
+                    let hw = n.hardware_mut();
+                    hw.now = hw.now.max(t);
+                }
+            }
+        }
+        panic!("network did not quiesce");
+    }
+
+    fn mem(&self, node: usize, phys: u64, len: usize) -> Vec<u8> {
+        self.nics[node].hardware().mem[phys as usize..phys as usize + len].to_vec()
+    }
+
+    fn fill(&mut self, node: usize, phys: u64, data: &[u8]) {
+        self.nics[node].hardware_mut().write(phys, data).unwrap();
+    }
+
+    fn word(&self, node: usize, index: u64) -> CompletionWord {
+        let b = self.mem(node, WORDS + 8 * index, 8);
+        CompletionWord::unpack(u64::from_le_bytes(b.try_into().unwrap()))
+    }
+
+    fn errors(&self, node: usize) -> Vec<ErrorInfo> {
+        let n = self.nics[node]
+            .hardware()
+            .reg_read(regs::ctx_reg(0, regs::ERR_COUNT).unwrap());
+        (0..n.min(16))
+            .map(|i| {
+                let raw = self.mem(node, ERRS + 32 * i, 32);
+                ErrorInfo::parse(&ErrorRecord::read_from_bytes(&raw).unwrap()).unwrap()
+            })
+            .collect()
+    }
+}
+
+fn write_action(index: u64, value: u64) -> EventAction {
+    EventAction {
+        kind: ActionKind::Write {
+            addr: VA_WORDS + 8 * index,
+            value,
+        },
+        wake: true,
+    }
+}
+
+fn put(vp: u32, src: u64, dst: u64, len: u32, src_ev: Option<u32>, dst_ev: Option<u32>) -> Command {
+    Command::Dma(DmaCommand {
+        kind: DmaKind::Put,
+        len,
+        vp,
+        src_addr: VA_DATA + src,
+        dst_addr: VA_DATA + dst,
+        src_event: src_ev.map(EventId),
+        dst_event: dst_ev.map(EventId),
+    })
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn put_and_check(net: &mut Net, len: u32) {
+    let data = pattern(len as usize, 7);
+    net.fill(0, DATA, &data);
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(1),
+            count: 1,
+            action: write_action(1, 42),
+        },
+    );
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(2),
+            count: 1,
+            action: write_action(2, 43),
+        },
+    );
+    net.post(0, put(1, 0, 0x100, len, Some(1), Some(2)));
+    net.run(100_000);
+    assert_eq!(net.mem(1, DATA + 0x100, len as usize), data);
+    assert_eq!(
+        net.word(0, 1),
+        CompletionWord {
+            value: 42,
+            status: Some(ErrorCode::Ok)
+        }
+    );
+    assert_eq!(
+        net.word(1, 2),
+        CompletionWord {
+            value: 43,
+            status: Some(ErrorCode::Ok)
+        }
+    );
+}
+
+#[test]
+fn put_of_every_shape_lands_and_completes_both_events() {
+    for len in [0u32, 1, 7, 2047, 2048, 2049, 65_536 + 3] {
+        let mut net = Net::new(2, 1);
+        put_and_check(&mut net, len);
+    }
+}
+
+#[test]
+fn put_survives_loss_duplication_and_corruption() {
+    for seed in 1..6 {
+        let mut net = Net::new(2, seed);
+        net.faults = Faults {
+            drop: 100,
+            duplicate: 50,
+            corrupt: 50,
+        };
+        put_and_check(&mut net, 100_000);
+        assert!(net.nics[0].stats().retransmits > 0);
+        // Exactly once: each side's event fired once, one DMA completed.
+        assert_eq!(net.nics[0].stats().events_fired, 1);
+        assert_eq!(net.nics[1].stats().events_fired, 1);
+        assert_eq!(net.nics[0].stats().dmas_completed, 1);
+        assert!(net.nics[1].stats().duplicates > 0 || net.nics[1].stats().bad_packets > 0);
+    }
+}
+
+#[test]
+fn get_is_a_put_run_by_the_owner() {
+    let mut net = Net::new(3, 3);
+    let data = pattern(5000, 3);
+    net.fill(2, DATA + 0x800, &data);
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(4),
+            count: 1,
+            action: write_action(4, 9),
+        },
+    );
+    net.post(
+        0,
+        Command::Dma(DmaCommand {
+            kind: DmaKind::Get,
+            len: 5000,
+            vp: 2,
+            src_addr: VA_DATA + 0x800,
+            dst_addr: VA_DATA,
+            src_event: None,
+            dst_event: Some(EventId(4)),
+        }),
+    );
+    net.run(100_000);
+    assert_eq!(net.mem(0, DATA, 5000), data);
+    assert_eq!(
+        net.word(0, 4),
+        CompletionWord {
+            value: 9,
+            status: Some(ErrorCode::Ok)
+        }
+    );
+}
+
+#[test]
+fn put_outside_target_region_writes_nothing_and_both_sides_see_it() {
+    let mut net = Net::new(2, 4);
+    net.fill(0, DATA, &pattern(4096, 1));
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(1),
+            count: 1,
+            action: write_action(1, 5),
+        },
+    );
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(2),
+            count: 1,
+            action: write_action(2, 6),
+        },
+    );
+    // Straddles the end of the target region: the first packet is inside,
+    // the second is not. Neither side may see partial success reported.
+    net.post(0, put(1, 0, DATA_LEN - 2048, 4096, Some(1), Some(2)));
+    net.run(10_000);
+    assert_eq!(net.word(0, 1).status, Some(ErrorCode::Protection));
+    assert_eq!(net.word(1, 2).status, Some(ErrorCode::Protection));
+    let target_errors = net.errors(1);
+    assert_eq!(target_errors.len(), 1);
+    assert_eq!(target_errors[0].kind, ErrorKind::Inbound);
+    assert_eq!(target_errors[0].code, ErrorCode::Protection);
+    let initiator = net.errors(0);
+    assert_eq!(initiator.len(), 1);
+    assert_eq!(initiator[0].kind, ErrorKind::Remote);
+    // Completely outside: nothing written at all.
+    let mut net = Net::new(2, 5);
+    net.fill(0, DATA, &pattern(64, 1));
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(1),
+            count: 1,
+            action: write_action(1, 5),
+        },
+    );
+    net.post(
+        0,
+        Command::Dma(DmaCommand {
+            kind: DmaKind::Put,
+            len: 64,
+            vp: 1,
+            src_addr: VA_DATA,
+            dst_addr: VA_WORDS,
+            src_event: Some(EventId(1)),
+            dst_event: None,
+        }),
+    );
+    net.run(10_000);
+    assert_eq!(net.mem(1, WORDS, 64), vec![0; 64]);
+    assert_eq!(net.word(0, 1).status, Some(ErrorCode::Protection));
+}
+
+#[test]
+fn rearm_after_early_sets_fires_immediately_and_only_once() {
+    let mut net = Net::new(1, 6);
+    net.post(
+        0,
+        Command::SetEvent {
+            event: EventId(3),
+            count: 2,
+        },
+    );
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(3),
+            count: 3,
+            action: write_action(3, 1),
+        },
+    );
+    net.run(100);
+    assert_eq!(net.word(0, 3).value, 0, "only 2 of 3 sets arrived");
+    net.post(
+        0,
+        Command::SetEvent {
+            event: EventId(3),
+            count: 1,
+        },
+    );
+    net.run(100);
+    assert_eq!(net.word(0, 3).value, 1);
+    // Sets before the next arm are kept; the arm fires at once.
+    net.post(
+        0,
+        Command::SetEvent {
+            event: EventId(3),
+            count: 1,
+        },
+    );
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(3),
+            count: 1,
+            action: write_action(3, 2),
+        },
+    );
+    net.run(100);
+    assert_eq!(net.word(0, 3).value, 2);
+    assert_eq!(net.nics[0].stats().events_fired, 2);
+}
+
+#[test]
+fn chained_put_runs_without_the_host() {
+    let mut net = Net::new(3, 7);
+    let data = pattern(3000, 9);
+    net.fill(0, DATA, &data);
+    // Node 1 prepares "when event 5 fires, put the bytes on to node 2".
+    let forward = put(2, 0x1000, 0x2000, 3000, None, Some(6));
+    net.fill(1, WORDS + 0x100, &forward.emit(1).to_bytes());
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(5),
+            count: 1,
+            action: EventAction {
+                kind: ActionKind::Copy {
+                    src: VA_WORDS + 0x100,
+                },
+                wake: false,
+            },
+        },
+    );
+    net.post(
+        2,
+        Command::ArmEvent {
+            event: EventId(6),
+            count: 1,
+            action: write_action(6, 77),
+        },
+    );
+    net.post(0, put(1, 0, 0x1000, 3000, None, Some(5)));
+    net.run(100_000);
+    assert_eq!(net.mem(2, DATA + 0x2000, 3000), data);
+    assert_eq!(net.word(2, 6).value, 77);
+    assert_eq!(net.nics[1].stats().chained, 1);
+}
+
+#[test]
+fn malformed_commands_fail_alone_and_the_queue_keeps_going() {
+    let mut net = Net::new(2, 8);
+    let mut bad = Command::Nop.emit(99).to_bytes();
+    bad[0] = 0xee;
+    net.post_raw(0, bad);
+    net.post(
+        0,
+        Command::WriteWord {
+            addr: 0xdead_0000,
+            value: 1,
+        },
+    );
+    net.post(0, put(7, 0, 0, 8, Some(1), None));
+    net.post(
+        0,
+        Command::SetEvent {
+            event: EventId(1000),
+            count: 1,
+        },
+    );
+    net.post(
+        0,
+        Command::WriteWord {
+            addr: VA_WORDS + 8 * 9,
+            value: 0xabc,
+        },
+    );
+    net.run(1000);
+    let errs: Vec<ErrorCode> = net.errors(0).iter().map(|e| e.code).collect();
+    assert_eq!(
+        errs,
+        vec![
+            ErrorCode::UnknownOpcode,
+            ErrorCode::Protection,
+            ErrorCode::BadVp,
+            ErrorCode::BadEvent
+        ]
+    );
+    assert_eq!(net.errors(0)[0].cookie, 99);
+    assert_eq!(net.word(0, 9).value, 0xabc);
+}
+
+#[test]
+fn many_outstanding_puts_in_both_directions() {
+    let mut net = Net::new(2, 9);
+    net.fill(0, DATA, &pattern(0x8000, 1));
+    net.fill(1, DATA, &pattern(0x8000, 2));
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(0),
+            count: 100,
+            action: write_action(0, 1),
+        },
+    );
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(0),
+            count: 100,
+            action: write_action(0, 1),
+        },
+    );
+    for i in 0..50u64 {
+        net.post(0, put(1, i * 256, 0x10000 + i * 256, 256, Some(0), Some(0)));
+        net.post(1, put(0, i * 256, 0x10000 + i * 256, 256, Some(0), Some(0)));
+    }
+    net.run(100_000);
+    assert_eq!(
+        net.mem(1, DATA + 0x10000, 50 * 256),
+        pattern(0x8000, 1)[..50 * 256].to_vec()
+    );
+    assert_eq!(
+        net.mem(0, DATA + 0x10000, 50 * 256),
+        pattern(0x8000, 2)[..50 * 256].to_vec()
+    );
+    assert_eq!(net.word(0, 0).value, 1);
+    assert_eq!(net.word(1, 0).value, 1);
+}
+
+#[test]
+fn unreachable_peer_fails_the_dma_once() {
+    let mut net = Net::new(2, 10);
+    net.faults = Faults {
+        drop: 1000,
+        ..Faults::default()
+    };
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(1),
+            count: 1,
+            action: write_action(1, 3),
+        },
+    );
+    net.post(0, put(1, 0, 0, 10_000, Some(1), None));
+    net.run(1_000_000);
+    assert_eq!(
+        net.word(0, 1),
+        CompletionWord {
+            value: 3,
+            status: Some(ErrorCode::PeerUnreachable)
+        }
+    );
+    assert_eq!(net.nics[0].stats().dmas_completed, 1);
+}
+
+#[test]
+fn mailbox_rejects_bad_configuration() {
+    let mut net = Net::new(1, 11);
+    let overlap = RegionConfig {
+        ctx: 0,
+        slot: 5,
+        perms: RegionPerms::all(),
+        va: VA_DATA + 8,
+        len: 8,
+        phys: 0,
+    };
+    assert_eq!(
+        net.mailbox(0, MailboxOp::MapRegion, overlap.to_args()),
+        ErrorCode::BadConfig
+    );
+    let no_ctx = RegionConfig { ctx: 3, ..overlap };
+    assert_eq!(
+        net.mailbox(0, MailboxOp::MapRegion, no_ctx.to_args()),
+        ErrorCode::NoContext
+    );
+    assert_eq!(
+        net.mailbox(0, MailboxOp::SetParam, [1, 1000, 0, 0]),
+        ErrorCode::BadConfig
+    );
+    assert_eq!(
+        net.mailbox(0, MailboxOp::SetParam, [1, 1024, 0, 0]),
+        ErrorCode::Ok
+    );
+    assert_eq!(
+        net.mailbox(0, MailboxOp::SetParam, [9, 1, 0, 0]),
+        ErrorCode::BadConfig
+    );
+    assert_eq!(
+        net.mailbox(0, MailboxOp::UnmapRegion, [200, 0, 0, 0]),
+        ErrorCode::BadConfig
+    );
+    assert_eq!(
+        net.mailbox(0, MailboxOp::DetachContext, [0, 0, 0, 0]),
+        ErrorCode::Ok
+    );
+    assert_eq!(
+        net.mailbox(0, MailboxOp::DetachContext, [0, 0, 0, 0]),
+        ErrorCode::NoContext
+    );
+}
+
+mod random_inputs {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Any command bytes and any packet bytes: the engine neither panics
+        /// nor stops serving; a valid put afterwards still works.
+        #[test]
+        fn engine_survives_arbitrary_commands_and_packets(
+            cmds in proptest::collection::vec((0u8..10, proptest::collection::vec(any::<u8>(), 63)), 0..40),
+            packets in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 64), 0..40),
+        ) {
+            let mut net = Net::new(2, 12);
+            for (op, body) in &cmds {
+                let mut raw = [0u8; 64];
+                raw[0] = *op;
+                raw[1..].copy_from_slice(body);
+                // Keep some blocks mostly valid so deeper paths are reached.
+                if body[0] & 1 == 0 { raw[1..4].fill(0); raw[40..].fill(0); }
+                net.post_raw(0, raw);
+            }
+            for p in &packets {
+                let mut raw = [0u8; 64];
+                raw.copy_from_slice(p);
+                let mut h = PacketHeader::from_bytes(&raw);
+                if p[0] & 1 == 0 {
+                    // Valid checksum and version, so the parser's later checks run.
+                    h.version = 1;
+                    h.dst_node = zerocopy::little_endian::U16::new(1);
+                    let b = h.to_bytes();
+                    h.checksum = zerocopy::little_endian::U32::new(crate::abi::packet::checksum(&b));
+                }
+                net.nics[1].hardware_mut().inbox.push_back((h, vec![0; (p[1] as usize) * 8]));
+            }
+            net.run(100_000);
+            put_and_check(&mut net, 3000);
+        }
+    }
+}

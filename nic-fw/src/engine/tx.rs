@@ -1,0 +1,379 @@
+//! Transmission: packetising DMAs, the go-back-N window, acknowledgements,
+//! retransmission and DMA completion.
+
+use super::hw::{Hardware, PayloadSource};
+use super::{DmaRole, Engine, TX_BUDGET, TxEntry, TxFlow};
+use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
+use crate::abi::packet::{Packet, PacketType, Route};
+use crate::abi::regs::{self, Status};
+use crate::abi::{NodeId, TX_WINDOW};
+
+impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+    /// Send retransmissions, then new packets round-robin over active DMAs.
+    pub(super) fn transmit(&mut self) -> bool {
+        let mut budget = TX_BUDGET;
+        let mut progressed = false;
+        if self.flows_in_flight > 0 {
+            let now = self.hw.now_ns();
+            for node in 0..NODES {
+                if budget == 0 {
+                    break;
+                }
+                while budget > 0 && self.resend_one(node, now) {
+                    budget = budget.saturating_sub(1);
+                    progressed = true;
+                }
+            }
+        }
+        if self.dmas_active == 0 {
+            return progressed;
+        }
+        let slots = crate::abi::MAX_DMAS;
+        let mut idle_rounds = 0;
+        // Round-robin: one packet per DMA per turn, until nothing can move.
+        while budget > 0 && idle_rounds < slots {
+            let i = self.dma_cursor % crate::abi::MAX_DMAS;
+            self.dma_cursor = self.dma_cursor.wrapping_add(1) % crate::abi::MAX_DMAS;
+            if self.send_next_packet(i) {
+                budget = budget.saturating_sub(1);
+                progressed = true;
+                idle_rounds = 0;
+            } else {
+                idle_rounds = idle_rounds.wrapping_add(1);
+            }
+        }
+        progressed
+    }
+
+    /// True if some packet could be handed to the link right now (timers
+    /// not yet due are reported through [`Engine::next_timer`] instead).
+    pub(super) fn has_unsent(&self) -> bool {
+        let unsent = self.dmas_active > 0
+            && self.dmas.iter().any(|d| {
+                d.active
+                    && d.packets_sent < d.packets_total
+                    && self
+                        .tx
+                        .get(d.peer_node as usize)
+                        .is_some_and(|f| (f.in_flight as usize) < TX_WINDOW || f.broken)
+            });
+        if unsent || self.flows_in_flight == 0 {
+            return unsent;
+        }
+        let now = self.hw.now_ns();
+        self.tx
+            .iter()
+            .any(|f| f.resend.is_some() && now >= f.resend_not_before)
+    }
+
+    fn send_next_packet(&mut self, slot: usize) -> bool {
+        let Some(dma) = self.dmas.get(slot).copied() else {
+            return false;
+        };
+        if !dma.active || dma.packets_sent >= dma.packets_total {
+            return false;
+        }
+        let Some(flow) = self.tx.get(dma.peer_node as usize) else {
+            return false;
+        };
+        if flow.broken {
+            // Every unsent packet fails now; the DMA completes with the error.
+            let unsent = dma.packets_total.saturating_sub(dma.packets_sent);
+            if let Some(d) = self.dmas.get_mut(slot) {
+                d.packets_sent = d.packets_total;
+            }
+            for _ in 0..unsent {
+                self.credit(slot, ErrorCode::PeerUnreachable);
+            }
+            return true;
+        }
+        if flow.in_flight as usize >= TX_WINDOW {
+            return false;
+        }
+        let size = self.params.packet_size.max(1);
+        let len = dma.len.saturating_sub(dma.next_offset).min(size);
+        let last = dma.packets_sent.wrapping_add(1) == dma.packets_total;
+        let entry = TxEntry {
+            dma: slot as u8,
+            offset: dma.next_offset,
+            len,
+            last,
+        };
+        if let Some(d) = self.dmas.get_mut(slot) {
+            d.next_offset = d.next_offset.saturating_add(len);
+            d.packets_sent = d.packets_sent.wrapping_add(1);
+        }
+        let now = self.hw.now_ns();
+        let Some(flow) = self.tx.get_mut(dma.peer_node as usize) else {
+            return false;
+        };
+        let seq = flow.next_seq;
+        if let Some(w) = flow.window.get_mut(seq as usize % TX_WINDOW) {
+            *w = entry;
+        }
+        flow.next_seq = seq.wrapping_add(1);
+        if flow.in_flight == 0 {
+            flow.progress_ns = now;
+            self.flows_in_flight = self.flows_in_flight.wrapping_add(1);
+        }
+        flow.in_flight = flow.in_flight.wrapping_add(1);
+        self.emit_packet(dma.peer_node, seq, entry);
+        true
+    }
+
+    /// Retransmit the next packet of a go-back in progress, if due.
+    fn resend_one(&mut self, node: usize, now: u64) -> bool {
+        let Some(flow) = self.tx.get_mut(node) else {
+            return false;
+        };
+        let Some(seq) = flow.resend else {
+            return false;
+        };
+        if now < flow.resend_not_before {
+            return false;
+        }
+        if seq == flow.resend_end || seq == flow.next_seq || flow.in_flight == 0 {
+            flow.resend = None;
+            return false;
+        }
+        let Some(entry) = flow.window.get(seq as usize % TX_WINDOW).copied() else {
+            return false;
+        };
+        flow.resend = Some(seq.wrapping_add(1));
+        self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
+        self.emit_packet(node as NodeId, seq, entry);
+        true
+    }
+
+    /// Build and send the packet for a window entry.
+    fn emit_packet(&mut self, node: NodeId, seq: u32, e: TxEntry) {
+        let Some(dma) = self.dmas.get(e.dma as usize).copied() else {
+            return;
+        };
+        let route = Route {
+            src_node: self.loc.node,
+            src_ctx: dma.ctx,
+            dst_node: node,
+            dst_ctx: dma.peer_ctx,
+            job_key: dma.job_key,
+        };
+        let (packet, payload) = match dma.role {
+            DmaRole::Put | DmaRole::GetResponse => (
+                Packet::Data {
+                    route,
+                    seq,
+                    addr: dma.dst_addr.wrapping_add(e.offset as u64),
+                    len: e.len,
+                    event: if e.last { dma.peer_event } else { u32::MAX },
+                    cookie: dma.cookie,
+                    last: e.last,
+                    get_response: dma.role == DmaRole::GetResponse,
+                },
+                Some(PayloadSource {
+                    phys: dma.src_phys.wrapping_add(e.offset as u64),
+                    len: e.len,
+                }),
+            ),
+            DmaRole::GetRequest => (
+                Packet::GetRequest {
+                    route,
+                    seq,
+                    src_addr: dma.remote_src,
+                    dst_addr: dma.dst_addr,
+                    len: dma.len,
+                    src_event: dma.peer_event,
+                    dst_event: dma.request_dst_event,
+                    cookie: dma.cookie,
+                },
+                None,
+            ),
+        };
+        self.stats.packets_sent = self.stats.packets_sent.wrapping_add(1);
+        // A packet the link refuses is treated as lost: the timer resends it.
+        let _ = self.hw.send(&packet.emit(), payload);
+    }
+
+    /// Process an ack or nack from `peer`.
+    pub(super) fn on_ack(
+        &mut self,
+        ptype: PacketType,
+        peer: NodeId,
+        cum: u32,
+        bits: u64,
+        code: ErrorCode,
+    ) {
+        let now = self.hw.now_ns();
+        let Some(flow) = self.tx.get(peer as usize).copied() else {
+            return;
+        };
+        // Packets newly covered by this cumulative ack.
+        let newly = cum.wrapping_sub(flow.base_seq).wrapping_add(1);
+        let newly = if newly <= flow.in_flight { newly } else { 0 };
+        for i in 0..newly {
+            let seq = flow.base_seq.wrapping_add(i);
+            let Some(entry) = flow.window.get(seq as usize % TX_WINDOW).copied() else {
+                continue;
+            };
+            let distance = cum.wrapping_sub(seq);
+            let failed = distance < 64 && (bits >> distance) & 1 == 1;
+            self.credit(
+                entry.dma as usize,
+                if failed { code } else { ErrorCode::Ok },
+            );
+        }
+        let Some(flow) = self.tx.get_mut(peer as usize) else {
+            return;
+        };
+        if newly > 0 {
+            flow.base_seq = flow.base_seq.wrapping_add(newly);
+            flow.in_flight = flow.in_flight.wrapping_sub(newly);
+            flow.progress_ns = now;
+            flow.retries = 0;
+            if flow.in_flight == 0 {
+                flow.resend = None;
+                self.flows_in_flight = self.flows_in_flight.saturating_sub(1);
+            } else if let Some(r) = flow.resend
+                && r.wrapping_sub(flow.base_seq) as i32 <= 0
+            {
+                flow.resend = Some(flow.base_seq);
+            }
+        }
+        if ptype == PacketType::Nack && flow.in_flight > 0 {
+            // The receiver lacked a resource or saw a gap: go back, after a
+            // short pause so that a busy receiver is not hammered.
+            flow.resend = Some(flow.base_seq);
+            flow.resend_end = flow.next_seq;
+            flow.resend_not_before = now.saturating_add(self.params.retry_timeout_ns / 64);
+        }
+    }
+
+    /// One packet of DMA `slot` is accounted for (acked, failed or
+    /// abandoned). Completes the DMA after its last packet.
+    pub(super) fn credit(&mut self, slot: usize, status: ErrorCode) {
+        let Some(d) = self.dmas.get_mut(slot) else {
+            return;
+        };
+        if !d.active {
+            return;
+        }
+        d.packets_acked = d.packets_acked.wrapping_add(1);
+        if !status.is_ok() && d.status.is_ok() {
+            d.status = status;
+        }
+        if d.packets_acked < d.packets_total {
+            return;
+        }
+        let dma = *d;
+        d.active = false;
+        self.dmas_active = self.dmas_active.saturating_sub(1);
+        self.stats.dmas_completed = self.stats.dmas_completed.wrapping_add(1);
+        let fire = match dma.role {
+            DmaRole::Put | DmaRole::GetResponse => true,
+            // A successful request completes at the requester when the data
+            // lands (destination event); only a failure is signalled here.
+            DmaRole::GetRequest => !dma.status.is_ok(),
+        };
+        if !dma.status.is_ok() {
+            self.report(
+                dma.ctx,
+                ErrorInfo {
+                    code: dma.status,
+                    kind: ErrorKind::Remote,
+                    cookie: dma.cookie,
+                    addr: dma.dst_addr,
+                    len: dma.len,
+                    peer_node: dma.peer_node,
+                    peer_ctx: dma.peer_ctx,
+                    op: match dma.role {
+                        DmaRole::GetRequest => PacketType::GetRequest as u8,
+                        _ => PacketType::Data as u8,
+                    },
+                    seq: 0,
+                },
+            );
+        }
+        if fire && let Some(ev) = dma.local_event {
+            let _ = self.set_event(dma.ctx, ev, 1, dma.status);
+        }
+    }
+
+    /// Retransmission timers: go back on a silent flow; give up after the
+    /// retry limit.
+    pub(super) fn check_timers(&mut self) -> bool {
+        if self.flows_in_flight == 0 {
+            return false;
+        }
+        let now = self.hw.now_ns();
+        let mut progressed = false;
+        for node in 0..NODES {
+            let Some(flow) = self.tx.get_mut(node) else {
+                break;
+            };
+            if flow.in_flight == 0
+                || flow.broken
+                || now
+                    < flow
+                        .progress_ns
+                        .saturating_add(self.params.retry_timeout_ns)
+            {
+                continue;
+            }
+            progressed = true;
+            flow.retries = flow.retries.wrapping_add(1);
+            flow.progress_ns = now;
+            if flow.retries > self.params.retry_limit {
+                self.break_flow(node);
+            } else {
+                flow.resend = Some(flow.base_seq);
+                flow.resend_end = flow.next_seq;
+                flow.resend_not_before = now;
+            }
+        }
+        progressed
+    }
+
+    /// The peer is unreachable: fail everything in the window; unsent
+    /// packets fail when the transmitter reaches them.
+    fn break_flow(&mut self, node: usize) {
+        let Some(flow) = self.tx.get_mut(node) else {
+            return;
+        };
+        let old = *flow;
+        flow.broken = true;
+        flow.in_flight = 0;
+        flow.resend = None;
+        flow.base_seq = flow.next_seq;
+        if old.in_flight > 0 {
+            self.flows_in_flight = self.flows_in_flight.saturating_sub(1);
+        }
+        for i in 0..old.in_flight {
+            let seq = old.base_seq.wrapping_add(i);
+            if let Some(e) = old.window.get(seq as usize % TX_WINDOW) {
+                self.credit(e.dma as usize, ErrorCode::PeerUnreachable);
+            }
+        }
+        let status = self.hw.reg_read(regs::STATUS) | Status::FLOW_BROKEN.bits();
+        self.hw.reg_write(regs::STATUS, status);
+    }
+
+    /// Forget both directions of the flow with `node` (mailbox ResetFlow).
+    pub(super) fn reset_flow(&mut self, node: usize) -> Result<(), ErrorCode> {
+        let busy = self
+            .dmas
+            .iter()
+            .any(|d| d.active && d.peer_node as usize == node);
+        let flow = self.tx.get_mut(node).ok_or(ErrorCode::BadConfig)?;
+        if busy || flow.in_flight > 0 {
+            return Err(ErrorCode::Busy);
+        }
+        *flow = TxFlow::NEW;
+        if let Some(rx) = self.rx.get_mut(node) {
+            *rx = super::RxFlow::NEW;
+        }
+        if !self.tx.iter().any(|f| f.broken) {
+            let status = self.hw.reg_read(regs::STATUS) & !Status::FLOW_BROKEN.bits();
+            self.hw.reg_write(regs::STATUS, status);
+        }
+        Ok(())
+    }
+}
