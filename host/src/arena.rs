@@ -1,0 +1,111 @@
+//! The symmetric arena allocator.
+//!
+//! Every rank runs the same sequence of allocations, so every rank gets the
+//! same offsets (SHMEM's symmetric heap): a remote address is just (rank,
+//! offset), with no address exchange. The allocator is a bump allocator with
+//! alignment; `reset` frees everything at once.
+
+use crate::error::Error;
+
+/// A range of the symmetric arena, valid on every rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SymBuffer {
+    offset: usize,
+    len: usize,
+}
+
+impl SymBuffer {
+    /// Offset in the arena (the same on every rank).
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if zero-length.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A sub-range, bounds-checked.
+    pub fn slice(&self, offset: usize, len: usize) -> Result<SymBuffer, Error> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(SymBuffer { offset: self.offset + offset, len }),
+            _ => Err(Error::OutOfBounds { what: "the buffer", offset, len, limit: self.len }),
+        }
+    }
+}
+
+/// Bump allocator over `[0, size)`.
+#[derive(Debug)]
+pub struct SymAllocator {
+    size: usize,
+    next: usize,
+}
+
+/// Default alignment of allocations: a cache line.
+pub const DEFAULT_ALIGN: usize = 64;
+
+impl SymAllocator {
+    /// An allocator over `size` bytes.
+    pub fn new(size: usize) -> Self {
+        Self { size, next: 0 }
+    }
+
+    /// Allocate `len` bytes aligned to `align` (a power of two).
+    pub fn alloc(&mut self, len: usize, align: usize) -> Result<SymBuffer, Error> {
+        if !align.is_power_of_two() {
+            return Err(Error::Misaligned { what: "alignment", align: 1, value: align });
+        }
+        let start = self
+            .next
+            .checked_next_multiple_of(align)
+            .ok_or(Error::ArenaExhausted { asked: len, free: 0 })?;
+        let free = self.size.saturating_sub(self.next);
+        match start.checked_add(len) {
+            Some(end) if end <= self.size => {
+                self.next = end;
+                Ok(SymBuffer { offset: start, len })
+            }
+            _ => Err(Error::ArenaExhausted { asked: len, free }),
+        }
+    }
+
+    /// Free everything.
+    pub fn reset(&mut self) {
+        self.next = 0;
+    }
+
+    /// Bytes not yet allocated.
+    pub fn free(&self) -> usize {
+        self.size.saturating_sub(self.next)
+    }
+
+    /// Arena size.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_sequence_same_offsets_and_bounds() {
+        let mut a = SymAllocator::new(1000);
+        let mut b = SymAllocator::new(1000);
+        for len in [1, 100, 7, 300] {
+            assert_eq!(a.alloc(len, 64), b.alloc(len, 64));
+        }
+        assert!(matches!(a.alloc(600, 64), Err(Error::ArenaExhausted { .. })));
+        assert!(a.alloc(usize::MAX, 64).is_err());
+        assert!(a.alloc(1, 3).is_err());
+        let buf = a.alloc(10, 1).expect("fits");
+        assert!(buf.slice(5, 6).is_err());
+        assert_eq!(buf.slice(5, 5).expect("fits").offset(), buf.offset() + 5);
+    }
+}

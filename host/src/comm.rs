@@ -1,0 +1,550 @@
+//! The communicator: the public, MPI/SHMEM-like API of one rank.
+//!
+//! ```text
+//! let buf = comm.alloc(4096)?;                  // same offset on every rank
+//! comm.write_local(&buf, 0, &data)?;
+//! let h = comm.put(&buf, peer, &buf)?;          // striped over rails
+//! h.wait()?;                                    // source reusable, data delivered
+//! ```
+//!
+//! Completion semantics (elan-semantics §13 rules 4-5):
+//! - a put's handle completes when every rail part has been delivered and
+//!   acknowledged: the source may be reused and the data is at the target;
+//! - a get's handle completes when every part has landed locally;
+//! - a target learns of arrivals through a [`DestEvent`] named by the put:
+//!   [`Comm::wait_arrivals`] waits for "all parts of these puts" in one call.
+//!
+//! Every wait goes through the environment's [`WaitHook`].
+
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use railcoll_fw::abi::MAX_DMA_LEN;
+use railcoll_fw::abi::command::{Command, CommandBlock, DmaCommand, DmaKind};
+use railcoll_fw::abi::event::EventId;
+
+use crate::arena::{DEFAULT_ALIGN, SymAllocator, SymBuffer};
+use crate::device::Device;
+use crate::driver::{ARENA_VA, Driver, DriverConfig, NicError};
+use crate::env::WaitHook;
+use crate::error::Error;
+use crate::stripe::{self, Part, RailPolicy};
+use crate::topology::Topology;
+
+/// Most rails a communicator drives.
+pub const MAX_RAILS: usize = 4;
+
+/// Settings of a communicator.
+#[derive(Clone, Copy, Debug)]
+pub struct CommConfig {
+    /// Job shape.
+    pub topology: Topology,
+    /// This rank.
+    pub rank: usize,
+    /// Rails, `1..=4`.
+    pub rails: usize,
+    /// Symmetric arena size per rank.
+    pub arena_size: usize,
+    /// Job key.
+    pub job_key: u32,
+    /// Default rail policy for puts and gets.
+    pub policy: RailPolicy,
+    /// log2 of command ring entries per rail.
+    pub cq_log2: u8,
+}
+
+impl CommConfig {
+    /// Defaults: 2 rails, 64 MiB arena, striping at 1 KiB, 256-entry rings.
+    pub fn new(topology: Topology, rank: usize) -> Self {
+        Self {
+            topology,
+            rank,
+            rails: 2,
+            arena_size: 64 << 20,
+            job_key: 0x5241_494c,
+            policy: RailPolicy::default(),
+            cq_log2: 8,
+        }
+    }
+}
+
+/// A destination event: the same index on every rank, one NIC event per rail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DestEvent(EventId);
+
+impl DestEvent {
+    /// The NIC event index.
+    pub fn id(&self) -> EventId {
+        self.0
+    }
+}
+
+/// How many parts will set a destination event on each rail.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Arrivals {
+    per_rail: [u32; MAX_RAILS],
+}
+
+impl Arrivals {
+    /// No arrivals.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Count the parts of one transfer.
+    pub fn add_parts(&mut self, parts: &[Part]) {
+        for p in parts {
+            if let Some(c) = self.per_rail.get_mut(p.rail) {
+                *c += 1;
+            }
+        }
+    }
+
+    /// Add `n` arrivals on `rail`.
+    pub fn add(&mut self, rail: usize, n: u32) {
+        if let Some(c) = self.per_rail.get_mut(rail) {
+            *c += n;
+        }
+    }
+
+    /// Per-rail counts.
+    pub fn per_rail(&self) -> &[u32; MAX_RAILS] {
+        &self.per_rail
+    }
+}
+
+/// Options of one put or get.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TransferOptions {
+    /// Rail policy (default: the communicator's).
+    pub policy: Option<RailPolicy>,
+    /// Event to set at the destination, once per rail part.
+    pub dest_event: Option<DestEvent>,
+}
+
+/// The communicator of one rank. Not `Sync`: one thread drives a rank.
+pub struct Comm {
+    cfg: CommConfig,
+    node: usize,
+    driver: RefCell<Driver>,
+    alloc: RefCell<SymAllocator>,
+    round_robin: Cell<usize>,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm").field("rank", &self.cfg.rank).field("rails", &self.cfg.rails).finish()
+    }
+}
+
+/// Completion handle of a put or get. Dropping it waits for completion,
+/// because the NIC may still read the source or write the destination.
+#[derive(Debug)]
+#[must_use = "a transfer is only known complete once its handle is waited on"]
+pub struct PutHandle<'c> {
+    comm: &'c Comm,
+    parts: Vec<(usize, EventId, u64)>,
+    layout: Vec<Part>,
+    done: bool,
+}
+
+impl PutHandle<'_> {
+    /// Block until complete; the first NIC error of any part is returned.
+    pub fn wait(mut self) -> Result<(), Error> {
+        self.finish()
+    }
+
+    /// Complete without blocking? `None` while in flight.
+    pub fn test(&mut self) -> Option<Result<(), Error>> {
+        if self.done {
+            return Some(Ok(()));
+        }
+        {
+            let driver = self.comm.driver.borrow();
+            if !self.parts.iter().all(|&(r, e, g)| driver.test_completion(r, e, g).is_some()) {
+                return None;
+            }
+        }
+        Some(self.finish())
+    }
+
+    /// How the transfer was split over rails.
+    pub fn parts(&self) -> &[Part] {
+        &self.layout
+    }
+
+    fn finish(&mut self) -> Result<(), Error> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        let result = self.comm.driver.borrow().wait_completions(&self.parts);
+        let mut driver = self.comm.driver.borrow_mut();
+        for &(rail, ev, _) in &self.parts {
+            driver.release_completion_event(rail, ev);
+        }
+        result
+    }
+}
+
+impl Drop for PutHandle<'_> {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// A put that a NIC runs by itself when a destination event fires.
+#[derive(Clone, Copy, Debug)]
+pub struct ChainedPut {
+    /// The local event whose firing starts the put.
+    pub trigger: DestEvent,
+    /// Rail of the trigger event, and of the put.
+    pub rail: usize,
+    /// Sets of `trigger` (on `rail`) that start it.
+    pub count: u32,
+    /// Local source.
+    pub src: SymBuffer,
+    /// Target rank.
+    pub dst_rank: usize,
+    /// Target buffer (same length as `src`).
+    pub dst: SymBuffer,
+    /// Event to set at the target.
+    pub dst_event: Option<DestEvent>,
+}
+
+/// Which side of the transfer is remote.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Put,
+    Get,
+}
+
+impl Comm {
+    /// Open the rank's NICs on `device` and set up its arena.
+    pub fn new(cfg: CommConfig, device: Arc<dyn Device>, wait: Arc<dyn WaitHook>) -> Result<Self, Error> {
+        let (node, _) = cfg.topology.locate(cfg.rank)?;
+        if let RailPolicy::Rail(r) = cfg.policy
+            && r >= cfg.rails
+        {
+            return Err(Error::NoSuchRail { rail: r, rails: cfg.rails });
+        }
+        let driver = Driver::open(
+            device,
+            wait,
+            DriverConfig {
+                topology: cfg.topology,
+                rank: cfg.rank,
+                rails: cfg.rails,
+                arena_size: cfg.arena_size,
+                job_key: cfg.job_key,
+                cq_log2: cfg.cq_log2,
+            },
+        )?;
+        Ok(Self {
+            cfg,
+            node,
+            driver: RefCell::new(driver),
+            alloc: RefCell::new(SymAllocator::new(cfg.arena_size)),
+            round_robin: Cell::new(0),
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.cfg.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.cfg.topology.size()
+    }
+
+    /// This rank's node.
+    pub fn node(&self) -> usize {
+        self.node
+    }
+
+    /// Job shape.
+    pub fn topology(&self) -> &Topology {
+        &self.cfg.topology
+    }
+
+    /// Rails in use.
+    pub fn rails(&self) -> usize {
+        self.cfg.rails
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CommConfig {
+        &self.cfg
+    }
+
+    /// Allocate `len` bytes of the symmetric arena (cache-line aligned).
+    /// Every rank must make the same sequence of calls.
+    pub fn alloc(&self, len: usize) -> Result<SymBuffer, Error> {
+        self.alloc.borrow_mut().alloc(len, DEFAULT_ALIGN)
+    }
+
+    /// Free every arena allocation (all ranks together).
+    pub fn reset_arena(&self) {
+        self.alloc.borrow_mut().reset();
+    }
+
+    /// Copy `data` into the local arena at `buf + offset`.
+    pub fn write_local(&self, buf: &SymBuffer, offset: usize, data: &[u8]) -> Result<(), Error> {
+        let r = buf.slice(offset, data.len())?;
+        self.driver.borrow().arena().mem.write(r.offset(), data).map_err(|e| Error::OutOfBounds {
+            what: "the arena",
+            offset: e.offset,
+            len: e.len,
+            limit: e.size,
+        })
+    }
+
+    /// Copy from the local arena at `buf + offset` into `out`.
+    pub fn read_local(&self, buf: &SymBuffer, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        let r = buf.slice(offset, out.len())?;
+        self.driver.borrow().arena().mem.read(r.offset(), out).map_err(|e| Error::OutOfBounds {
+            what: "the arena",
+            offset: e.offset,
+            len: e.len,
+            limit: e.size,
+        })
+    }
+
+    /// The local arena memory of `buf`, for zero-copy use.
+    pub fn local_memory(&self, buf: &SymBuffer) -> Result<crate::dma_mem::DmaMemory, Error> {
+        self.driver.borrow().arena().mem.slice(buf.offset(), buf.len()).map_err(|e| {
+            Error::OutOfBounds { what: "the arena", offset: e.offset, len: e.len, limit: e.size }
+        })
+    }
+
+    /// Allocate a symmetric destination event (same order on every rank).
+    pub fn alloc_dest_event(&self) -> Result<DestEvent, Error> {
+        self.driver.borrow_mut().alloc_dest_event().map(DestEvent)
+    }
+
+    /// Put `src` (local) into `dst` on `dst_rank`, with the default policy.
+    pub fn put(&self, src: &SymBuffer, dst_rank: usize, dst: &SymBuffer) -> Result<PutHandle<'_>, Error> {
+        self.put_with(src, dst_rank, dst, TransferOptions::default())
+    }
+
+    /// Put with options (rail policy, destination event).
+    pub fn put_with(
+        &self,
+        src: &SymBuffer,
+        dst_rank: usize,
+        dst: &SymBuffer,
+        opts: TransferOptions,
+    ) -> Result<PutHandle<'_>, Error> {
+        self.transfer(Direction::Put, src, dst_rank, dst, opts)
+    }
+
+    /// Get `src` on `src_rank` into local `dst`, with the default policy.
+    pub fn get(&self, src_rank: usize, src: &SymBuffer, dst: &SymBuffer) -> Result<PutHandle<'_>, Error> {
+        self.get_with(src_rank, src, dst, TransferOptions::default())
+    }
+
+    /// Get with options. A destination event, if given, is set locally.
+    pub fn get_with(
+        &self,
+        src_rank: usize,
+        src: &SymBuffer,
+        dst: &SymBuffer,
+        opts: TransferOptions,
+    ) -> Result<PutHandle<'_>, Error> {
+        self.transfer(Direction::Get, dst, src_rank, src, opts)
+    }
+
+    /// The rail plan of a transfer from `src` to `dst` of `len` bytes under
+    /// `policy` (what a target needs to build its [`Arrivals`]).
+    pub fn plan(&self, policy: RailPolicy, src: usize, dst: usize, len: usize) -> Vec<Part> {
+        stripe::plan(policy, self.cfg.rails, src, dst, len, self.round_robin.get())
+    }
+
+    /// Arrivals at `dst` of `count` puts of `len` bytes each from `src`
+    /// under `policy` (not meaningful for round-robin, whose rails depend on
+    /// the sender's history: use [`PutHandle::parts`] there).
+    pub fn expected_arrivals(&self, policy: RailPolicy, src: usize, dst: usize, len: usize, count: u32) -> Arrivals {
+        let mut a = Arrivals::new();
+        for p in stripe::plan(policy, self.cfg.rails, src, dst, len, 0) {
+            a.add(p.rail, count);
+        }
+        a
+    }
+
+    /// `local` is this rank's buffer; `remote` is `peer`'s. For a put data
+    /// flows local -> remote, for a get remote -> local.
+    fn transfer(
+        &self,
+        dir: Direction,
+        local: &SymBuffer,
+        peer: usize,
+        remote: &SymBuffer,
+        opts: TransferOptions,
+    ) -> Result<PutHandle<'_>, Error> {
+        let size = self.size();
+        if peer >= size {
+            return Err(Error::RankOutOfRange { rank: peer, size });
+        }
+        let len = local.len();
+        if remote.len() != len {
+            return Err(Error::OutOfBounds { what: "the remote buffer", offset: 0, len, limit: remote.len() });
+        }
+        if len > MAX_DMA_LEN as usize {
+            return Err(Error::TooLarge { len, max: MAX_DMA_LEN as usize });
+        }
+        let arena = self.cfg.arena_size;
+        for b in [local, remote] {
+            if b.offset().checked_add(b.len()).is_none_or(|end| end > arena) {
+                return Err(Error::OutOfBounds { what: "the arena", offset: b.offset(), len: b.len(), limit: arena });
+            }
+        }
+        let policy = opts.policy.unwrap_or(self.cfg.policy);
+        if let RailPolicy::Rail(r) = policy
+            && r >= self.cfg.rails
+        {
+            return Err(Error::NoSuchRail { rail: r, rails: self.cfg.rails });
+        }
+        let (src_rank, dst_rank) = match dir {
+            Direction::Put => (self.rank(), peer),
+            Direction::Get => (peer, self.rank()),
+        };
+        let rr = self.round_robin.get();
+        if policy == RailPolicy::RoundRobin {
+            self.round_robin.set(rr.wrapping_add(1));
+        }
+        let layout = stripe::plan(policy, self.cfg.rails, src_rank, dst_rank, len, rr);
+        let mut driver = self.driver.borrow_mut();
+        let mut parts = Vec::with_capacity(layout.len());
+        for p in &layout {
+            let ev = match driver.take_completion_event(p.rail) {
+                Ok(ev) => ev,
+                Err(e) => {
+                    for &(rail, ev, _) in &parts {
+                        driver.release_completion_event(rail, ev);
+                    }
+                    return Err(e);
+                }
+            };
+            let generation = driver.push_arm_write(p.rail, ev, 1)?;
+            let local_va = ARENA_VA + (local.offset() + p.offset) as u64;
+            let remote_va = ARENA_VA + (remote.offset() + p.offset) as u64;
+            let dest = opts.dest_event.map(|d| d.0);
+            let cmd = match dir {
+                Direction::Put => DmaCommand {
+                    kind: DmaKind::Put,
+                    len: p.len as u32,
+                    vp: peer as u32,
+                    src_addr: local_va,
+                    dst_addr: remote_va,
+                    src_event: Some(ev),
+                    dst_event: dest,
+                },
+                // The completion event is this side's destination event; a
+                // user destination event cannot also be set by the same
+                // DMA, so gets complete through the handle only.
+                Direction::Get => DmaCommand {
+                    kind: DmaKind::Get,
+                    len: p.len as u32,
+                    vp: peer as u32,
+                    src_addr: remote_va,
+                    dst_addr: local_va,
+                    src_event: None,
+                    dst_event: Some(ev),
+                },
+            };
+            driver.push(p.rail, &Command::Dma(cmd), self.rank() as u32)?;
+            parts.push((p.rail, ev, generation));
+        }
+        for p in &layout {
+            driver.ring(p.rail)?;
+        }
+        drop(driver);
+        Ok(PutHandle { comm: self, parts, layout, done: false })
+    }
+
+    /// Block until `arrivals` parts have set `event` on each rail, then
+    /// re-arm it for the next use. Early arrivals are never lost: the NIC
+    /// keeps them in the event's count (elan-semantics rule 2).
+    pub fn wait_arrivals(&self, event: &DestEvent, arrivals: &Arrivals) -> Result<(), Error> {
+        let mut waits = Vec::new();
+        {
+            let mut driver = self.driver.borrow_mut();
+            for (rail, &n) in arrivals.per_rail().iter().enumerate() {
+                if n == 0 {
+                    continue;
+                }
+                if rail >= self.cfg.rails {
+                    return Err(Error::NoSuchRail { rail, rails: self.cfg.rails });
+                }
+                let generation = driver.push_arm_write(rail, event.0, n)?;
+                driver.ring(rail)?;
+                waits.push((rail, event.0, generation));
+            }
+        }
+        self.driver.borrow().wait_completions(&waits)
+    }
+
+    /// Tell `dst_rank` something happened: a zero-length put on rail 0 that
+    /// sets `event` there once (a flag write, in RDMA terms).
+    pub fn notify(&self, dst_rank: usize, event: &DestEvent, scratch: &SymBuffer) -> Result<(), Error> {
+        let empty = scratch.slice(0, 0)?;
+        self.put_with(
+            &empty,
+            dst_rank,
+            &empty,
+            TransferOptions { policy: Some(RailPolicy::Rail(0)), dest_event: Some(*event) },
+        )?
+        .wait()
+    }
+
+    /// Arrange a [`ChainedPut`]: when its trigger has been set `count` times
+    /// on `rail`, this rank's NIC runs the put with no host involvement (the
+    /// event's COPY action injects the RUN_DMA, elan-semantics §5.4).
+    pub fn chain_put(&self, chain: &ChainedPut) -> Result<(), Error> {
+        let ChainedPut { trigger, rail, count, src, dst_rank, dst, dst_event } = *chain;
+        if dst_rank >= self.size() {
+            return Err(Error::RankOutOfRange { rank: dst_rank, size: self.size() });
+        }
+        if rail >= self.cfg.rails {
+            return Err(Error::NoSuchRail { rail, rails: self.cfg.rails });
+        }
+        if src.len() != dst.len() {
+            return Err(Error::OutOfBounds { what: "the remote buffer", offset: 0, len: src.len(), limit: dst.len() });
+        }
+        let block: CommandBlock = Command::Dma(DmaCommand {
+            kind: DmaKind::Put,
+            len: src.len() as u32,
+            vp: dst_rank as u32,
+            src_addr: ARENA_VA + src.offset() as u64,
+            dst_addr: ARENA_VA + dst.offset() as u64,
+            src_event: None,
+            dst_event: dst_event.map(|d| d.0),
+        })
+        .emit(self.rank() as u32);
+        let trigger = &trigger;
+        let mut driver = self.driver.borrow_mut();
+        let index = driver.store_chain_block(&block)?;
+        driver.push_arm_copy(rail, trigger.0, count, index)?;
+        driver.ring(rail)
+    }
+
+    /// NIC error records reported to this rank since the last call.
+    pub fn take_nic_errors(&self) -> Result<Vec<NicError>, Error> {
+        self.driver.borrow_mut().take_errors()
+    }
+
+    /// Post a raw command block on `rail` (NIC bring-up and fault testing:
+    /// the firmware must survive anything posted here).
+    pub fn post_raw(&self, rail: usize, block: &CommandBlock) -> Result<(), Error> {
+        let mut driver = self.driver.borrow_mut();
+        driver.push_block(rail, block)?;
+        driver.ring(rail)
+    }
+
+    /// Wait through the environment's hook (for layers built on top).
+    pub fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
+        Ok(self.driver.borrow().wait_hook().wait_until(ready)?)
+    }
+}

@@ -1,0 +1,61 @@
+//! The device boundary: what the driver needs from a node's NICs.
+//!
+//! One [`Device`] object stands for all rails' NICs of one node and is shared
+//! by the ranks on that node. Two backends implement it: the emulator's, and
+//! (behind the `vfio` feature, for FPGA NICs) one over Linux VFIO, where
+//! `registers` is a mapped BAR0 per NIC and `alloc_dma` maps hugepage memory
+//! through the IOMMU.
+
+use std::sync::MutexGuard;
+
+use crate::dma_mem::DmaMemory;
+use crate::regio::RegisterIo;
+
+/// A buffer the NICs can reach by host physical (IOVA) address.
+#[derive(Clone, Debug)]
+pub struct DmaBuffer {
+    /// Address the NIC uses.
+    pub phys: u64,
+    /// The CPU's view.
+    pub mem: DmaMemory,
+}
+
+/// Device-level failures.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum DeviceError {
+    /// DMA-able memory is exhausted.
+    #[error("out of DMA memory: asked {asked} bytes, {free} free")]
+    OutOfMemory {
+        /// Bytes asked.
+        asked: usize,
+        /// Bytes left.
+        free: usize,
+    },
+    /// The alignment is not a power of two or too large.
+    #[error("invalid DMA alignment {0} (a power of two up to 4096)")]
+    BadAlignment(usize),
+    /// No such rail.
+    #[error("rail {rail} does not exist (the device has {rails})")]
+    NoSuchRail {
+        /// Rail asked.
+        rail: usize,
+        /// Rails present.
+        rails: usize,
+    },
+    /// The backend failed (VFIO ioctl, mapping).
+    #[error("device backend: {0}")]
+    Backend(String),
+}
+
+/// A node's NICs as the driver sees them.
+pub trait Device: Send + Sync {
+    /// Number of rails (NICs) on this node.
+    fn rails(&self) -> usize;
+    /// BAR0 of rail `rail`'s NIC.
+    fn registers(&self, rail: usize) -> Result<&dyn RegisterIo, DeviceError>;
+    /// Allocate zeroed DMA-able memory.
+    fn alloc_dma(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError>;
+    /// Serialises use of the NICs' admin mailboxes among a node's ranks (the
+    /// kernel driver's lock, on hardware).
+    fn admin_lock(&self) -> MutexGuard<'_, ()>;
+}

@@ -1,0 +1,500 @@
+//! The driver: one rank's view of its NICs.
+//!
+//! Per rail it owns a command ring (`2^cq_log2` 64-byte blocks in DMA
+//! memory), an error ring, and shares with the other rails one *control*
+//! region (completion words and chain command blocks) and the rank's
+//! symmetric *arena*. It attaches the rank's hardware context on every rail
+//! through the admin mailbox and maps two regions:
+//!
+//! | region | virtual base | permissions |
+//! |---|---|---|
+//! | arena | [`ARENA_VA`] | local and remote read/write |
+//! | control | [`CONTROL_VA`] | local read/write only |
+//!
+//! so that a remote put can reach the arena but never a completion word.
+//!
+//! Ring protocol (Hubris' descriptor-ring discipline): write the block,
+//! release fence, then the doorbell (`CQ_TAIL`); a slot is reused only once
+//! `CQ_HEAD` has passed it.
+//!
+//! Events of a context are split in two halves: the lower half are
+//! *destination* events handed out in the same order on every rank (so the
+//! same index names "the same" event everywhere), the upper half are
+//! *completion* events, each with a completion word, recycled per rail.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering, fence};
+
+use railcoll_fw::abi::command::{Command, CommandBlock, COMMAND_BLOCK_SIZE};
+use railcoll_fw::abi::error::{ErrorInfo, ErrorRecord};
+use railcoll_fw::abi::event::{ActionKind, CompletionWord, EventAction, EventId, MAX_WRITE_VALUE};
+use railcoll_fw::abi::regs::{
+    self, ContextConfig, Geometry, MailboxOp, MailboxStatus, QueuePerms, RegionConfig, RegionPerms,
+};
+use railcoll_fw::abi::{ABI_MAJOR, ErrorCode, MAX_REGIONS};
+use zerocopy::FromBytes;
+
+use crate::device::{Device, DmaBuffer};
+use crate::env::WaitHook;
+use crate::error::Error;
+use crate::regio::RegisterIo;
+use crate::topology::Topology;
+
+/// Virtual base of every rank's arena (the same on all ranks: symmetric).
+pub const ARENA_VA: u64 = 0x1000_0000_0000;
+/// Virtual base of every rank's control region.
+pub const CONTROL_VA: u64 = 0x2000_0000_0000;
+/// Chain command blocks per rank.
+pub const CHAIN_BLOCKS: usize = 64;
+/// Error records per rail ring.
+const ERR_LOG2: u8 = 6;
+
+/// Global mailbox sequence numbers: unique per process.
+static MAILBOX_SEQ: AtomicU32 = AtomicU32::new(1);
+
+/// Run one admin mailbox call. The caller holds the device's admin lock.
+pub fn mailbox_call(
+    regs: &dyn RegisterIo,
+    wait: &dyn WaitHook,
+    op: MailboxOp,
+    args: [u64; 4],
+) -> Result<u64, Error> {
+    let seq = MAILBOX_SEQ.fetch_add(1, Ordering::Relaxed);
+    for (i, a) in args.iter().enumerate() {
+        regs.write(regs::MBOX_ARG0 + 8 * i as u32, *a);
+    }
+    regs.write(regs::MBOX_CMD, regs::mailbox_cmd(op, seq));
+    let mut status = MailboxStatus::from_reg(0);
+    wait.wait_until(&mut || {
+        status = MailboxStatus::from_reg(regs.read(regs::MBOX_STATUS));
+        status.done && status.seq == seq
+    })?;
+    if status.code.is_ok() {
+        Ok(regs.read(regs::MBOX_RESULT))
+    } else {
+        Err(Error::Nic { rail: usize::MAX, code: status.code })
+    }
+}
+
+/// Check a NIC's identity and ABI version, and read its geometry.
+pub fn probe(regs: &dyn RegisterIo) -> Result<Geometry, Error> {
+    let id = regs.read(regs::ID);
+    if id != regs::ID_VALUE {
+        return Err(Error::AbiMismatch { found: id, expected: regs::ID_VALUE });
+    }
+    let version = regs.read(regs::VERSION);
+    if (version >> 16) as u16 != ABI_MAJOR {
+        return Err(Error::AbiMismatch {
+            found: version,
+            expected: railcoll_fw::abi::ABI_VERSION as u64,
+        });
+    }
+    Ok(Geometry::from_reg(regs.read(regs::GEOMETRY)))
+}
+
+#[derive(Debug)]
+struct RailPort {
+    ring: DmaBuffer,
+    errors: DmaBuffer,
+    entries: u64,
+    tail: u64,
+    /// Tail last written to the doorbell.
+    rung: u64,
+    head: u64,
+    tail_reg: u32,
+    head_reg: u32,
+    err_count_reg: u32,
+    errors_seen: u64,
+    /// Free completion events.
+    free_events: Vec<u32>,
+}
+
+/// A NIC error record, with the rail it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicError {
+    /// Rail.
+    pub rail: usize,
+    /// The record.
+    pub info: ErrorInfo,
+}
+
+/// Settings of a driver instance.
+#[derive(Clone, Copy, Debug)]
+pub struct DriverConfig {
+    /// Job shape (for the capability).
+    pub topology: Topology,
+    /// This rank.
+    pub rank: usize,
+    /// Rails to use (`1..=device.rails()`).
+    pub rails: usize,
+    /// Arena size in bytes.
+    pub arena_size: usize,
+    /// Job key carried by every packet.
+    pub job_key: u32,
+    /// log2 of command ring entries.
+    pub cq_log2: u8,
+}
+
+/// One rank's driver. Not `Sync`: a rank drives it from one thread.
+pub struct Driver {
+    device: Arc<dyn Device>,
+    wait: Arc<dyn WaitHook>,
+    ctx: u8,
+    ports: Vec<RailPort>,
+    control: DmaBuffer,
+    arena: DmaBuffer,
+    events_per_ctx: u32,
+    dest_events: u32,
+    next_dest_event: u32,
+    /// Generation per (rail, event), for completion words.
+    generations: Vec<u64>,
+    next_chain_block: usize,
+    free_chain_blocks: Vec<usize>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").field("ctx", &self.ctx).field("rails", &self.ports.len()).finish()
+    }
+}
+
+impl Driver {
+    /// Attach the rank's context on every rail and map its regions.
+    pub fn open(device: Arc<dyn Device>, wait: Arc<dyn WaitHook>, cfg: DriverConfig) -> Result<Self, Error> {
+        if cfg.rails == 0 || cfg.rails > 4 {
+            return Err(Error::BadRails(cfg.rails));
+        }
+        if cfg.rails > device.rails() {
+            return Err(Error::NoSuchRail { rail: cfg.rails - 1, rails: device.rails() });
+        }
+        if !(1..=16).contains(&cfg.cq_log2) {
+            return Err(Error::Config(format!("cq_log2 must be 1..=16, got {}", cfg.cq_log2)));
+        }
+        let (_, local) = cfg.topology.locate(cfg.rank)?;
+        let ctx = local as u8;
+        let mut events_per_ctx = u32::MAX;
+        for rail in 0..cfg.rails {
+            let geo = probe(device.registers(rail)?)?;
+            events_per_ctx = events_per_ctx.min(geo.events_per_ctx as u32);
+            if (geo.max_nodes as usize) < cfg.topology.nodes() {
+                return Err(Error::BadShape(format!(
+                    "the NIC serves at most {} nodes, the job has {}",
+                    geo.max_nodes,
+                    cfg.topology.nodes()
+                )));
+            }
+        }
+        if events_per_ctx < 4 {
+            return Err(Error::Config(format!("NIC has only {events_per_ctx} events per context")));
+        }
+        let dest_events = events_per_ctx / 2;
+        let words_len = cfg.rails * events_per_ctx as usize * 8;
+        let control = device.alloc_dma(words_len + CHAIN_BLOCKS * COMMAND_BLOCK_SIZE, 4096)?;
+        let arena = device.alloc_dma(cfg.arena_size.max(64), 4096)?;
+        let entries = 1u64 << cfg.cq_log2;
+        let mut ports = Vec::with_capacity(cfg.rails);
+        for _ in 0..cfg.rails {
+            let ring = device.alloc_dma(entries as usize * COMMAND_BLOCK_SIZE, 64)?;
+            let errors = device.alloc_dma((1usize << ERR_LOG2) * 32, 64)?;
+            ports.push(RailPort {
+                ring,
+                errors,
+                entries,
+                tail: 0,
+                rung: 0,
+                head: 0,
+                tail_reg: regs::ctx_reg(ctx, regs::CQ_TAIL).unwrap_or(0),
+                head_reg: regs::ctx_reg(ctx, regs::CQ_HEAD).unwrap_or(0),
+                err_count_reg: regs::ctx_reg(ctx, regs::ERR_COUNT).unwrap_or(0),
+                errors_seen: 0,
+                free_events: (dest_events..events_per_ctx).rev().collect(),
+            });
+        }
+        {
+            let _admin = device.admin_lock();
+            for (rail, port) in ports.iter().enumerate() {
+                let regs = device.registers(rail)?;
+                let nic = |e: Error| match e {
+                    Error::Nic { code, .. } => Error::Nic { rail, code },
+                    other => other,
+                };
+                let ctx_cfg = ContextConfig {
+                    ctx,
+                    cq_log2: cfg.cq_log2,
+                    err_log2: ERR_LOG2,
+                    perms: QueuePerms::all(),
+                    job_key: cfg.job_key,
+                    cq_base: port.ring.phys,
+                    err_base: port.errors.phys,
+                    cap: cfg.topology.capability(),
+                };
+                mailbox_call(regs, &*wait, MailboxOp::AttachContext, ctx_cfg.to_args()).map_err(nic)?;
+                let slot = (ctx as usize * 4) % MAX_REGIONS;
+                let arena_region = RegionConfig {
+                    ctx,
+                    slot: slot as u8,
+                    perms: RegionPerms::all(),
+                    va: ARENA_VA,
+                    len: arena.mem.len() as u64,
+                    phys: arena.phys,
+                };
+                mailbox_call(regs, &*wait, MailboxOp::MapRegion, arena_region.to_args()).map_err(nic)?;
+                let control_region = RegionConfig {
+                    ctx,
+                    slot: slot as u8 + 1,
+                    perms: RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
+                    va: CONTROL_VA,
+                    len: control.mem.len() as u64,
+                    phys: control.phys,
+                };
+                mailbox_call(regs, &*wait, MailboxOp::MapRegion, control_region.to_args())
+                    .map_err(nic)?;
+            }
+        }
+        Ok(Self {
+            device,
+            wait,
+            ctx,
+            ports,
+            control,
+            arena,
+            events_per_ctx,
+            dest_events,
+            next_dest_event: 0,
+            generations: vec![0; cfg.rails * events_per_ctx as usize],
+            next_chain_block: 0,
+            free_chain_blocks: Vec::new(),
+        })
+    }
+
+    /// Rails in use.
+    pub fn rails(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// Hardware context of this rank.
+    pub fn context(&self) -> u8 {
+        self.ctx
+    }
+
+    /// The arena's memory.
+    pub fn arena(&self) -> &DmaBuffer {
+        &self.arena
+    }
+
+    /// The wait hook.
+    pub fn wait_hook(&self) -> &dyn WaitHook {
+        &*self.wait
+    }
+
+    /// Events per context on the NICs.
+    pub fn events_per_ctx(&self) -> u32 {
+        self.events_per_ctx
+    }
+
+    fn regs(&self, rail: usize) -> Result<&dyn RegisterIo, Error> {
+        Ok(self.device.registers(rail)?)
+    }
+
+    fn port(&mut self, rail: usize) -> Result<&mut RailPort, Error> {
+        let rails = self.ports.len();
+        self.ports.get_mut(rail).ok_or(Error::NoSuchRail { rail, rails })
+    }
+
+    /// Write a command block into rail `rail`'s ring (not yet visible to the
+    /// NIC: call [`Driver::ring`]). Waits for ring space if needed.
+    pub fn push_block(&mut self, rail: usize, block: &CommandBlock) -> Result<(), Error> {
+        let port = self.port(rail)?;
+        if port.tail - port.head >= port.entries {
+            // Make what is queued visible, then wait for the NIC to consume.
+            self.ring(rail)?;
+            let regs = self.regs(rail)?;
+            let port = self.ports.get(rail).ok_or(Error::NoSuchRail { rail, rails: 0 })?;
+            let (tail, entries, head_reg) = (port.tail, port.entries, port.head_reg);
+            let mut head = port.head;
+            self.wait.wait_until(&mut || {
+                head = regs.read(head_reg);
+                tail - head < entries
+            })?;
+            self.port(rail)?.head = head;
+        }
+        let port = self.port(rail)?;
+        let offset = ((port.tail % port.entries) as usize) * COMMAND_BLOCK_SIZE;
+        port.ring
+            .mem
+            .write(offset, &block.to_bytes())
+            .map_err(|e| Error::OutOfBounds { what: "the command ring", offset: e.offset, len: e.len, limit: e.size })?;
+        port.tail += 1;
+        Ok(())
+    }
+
+    /// Queue a command (see [`Driver::push_block`]).
+    pub fn push(&mut self, rail: usize, cmd: &Command, cookie: u32) -> Result<(), Error> {
+        self.push_block(rail, &cmd.emit(cookie))
+    }
+
+    /// Ring rail `rail`'s doorbell if commands were queued since last time.
+    pub fn ring(&mut self, rail: usize) -> Result<(), Error> {
+        let port = self.port(rail)?;
+        if port.rung == port.tail {
+            return Ok(());
+        }
+        let (tail, reg) = (port.tail, port.tail_reg);
+        port.rung = tail;
+        // Blocks must be visible before the NIC sees the new tail.
+        fence(Ordering::Release);
+        self.regs(rail)?.write(reg, tail);
+        Ok(())
+    }
+
+    /// Ring every rail.
+    pub fn ring_all(&mut self) -> Result<(), Error> {
+        for rail in 0..self.ports.len() {
+            self.ring(rail)?;
+        }
+        Ok(())
+    }
+
+    /// Take a completion event on `rail`.
+    pub fn take_completion_event(&mut self, rail: usize) -> Result<EventId, Error> {
+        self.port(rail)?.free_events.pop().map(EventId).ok_or(Error::EventsExhausted("completion"))
+    }
+
+    /// Return a completion event.
+    pub fn release_completion_event(&mut self, rail: usize, ev: EventId) {
+        if let Ok(port) = self.port(rail) {
+            port.free_events.push(ev.0);
+        }
+    }
+
+    /// Allocate the next symmetric destination event index.
+    pub fn alloc_dest_event(&mut self) -> Result<EventId, Error> {
+        if self.next_dest_event >= self.dest_events {
+            return Err(Error::EventsExhausted("destination"));
+        }
+        let ev = EventId(self.next_dest_event);
+        self.next_dest_event += 1;
+        Ok(ev)
+    }
+
+    fn word_offset(&self, rail: usize, ev: EventId) -> usize {
+        (rail * self.events_per_ctx as usize + ev.0 as usize) * 8
+    }
+
+    /// Queue an ARM_EVENT that writes a fresh generation into the event's
+    /// completion word after `count` sets; returns the generation to wait
+    /// for.
+    pub fn push_arm_write(&mut self, rail: usize, ev: EventId, count: u32) -> Result<u64, Error> {
+        let index = rail * self.events_per_ctx as usize + ev.0 as usize;
+        let gen_slot = self.generations.get_mut(index).ok_or(Error::EventsExhausted("any"))?;
+        *gen_slot = (*gen_slot % MAX_WRITE_VALUE) + 1;
+        let generation = *gen_slot;
+        let addr = CONTROL_VA + self.word_offset(rail, ev) as u64;
+        let action = EventAction { kind: ActionKind::Write { addr, value: generation }, wake: true };
+        self.push(rail, &Command::ArmEvent { event: ev, count, action }, 0)?;
+        Ok(generation)
+    }
+
+    /// Queue an ARM_EVENT whose action injects the command block stored in
+    /// chain block `block` (see [`Driver::store_chain_block`]).
+    pub fn push_arm_copy(&mut self, rail: usize, ev: EventId, count: u32, block: usize) -> Result<(), Error> {
+        let words_len = self.ports.len() * self.events_per_ctx as usize * 8;
+        let src = CONTROL_VA + (words_len + block * COMMAND_BLOCK_SIZE) as u64;
+        let action = EventAction { kind: ActionKind::Copy { src }, wake: false };
+        self.push(rail, &Command::ArmEvent { event: ev, count, action }, 0)
+    }
+
+    /// Store a command block in the control region for a later COPY action;
+    /// returns its index.
+    pub fn store_chain_block(&mut self, block: &CommandBlock) -> Result<usize, Error> {
+        let index = match self.free_chain_blocks.pop() {
+            Some(i) => i,
+            None if self.next_chain_block < CHAIN_BLOCKS => {
+                self.next_chain_block += 1;
+                self.next_chain_block - 1
+            }
+            None => return Err(Error::EventsExhausted("chain block")),
+        };
+        let words_len = self.ports.len() * self.events_per_ctx as usize * 8;
+        self.control
+            .mem
+            .write(words_len + index * COMMAND_BLOCK_SIZE, &block.to_bytes())
+            .map_err(|e| Error::OutOfBounds { what: "the control region", offset: e.offset, len: e.len, limit: e.size })?;
+        Ok(index)
+    }
+
+    /// Free a chain block once its event has fired.
+    pub fn release_chain_block(&mut self, index: usize) {
+        self.free_chain_blocks.push(index);
+    }
+
+    /// Read an event's completion word.
+    pub fn completion_word(&self, rail: usize, ev: EventId) -> CompletionWord {
+        let word = self.control.mem.load_u64(self.word_offset(rail, ev), Ordering::Acquire).unwrap_or(0);
+        CompletionWord::unpack(word)
+    }
+
+    /// Has the event fired with generation `generation`? `Some(status)` if so.
+    pub fn test_completion(&self, rail: usize, ev: EventId, generation: u64) -> Option<ErrorCode> {
+        let w = self.completion_word(rail, ev);
+        (w.value == generation).then(|| w.status.unwrap_or(ErrorCode::BadConfig))
+    }
+
+    /// Wait for a set of (rail, event, generation) completions; the first
+    /// error is returned after all have completed.
+    pub fn wait_completions(&self, parts: &[(usize, EventId, u64)]) -> Result<(), Error> {
+        let mut result = Ok(());
+        for &(rail, ev, generation) in parts {
+            let mut status = None;
+            self.wait.wait_until(&mut || {
+                status = self.test_completion(rail, ev, generation);
+                status.is_some()
+            })?;
+            if let Some(code) = status
+                && !code.is_ok()
+                && result.is_ok()
+            {
+                result = Err(Error::Nic { rail, code });
+            }
+        }
+        result
+    }
+
+    /// New NIC error records since the last call, from every rail.
+    pub fn take_errors(&mut self) -> Result<Vec<NicError>, Error> {
+        let mut out = Vec::new();
+        for rail in 0..self.ports.len() {
+            let count = self.regs(rail)?.read(self.ports[rail].err_count_reg);
+            let port = &mut self.ports[rail];
+            let entries = 1u64 << ERR_LOG2;
+            // Records older than the ring's size were overwritten.
+            let first = port.errors_seen.max(count.saturating_sub(entries));
+            for seq in first..count {
+                let mut raw = [0u8; 32];
+                let offset = ((seq % entries) * 32) as usize;
+                if port.errors.mem.read(offset, &mut raw).is_ok()
+                    && let Ok(rec) = ErrorRecord::read_from_bytes(&raw)
+                    && let Some(info) = ErrorInfo::parse(&rec)
+                {
+                    out.push(NicError { rail, info });
+                }
+            }
+            port.errors_seen = count;
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // Detach so that the NIC stops accepting packets for this context.
+        // A DMA still in flight makes the NIC answer Busy; the context then
+        // stays attached until the device is torn down.
+        let _admin = self.device.admin_lock();
+        for rail in 0..self.ports.len() {
+            if let Ok(regs) = self.device.registers(rail) {
+                let _ = mailbox_call(regs, &*self.wait, MailboxOp::DetachContext, [self.ctx as u64, 0, 0, 0]);
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Typed errors of the host library.
+
+use railcoll_fw::abi::ErrorCode;
+
+use crate::device::DeviceError;
+use crate::env::WaitTimeout;
+
+/// Everything a caller of the host library can get wrong, or that the NIC
+/// can report.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A rank outside the communicator.
+    #[error("rank {rank} out of range: the communicator has {size} ranks")]
+    RankOutOfRange {
+        /// Rank given.
+        rank: usize,
+        /// Communicator size.
+        size: usize,
+    },
+    /// A range outside a buffer or the arena.
+    #[error("range offset {offset} + length {len} is outside {what} of {limit} bytes")]
+    OutOfBounds {
+        /// What was overrun.
+        what: &'static str,
+        /// Offset.
+        offset: usize,
+        /// Length.
+        len: usize,
+        /// Size of what was overrun.
+        limit: usize,
+    },
+    /// Rails must be 1..=4.
+    #[error("rails must be 1..=4, got {0}")]
+    BadRails(usize),
+    /// A rail index that does not exist.
+    #[error("rail {rail} does not exist: there are {rails} rails")]
+    NoSuchRail {
+        /// Rail given.
+        rail: usize,
+        /// Rails present.
+        rails: usize,
+    },
+    /// A cluster or communicator shape that is not allowed.
+    #[error("bad shape: {0}")]
+    BadShape(String),
+    /// Misaligned request.
+    #[error("{what} must be aligned to {align} bytes, got {value}")]
+    Misaligned {
+        /// What.
+        what: &'static str,
+        /// Required alignment.
+        align: usize,
+        /// Value given.
+        value: usize,
+    },
+    /// Larger than the NIC can move in one DMA.
+    #[error("{len} bytes exceeds the largest single transfer of {max} bytes")]
+    TooLarge {
+        /// Length.
+        len: usize,
+        /// Limit.
+        max: usize,
+    },
+    /// The symmetric arena is full.
+    #[error("arena exhausted: asked {asked} bytes, {free} free")]
+    ArenaExhausted {
+        /// Asked.
+        asked: usize,
+        /// Free.
+        free: usize,
+    },
+    /// No free event of the needed kind.
+    #[error("out of {0} events")]
+    EventsExhausted(&'static str),
+    /// The NIC completed an operation with an error.
+    #[error("NIC on rail {rail} reported: {code}")]
+    Nic {
+        /// Rail.
+        rail: usize,
+        /// Firmware error code.
+        code: ErrorCode,
+    },
+    /// The NIC speaks another ABI.
+    #[error("NIC ABI version {found:#x} is not compatible with {expected:#x}")]
+    AbiMismatch {
+        /// Found.
+        found: u64,
+        /// Expected.
+        expected: u64,
+    },
+    /// The device backend failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// A wait gave up.
+    #[error(transparent)]
+    Timeout(#[from] WaitTimeout),
+    /// A configuration value is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}

@@ -1,0 +1,47 @@
+//! railcoll-host: the host side of railcoll.
+//!
+//! A rank uses this crate to reach its NICs (one per rail), to own a
+//! registered symmetric memory arena, and to move data with one-sided puts
+//! and gets that are striped over rails. Nothing here knows whether the NIC
+//! is emulated: it talks to a [`device::Device`] and blocks only through a
+//! [`env::WaitHook`].
+//!
+//! Map of the crate:
+//!
+//! - [`dma_mem`]: [`dma_mem::DmaMemory`], the only way to touch memory a NIC
+//!   or another rank may write concurrently (copies and atomics, never Rust
+//!   references). This and [`mmap`] and [`regio`] are the only modules with
+//!   `unsafe` code.
+//! - [`mmap`]: anonymous shared mappings (node memory, shm segments).
+//! - [`regio`]: register access ([`regio::RegisterIo`]), with a volatile MMIO
+//!   implementation for real BARs.
+//! - [`device`]: the device trait (registers, DMA memory, admin lock).
+//! - [`env`]: the wait hook every blocking call goes through.
+//! - [`topology`]: ranks, nodes, placement.
+//! - [`arena`]: the symmetric allocator.
+//! - [`stripe`]: how a put is split over rails.
+//! - [`driver`]: command rings, the admin mailbox, events and completion
+//!   words of one rank on every rail.
+//! - [`comm`]: the public API (`Comm::put`, `get`, destination events,
+//!   chained puts, NIC error records).
+//! - [`error`]: typed errors.
+
+pub mod arena;
+pub mod comm;
+pub mod device;
+pub mod dma_mem;
+pub mod driver;
+pub mod env;
+pub mod error;
+pub mod mmap;
+pub mod regio;
+pub mod stripe;
+pub mod topology;
+
+pub use comm::{Arrivals, ChainedPut, Comm, CommConfig, DestEvent, PutHandle, TransferOptions};
+pub use error::Error;
+pub use stripe::RailPolicy;
+pub use topology::{Placement, Topology};
+
+/// Re-export of the firmware crate (ABI types appear in this API).
+pub use railcoll_fw as fw;

@@ -1,0 +1,141 @@
+//! Ranks, nodes and placement.
+
+use crate::error::Error;
+use railcoll_fw::abi::MAX_CONTEXTS;
+
+/// How ranks are numbered across nodes (Elan capability types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Placement {
+    /// Consecutive ranks share a node.
+    #[default]
+    Block,
+    /// Consecutive ranks are on consecutive nodes.
+    Cyclic,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "block" => Ok(Placement::Block),
+            "cyclic" => Ok(Placement::Cyclic),
+            other => Err(format!("unknown placement '{other}' (accepted: block, cyclic)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Placement::Block => "block",
+            Placement::Cyclic => "cyclic",
+        })
+    }
+}
+
+/// The shape of a job: nodes x ranks per node, with a placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Topology {
+    nodes: usize,
+    ranks_per_node: usize,
+    placement: Placement,
+}
+
+/// Largest node count a communicator accepts (node ids are 16 bits).
+pub const MAX_NODES: usize = 1 << 15;
+
+impl Topology {
+    /// Validate a shape.
+    pub fn new(nodes: usize, ranks_per_node: usize, placement: Placement) -> Result<Self, Error> {
+        if nodes == 0 || nodes > MAX_NODES {
+            return Err(Error::BadShape(format!("nodes must be 1..={MAX_NODES}, got {nodes}")));
+        }
+        if ranks_per_node == 0 || ranks_per_node > MAX_CONTEXTS {
+            return Err(Error::BadShape(format!(
+                "ranks per node must be 1..={MAX_CONTEXTS}, got {ranks_per_node}"
+            )));
+        }
+        Ok(Self { nodes, ranks_per_node, placement })
+    }
+
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// Ranks per node.
+    pub fn ranks_per_node(&self) -> usize {
+        self.ranks_per_node
+    }
+
+    /// Total ranks.
+    pub fn size(&self) -> usize {
+        self.nodes * self.ranks_per_node
+    }
+
+    /// Placement.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// (node, local index) of a rank.
+    pub fn locate(&self, rank: usize) -> Result<(usize, usize), Error> {
+        if rank >= self.size() {
+            return Err(Error::RankOutOfRange { rank, size: self.size() });
+        }
+        Ok(match self.placement {
+            Placement::Block => (rank / self.ranks_per_node, rank % self.ranks_per_node),
+            Placement::Cyclic => (rank % self.nodes, rank / self.nodes),
+        })
+    }
+
+    /// Rank at (node, local index).
+    pub fn rank_of(&self, node: usize, local: usize) -> Result<usize, Error> {
+        if node >= self.nodes || local >= self.ranks_per_node {
+            return Err(Error::BadShape(format!(
+                "no rank at node {node}, local {local} in a {}x{} job",
+                self.nodes, self.ranks_per_node
+            )));
+        }
+        Ok(match self.placement {
+            Placement::Block => node * self.ranks_per_node + local,
+            Placement::Cyclic => local * self.nodes + node,
+        })
+    }
+
+    /// The NIC capability of this job (same numbering as [`Topology::locate`]).
+    pub fn capability(&self) -> railcoll_fw::abi::regs::Capability {
+        use railcoll_fw::abi::regs::{Capability, Placement as P};
+        Capability {
+            low_node: 0,
+            node_count: self.nodes as u16,
+            ranks_per_node: self.ranks_per_node as u8,
+            ctx_base: 0,
+            placement: match self.placement {
+                Placement::Block => P::Block,
+                Placement::Cyclic => P::Cyclic,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_nic_agree_on_rank_locations() {
+        for placement in [Placement::Block, Placement::Cyclic] {
+            let t = Topology::new(5, 3, placement).expect("shape");
+            let cap = t.capability();
+            for rank in 0..t.size() {
+                let (node, local) = t.locate(rank).expect("rank");
+                assert_eq!(t.rank_of(node, local).expect("inverse"), rank);
+                assert_eq!(cap.locate(rank as u32), Some((node as u16, local as u8)));
+            }
+            assert!(t.locate(15).is_err());
+        }
+        assert!(Topology::new(0, 1, Placement::Block).is_err());
+        assert!(Topology::new(1, 17, Placement::Block).is_err());
+    }
+}
