@@ -6,7 +6,7 @@
 //! deterministic modeled mode it hands control to the scheduler. The host
 //! code is the same in both.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -77,10 +77,11 @@ impl WaitHook for ParkingWait {
     }
 }
 
-/// Wakes the thread of a rank (registered by the launcher).
+/// Wakes the thread of a rank (registered by the launcher; a later run may
+/// bind another thread).
 #[derive(Clone, Debug, Default)]
 pub struct Waker {
-    thread: Arc<std::sync::OnceLock<Thread>>,
+    thread: Arc<Mutex<Option<Thread>>>,
 }
 
 impl Waker {
@@ -89,14 +90,14 @@ impl Waker {
         Self::default()
     }
 
-    /// Bind to the calling thread (once).
+    /// Bind to the calling thread.
     pub fn register_current(&self) {
-        let _ = self.thread.set(std::thread::current());
+        *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current());
     }
 
     /// Wake the bound thread, if any.
     pub fn wake(&self) {
-        if let Some(t) = self.thread.get() {
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
             t.unpark();
         }
     }

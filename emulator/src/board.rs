@@ -1,0 +1,132 @@
+//! The firmware's hardware traits, implemented over emulated node memory,
+//! the rail switch, the shared register file and the host's wakers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::Receiver;
+use railcoll_fw::abi::packet::PacketHeader;
+use railcoll_fw::abi::{ContextIndex, MAX_CONTEXTS};
+use railcoll_fw::engine::Engine;
+use railcoll_fw::engine::hw::{BusError, Clock, HostMemory, HostWake, Link, PayloadSource, RegisterFile};
+use railcoll_host::dma_mem::DmaMemory;
+use railcoll_host::env::Waker;
+
+use crate::rail::{PayloadRef, Rail, WirePacket};
+use crate::registers::SharedRegisters;
+
+/// Largest node count an emulated NIC serves (its flow tables).
+pub const EMU_MAX_NODES: usize = 256;
+/// Events per context on an emulated NIC.
+pub const EMU_EVENTS: usize = 512;
+
+/// The firmware engine as instantiated in the emulator.
+pub type EmuEngine = Engine<EmuBoard, EMU_MAX_NODES, EMU_EVENTS>;
+
+/// One NIC's board.
+#[derive(Debug)]
+pub struct EmuBoard {
+    /// This NIC's node.
+    pub node: u16,
+    memory: DmaMemory,
+    memories: Arc<[DmaMemory]>,
+    registers: Arc<SharedRegisters>,
+    rail: Arc<Rail>,
+    inbox: Receiver<WirePacket>,
+    wakers: Arc<[Waker]>,
+    epoch: Instant,
+}
+
+impl EmuBoard {
+    /// Assemble a board.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        node: u16,
+        memories: Arc<[DmaMemory]>,
+        registers: Arc<SharedRegisters>,
+        rail: Arc<Rail>,
+        inbox: Receiver<WirePacket>,
+        wakers: Arc<[Waker]>,
+        epoch: Instant,
+    ) -> Option<Self> {
+        let memory = memories.get(node as usize)?.clone();
+        Some(Self { node, memory, memories, registers, rail, inbox, wakers, epoch })
+    }
+}
+
+fn range(phys: u64) -> Result<usize, BusError> {
+    usize::try_from(phys).map_err(|_| BusError)
+}
+
+impl HostMemory for EmuBoard {
+    fn read(&mut self, phys: u64, buf: &mut [u8]) -> Result<(), BusError> {
+        self.memory.read(range(phys)?, buf).map_err(|_| BusError)
+    }
+
+    fn write(&mut self, phys: u64, data: &[u8]) -> Result<(), BusError> {
+        self.memory.write(range(phys)?, data).map_err(|_| BusError)
+    }
+
+    fn write_word_release(&mut self, phys: u64, value: u64) -> Result<(), BusError> {
+        self.memory
+            .store_u64(range(phys)?, value, std::sync::atomic::Ordering::Release)
+            .map_err(|_| BusError)
+    }
+}
+
+impl Link for EmuBoard {
+    type Payload = Option<PayloadRef>;
+
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
+        let payload = payload.map(|p| PayloadRef { node: self.node, phys: p.phys, len: p.len });
+        self.rail.deliver(header.dst_node.get() as usize, WirePacket { header: *header, payload })
+    }
+
+    fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>)> {
+        self.inbox.try_recv().ok().map(|p| (p.header, p.payload))
+    }
+
+    fn payload_len(&self, payload: &Option<PayloadRef>) -> usize {
+        payload.map_or(0, |p| p.len as usize)
+    }
+
+    fn deliver(&mut self, payload: &Option<PayloadRef>, phys: u64) -> Result<(), BusError> {
+        let Some(p) = payload else {
+            return Ok(());
+        };
+        let src = self.memories.get(p.node as usize).ok_or(BusError)?;
+        // The one copy of the put path: sender's memory -> this node's.
+        self.memory
+            .copy_from(range(phys)?, src, range(p.phys)?, p.len as usize)
+            .map_err(|_| BusError)
+    }
+}
+
+impl RegisterFile for EmuBoard {
+    fn reg_read(&self, offset: u32) -> u64 {
+        self.registers.nic_read(offset)
+    }
+
+    fn reg_write(&mut self, offset: u32, value: u64) {
+        self.registers.nic_write(offset, value);
+    }
+
+    fn take_doorbells(&mut self) -> u64 {
+        self.registers.take_doorbells()
+    }
+}
+
+impl Clock for EmuBoard {
+    fn now_ns(&self) -> u64 {
+        crate::worker::clock_ns(self.epoch)
+    }
+}
+
+impl HostWake for EmuBoard {
+    fn wake(&mut self, ctx: ContextIndex) {
+        let index = self.node as usize * MAX_CONTEXTS + ctx as usize;
+        if let Some(w) = self.wakers.get(index) {
+            w.wake();
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! Building an emulated cluster and running code on every rank.
+//!
+//! ```text
+//! let cluster = Cluster::new(ClusterConfig { nodes: 4, ranks_per_node: 2, ..Default::default() })?;
+//! let results = cluster.run(|comm| { /* SPMD code */ comm.rank() });
+//! ```
+//!
+//! `run` starts one OS thread per rank (threads mode); each opens its NICs
+//! through the node's [`EmuDevice`] and runs the closure. All ranks meet at
+//! a barrier after the closure so that no context is detached while a peer
+//! may still address it. A cluster can run many closures in turn.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard};
+use std::time::Instant;
+
+use railcoll_fw::abi::MAX_CONTEXTS;
+use railcoll_fw::abi::regs::{self, MailboxOp, Param};
+use railcoll_fw::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
+use railcoll_fw::engine::{Engine, Location};
+use railcoll_host::device::{Device, DeviceError, DmaBuffer};
+use railcoll_host::dma_mem::DmaMemory;
+use railcoll_host::env::{ParkingWait, WaitHook, Waker};
+use railcoll_host::regio::RegisterIo;
+use railcoll_host::{Comm, CommConfig, Placement, RailPolicy, Topology};
+
+use crate::board::{EMU_MAX_NODES, EmuBoard};
+use crate::memory::NodeMemory;
+use crate::rail::Rail;
+use crate::registers::SharedRegisters;
+use crate::worker::{EngineFactory, Notifier, WorkerPool};
+
+/// Errors building or running a cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    /// The configuration is invalid.
+    #[error("invalid cluster configuration: {0}")]
+    Config(String),
+    /// The host could not provide memory or threads.
+    #[error("emulator resources: {0}")]
+    Io(#[from] std::io::Error),
+    /// The host library refused something.
+    #[error(transparent)]
+    Host(#[from] railcoll_host::Error),
+}
+
+/// Shape and settings of an emulated cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// Nodes, `1..=256`.
+    pub nodes: usize,
+    /// Ranks per node, `1..=16`.
+    pub ranks_per_node: usize,
+    /// Rails (NICs per node), `1..=4`.
+    pub rails: usize,
+    /// Rank numbering.
+    pub placement: Placement,
+    /// NIC worker threads (default: `min(rails, cores)`).
+    pub workers: Option<usize>,
+    /// Symmetric arena per rank, bytes.
+    pub arena_size: usize,
+    /// NIC packet payload size, bytes (power of two, 64..=1 MiB).
+    pub packet_size: u32,
+    /// Default rail policy of every communicator.
+    pub policy: RailPolicy,
+    /// log2 of command-ring entries.
+    pub cq_log2: u8,
+}
+
+/// Default packet size in threads mode. Elan4 used 2 KiB packets; emulating
+/// each packet costs a fixed ~0.3-1 us of software here, so threads mode
+/// uses larger packets to measure the software path rather than per-packet
+/// overhead (docs/performance.md). Tests run 1-2 KiB packets too.
+pub const THREADS_PACKET_SIZE: u32 = 64 * 1024;
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            nodes: 2,
+            ranks_per_node: 1,
+            rails: 2,
+            placement: Placement::Block,
+            workers: None,
+            arena_size: 16 << 20,
+            packet_size: THREADS_PACKET_SIZE,
+            policy: RailPolicy::default(),
+            cq_log2: 8,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Check every field; the error names the field and the accepted values.
+    pub fn validate(&self) -> Result<Topology, EmuError> {
+        if self.nodes == 0 || self.nodes > EMU_MAX_NODES {
+            return Err(EmuError::Config(format!("nodes must be 1..={EMU_MAX_NODES}, got {}", self.nodes)));
+        }
+        if self.ranks_per_node == 0 || self.ranks_per_node > MAX_CONTEXTS {
+            return Err(EmuError::Config(format!(
+                "ranks per node must be 1..={MAX_CONTEXTS}, got {}",
+                self.ranks_per_node
+            )));
+        }
+        if self.rails == 0 || self.rails > 4 {
+            return Err(EmuError::Config(format!("rails must be 1..=4, got {}", self.rails)));
+        }
+        if self.workers == Some(0) {
+            return Err(EmuError::Config("workers must be at least 1".into()));
+        }
+        if !self.packet_size.is_power_of_two() || !(MIN_PACKET_SIZE..=MAX_PACKET_SIZE).contains(&self.packet_size) {
+            return Err(EmuError::Config(format!(
+                "packet size must be a power of two in {MIN_PACKET_SIZE}..={MAX_PACKET_SIZE}, got {}",
+                self.packet_size
+            )));
+        }
+        if self.arena_size == 0 || self.arena_size > 1 << 34 {
+            return Err(EmuError::Config(format!("arena size must be 1..=16 GiB, got {}", self.arena_size)));
+        }
+        if let RailPolicy::Rail(r) = self.policy
+            && r >= self.rails
+        {
+            return Err(EmuError::Config(format!("rail policy names rail {r}, but there are {} rails", self.rails)));
+        }
+        Ok(Topology::new(self.nodes, self.ranks_per_node, self.placement)?)
+    }
+}
+
+/// A node's NICs, as the host driver sees them.
+#[derive(Debug)]
+pub struct EmuDevice {
+    memory: Arc<NodeMemory>,
+    registers: Vec<Arc<SharedRegisters>>,
+    admin: Mutex<()>,
+}
+
+impl Device for EmuDevice {
+    fn rails(&self) -> usize {
+        self.registers.len()
+    }
+
+    fn registers(&self, rail: usize) -> Result<&dyn RegisterIo, DeviceError> {
+        self.registers
+            .get(rail)
+            .map(|r| &**r as &dyn RegisterIo)
+            .ok_or(DeviceError::NoSuchRail { rail, rails: self.registers.len() })
+    }
+
+    fn alloc_dma(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError> {
+        self.memory.alloc(len, align)
+    }
+
+    fn admin_lock(&self) -> MutexGuard<'_, ()> {
+        self.admin.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A running emulated cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    cfg: ClusterConfig,
+    topology: Topology,
+    devices: Vec<Arc<EmuDevice>>,
+    memories: Vec<Arc<NodeMemory>>,
+    wakers: Arc<[Waker]>,
+    wait: Arc<ParkingWait>,
+    // Dropped last: stops the NIC workers.
+    _pool: WorkerPool,
+}
+
+impl Cluster {
+    /// Build the cluster and bring every NIC up.
+    pub fn new(cfg: ClusterConfig) -> Result<Self, EmuError> {
+        let topology = cfg.validate()?;
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let workers = cfg.workers.unwrap_or_else(|| cfg.rails.min(cores)).max(1);
+        let epoch = Instant::now();
+        let per_rank = cfg.arena_size + (1 << 20) * cfg.rails + (256 << 10);
+        let memories: Vec<Arc<NodeMemory>> = (0..cfg.nodes)
+            .map(|_| NodeMemory::new(per_rank * cfg.ranks_per_node).map(Arc::new))
+            .collect::<Result<_, _>>()?;
+        let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
+        let wakers: Arc<[Waker]> = (0..cfg.nodes * MAX_CONTEXTS).map(|_| Waker::new()).collect();
+        let signals = WorkerPool::signals(workers);
+        // A rail's NICs all live on one worker: a put on one rail then needs
+        // no hand-off between workers, and rails run in parallel.
+        let worker_of = |rail: usize| rail % workers;
+        let mut factories: Vec<Vec<EngineFactory>> = (0..workers).map(|_| Vec::new()).collect();
+        let mut registers: Vec<Vec<Arc<SharedRegisters>>> = vec![Vec::new(); cfg.nodes];
+        for rail_index in 0..cfg.rails {
+            let signal = &signals[worker_of(rail_index)];
+            let notifiers: Vec<Notifier> = (0..cfg.nodes).map(|_| Notifier::new(Arc::clone(signal))).collect();
+            let (rail, inboxes) = Rail::new(notifiers.clone());
+            let rail = Arc::new(rail);
+            for (node, (inbox, notifier)) in inboxes.into_iter().zip(notifiers).enumerate() {
+                let regs = SharedRegisters::new(notifier.clone());
+                registers[node].push(Arc::clone(&regs));
+                let (views, rail, wakers) = (Arc::clone(&views), Arc::clone(&rail), Arc::clone(&wakers));
+                factories[worker_of(rail_index)].push(Box::new(move || {
+                    let board = EmuBoard::new(node as u16, views, regs, rail, inbox, wakers, epoch)
+                        .expect("node memory exists for every node");
+                    let loc = Location { node: node as u16, rail: rail_index as u8 };
+                    (Box::new(Engine::new(board, loc)), notifier)
+                }));
+            }
+        }
+        let pool = WorkerPool::start(signals, factories, epoch)?;
+        let devices: Vec<Arc<EmuDevice>> = memories
+            .iter()
+            .zip(registers)
+            .map(|(m, r)| Arc::new(EmuDevice { memory: Arc::clone(m), registers: r, admin: Mutex::new(()) }))
+            .collect();
+        let wait = Arc::new(ParkingWait::default());
+        for device in &devices {
+            for regs in &device.registers {
+                wait.wait_until(&mut || regs.nic_read(regs::ID) == regs::ID_VALUE)
+                    .map_err(railcoll_host::Error::from)?;
+                railcoll_host::driver::mailbox_call(
+                    &**regs,
+                    &*wait,
+                    MailboxOp::SetParam,
+                    [Param::PacketSize as u64, cfg.packet_size as u64, 0, 0],
+                )?;
+            }
+        }
+        Ok(Self { cfg, topology, devices, memories, wakers, wait, _pool: pool })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.cfg
+    }
+
+    /// The job shape.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The communicator configuration rank `rank` gets.
+    pub fn comm_config(&self, rank: usize) -> CommConfig {
+        CommConfig {
+            rails: self.cfg.rails,
+            arena_size: self.cfg.arena_size,
+            policy: self.cfg.policy,
+            cq_log2: self.cfg.cq_log2,
+            ..CommConfig::new(self.topology, rank)
+        }
+    }
+
+    /// Run `f` on every rank (one thread each) and collect each rank's
+    /// result, or the error that kept it from starting. A panic in any rank
+    /// is re-raised after every rank has finished.
+    pub fn run<R, F>(&self, f: F) -> Vec<Result<R, railcoll_host::Error>>
+    where
+        R: Send,
+        F: Fn(&Comm) -> R + Sync,
+    {
+        for m in &self.memories {
+            m.reset();
+        }
+        let size = self.topology.size();
+        let barrier = Barrier::new(size);
+        let mut results: Vec<Option<std::thread::Result<Result<R, railcoll_host::Error>>>> =
+            (0..size).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..size)
+                .map(|rank| {
+                    let (f, barrier) = (&f, &barrier);
+                    std::thread::Builder::new()
+                        .name(format!("rank-{rank}"))
+                        .spawn_scoped(scope, move || {
+                            let outcome = catch_unwind(AssertUnwindSafe(|| self.rank_main(rank, f)));
+                            barrier.wait();
+                            // The communicator is dropped (contexts detached)
+                            // only after every rank is done with the others.
+                            outcome.map(|r| r.map(|(value, comm)| {
+                                drop(comm);
+                                value
+                            }))
+                        })
+                        .expect("spawn rank thread")
+                })
+                .collect();
+            for (rank, h) in handles.into_iter().enumerate() {
+                results[rank] = Some(h.join().unwrap_or_else(Err));
+            }
+        });
+        results
+            .into_iter()
+            .map(|r| match r {
+                Some(Ok(v)) => v,
+                Some(Err(panic)) => resume_unwind(panic),
+                None => Err(railcoll_host::Error::Config("rank did not run".into())),
+            })
+            .collect()
+    }
+
+    fn rank_main<R, F>(&self, rank: usize, f: &F) -> Result<(R, Comm), railcoll_host::Error>
+    where
+        F: Fn(&Comm) -> R,
+    {
+        let (node, local) = self.topology.locate(rank)?;
+        if let Some(w) = self.wakers.get(node * MAX_CONTEXTS + local) {
+            w.register_current();
+        }
+        let device: Arc<dyn Device> = self.devices[node].clone();
+        let wait: Arc<dyn WaitHook> = self.wait.clone();
+        let comm = Comm::new(self.comm_config(rank), device, wait)?;
+        let value = f(&comm);
+        Ok((value, comm))
+    }
+}

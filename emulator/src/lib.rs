@@ -1,0 +1,33 @@
+//! railcoll-emu: the hardware model railcoll runs on for development and CI.
+//!
+//! A [`cluster::Cluster`] is `nodes x ranks_per_node x rails`. Each node has
+//! real (mmap'ed) host memory and one NIC per rail; each NIC runs the
+//! unmodified firmware engine of `railcoll-fw` on an [`board::EmuBoard`];
+//! each rail has a switch that delivers packets between its NICs. A put
+//! moves its bytes with exactly one copy, from the source node's memory into
+//! the target node's, performed by the receiving NIC.
+//!
+//! Map of the crate:
+//!
+//! - [`memory`]: node memory and its DMA allocator.
+//! - [`registers`]: a NIC's register file, shared by driver and firmware,
+//!   with doorbells that wake the NIC's worker.
+//! - [`rail`]: the switch of one rail (per-node inboxes).
+//! - [`board`]: the firmware's hardware traits implemented over the above.
+//! - [`worker`]: the pool of NIC worker threads (never more than cores;
+//!   idle workers park and are woken by doorbells and packets).
+//! - [`cluster`]: building a cluster and running a closure on every rank.
+//! - [`bench`]: the measurements behind `railcoll bench`, each reported
+//!   beside a baseline measured in the same run.
+//! - [`cli`]: the `railcoll` command line.
+
+pub mod bench;
+pub mod board;
+pub mod cli;
+pub mod cluster;
+pub mod memory;
+pub mod rail;
+pub mod registers;
+pub mod worker;
+
+pub use cluster::{Cluster, ClusterConfig, EmuError};

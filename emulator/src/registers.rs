@@ -1,0 +1,86 @@
+//! A NIC's register file, shared by the host driver and the firmware.
+//!
+//! Registers are atomics (release stores, acquire loads), so a doorbell
+//! write orders every command block written before it. Writes to a
+//! doorbell register (`CQ_TAIL`, `MBOX_CMD`) also set a bit in the pending
+//! doorbell mask and wake the NIC's worker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use railcoll_fw::abi::regs;
+use railcoll_fw::engine::hw::DOORBELL_MAILBOX;
+use railcoll_host::regio::RegisterIo;
+
+use crate::worker::Notifier;
+
+/// One NIC's BAR0.
+#[derive(Debug)]
+pub struct SharedRegisters {
+    words: Vec<AtomicU64>,
+    doorbells: AtomicU64,
+    notifier: Notifier,
+}
+
+impl SharedRegisters {
+    /// A zeroed register file whose doorbells wake `notifier`.
+    pub fn new(notifier: Notifier) -> Arc<Self> {
+        Arc::new(Self {
+            words: (0..regs::BAR0_SIZE / 8).map(|_| AtomicU64::new(0)).collect(),
+            doorbells: AtomicU64::new(0),
+            notifier,
+        })
+    }
+
+    fn word(&self, offset: u32) -> Option<&AtomicU64> {
+        if !offset.is_multiple_of(8) {
+            return None;
+        }
+        self.words.get(offset as usize / 8)
+    }
+
+    /// Firmware-side read.
+    pub fn nic_read(&self, offset: u32) -> u64 {
+        self.word(offset).map_or(u64::MAX, |w| w.load(Ordering::Acquire))
+    }
+
+    /// Firmware-side write (no doorbell).
+    pub fn nic_write(&self, offset: u32, value: u64) {
+        if let Some(w) = self.word(offset) {
+            w.store(value, Ordering::Release);
+        }
+    }
+
+    /// Firmware-side: take the pending doorbells.
+    pub fn take_doorbells(&self) -> u64 {
+        if self.doorbells.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        self.doorbells.swap(0, Ordering::AcqRel)
+    }
+}
+
+impl RegisterIo for SharedRegisters {
+    fn read(&self, offset: u32) -> u64 {
+        self.nic_read(offset)
+    }
+
+    fn write(&self, offset: u32, value: u64) {
+        let Some(w) = self.word(offset) else {
+            return;
+        };
+        w.store(value, Ordering::Release);
+        let bell = if offset == regs::MBOX_CMD {
+            DOORBELL_MAILBOX
+        } else {
+            match regs::decode_ctx_reg(offset) {
+                Some((ctx, regs::CQ_TAIL)) => 1u64 << ctx,
+                _ => 0,
+            }
+        };
+        if bell != 0 {
+            self.doorbells.fetch_or(bell, Ordering::AcqRel);
+            self.notifier.notify();
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! NIC workers: a small pool of threads that run the firmware engines.
+//!
+//! There are never more workers than cores (a 2-core machine cannot afford
+//! spinning threads beyond that). Each engine belongs to one worker for its
+//! whole life, so no engine state is shared between threads. A worker polls
+//! the engines that were notified (doorbell, packet), that reported pending
+//! work, or whose retransmission timer is due; when none is busy it spins
+//! briefly (a hand-off between running threads costs 25-200 ns), then yields,
+//! then parks until notified (a futex wake costs ~25 us).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use crate::board::EmuEngine;
+
+/// Wakes one worker.
+#[derive(Debug, Default)]
+pub struct WorkerSignal {
+    flag: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+impl WorkerSignal {
+    fn notify(&self) {
+        if !self.flag.swap(true, Ordering::AcqRel)
+            && let Some(t) = self.thread.get()
+        {
+            t.unpark();
+        }
+    }
+}
+
+/// Tells a worker that one of its engines has work.
+#[derive(Clone, Debug)]
+pub struct Notifier {
+    nic: Arc<AtomicBool>,
+    worker: Arc<WorkerSignal>,
+}
+
+impl Notifier {
+    /// A notifier for an engine owned by `worker`.
+    pub fn new(worker: Arc<WorkerSignal>) -> Self {
+        Self { nic: Arc::new(AtomicBool::new(false)), worker }
+    }
+
+    /// Mark the engine as having work and wake its worker.
+    pub fn notify(&self) {
+        self.nic.store(true, Ordering::Release);
+        self.worker.notify();
+    }
+
+    fn take(&self) -> bool {
+        self.nic.load(Ordering::Relaxed) && self.nic.swap(false, Ordering::AcqRel)
+    }
+}
+
+/// Idle polls that spin before yielding.
+const SPIN_POLLS: u32 = 64;
+/// Idle polls (spinning, then yielding) before parking.
+const IDLE_POLLS: u32 = 256;
+/// Longest park, as a guard against a lost wakeup.
+const MAX_PARK: Duration = Duration::from_millis(20);
+
+struct Slot {
+    engine: Box<EmuEngine>,
+    notifier: Notifier,
+    active: bool,
+    timer: Option<u64>,
+}
+
+/// Builds an engine inside its worker thread (engines are large; they are
+/// built on the worker's big stack and boxed there).
+pub type EngineFactory = Box<dyn FnOnce() -> (Box<EmuEngine>, Notifier) + Send>;
+
+/// The running pool.
+#[derive(Debug)]
+pub struct WorkerPool {
+    shutdown: Arc<AtomicBool>,
+    signals: Vec<Arc<WorkerSignal>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    /// Signals for `workers` workers, to build notifiers before the engines.
+    pub fn signals(workers: usize) -> Vec<Arc<WorkerSignal>> {
+        (0..workers).map(|_| Arc::new(WorkerSignal::default())).collect()
+    }
+
+    /// Start one thread per signal; `factories[w]` build worker `w`'s engines.
+    pub fn start(
+        signals: Vec<Arc<WorkerSignal>>,
+        factories: Vec<Vec<EngineFactory>>,
+        epoch: Instant,
+    ) -> std::io::Result<Self> {
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for (w, (signal, builders)) in signals.iter().cloned().zip(factories).enumerate() {
+            let stop = Arc::clone(&shutdown);
+            let handle = std::thread::Builder::new()
+                .name(format!("nic-worker-{w}"))
+                .stack_size(64 << 20)
+                .spawn(move || {
+                    let slots: Vec<Slot> = builders
+                        .into_iter()
+                        .map(|build| {
+                            let (engine, notifier) = build();
+                            Slot { engine, notifier, active: true, timer: None }
+                        })
+                        .collect();
+                    run_worker(&signal, slots, &stop, epoch);
+                })?;
+            threads.push(handle);
+        }
+        Ok(Self { shutdown, signals, threads })
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::Release);
+        for s in &self.signals {
+            s.notify();
+            if let Some(t) = s.thread.get() {
+                t.unpark();
+            }
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_worker(signal: &WorkerSignal, mut slots: Vec<Slot>, stop: &AtomicBool, epoch: Instant) {
+    let _ = signal.thread.set(std::thread::current());
+    let mut idle = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        // Clear before scanning: a notification during the scan sets it
+        // again, so the park below cannot miss it.
+        signal.flag.store(false, Ordering::Release);
+        let now = epoch.elapsed().as_nanos() as u64;
+        let mut busy = false;
+        let mut next_timer: Option<u64> = None;
+        for slot in &mut slots {
+            let notified = slot.notifier.take();
+            let due = slot.timer.is_some_and(|t| now >= t);
+            if notified || slot.active || due {
+                let out = slot.engine.poll();
+                slot.active = out.progressed || out.pending;
+                slot.timer = out.timer_ns;
+                busy |= slot.active;
+            }
+            if let Some(t) = slot.timer {
+                next_timer = Some(next_timer.map_or(t, |n: u64| n.min(t)));
+            }
+        }
+        if busy {
+            idle = 0;
+            continue;
+        }
+        idle = idle.saturating_add(1);
+        if idle < SPIN_POLLS {
+            std::hint::spin_loop();
+            continue;
+        }
+        if idle < IDLE_POLLS {
+            std::thread::yield_now();
+            continue;
+        }
+        if signal.flag.load(Ordering::Acquire) {
+            continue;
+        }
+        let wait = next_timer
+            .map(|t| Duration::from_nanos(t.saturating_sub(now)))
+            .unwrap_or(MAX_PARK)
+            .min(MAX_PARK);
+        std::thread::park_timeout(wait);
+    }
+}
+
+/// A board's view of the clock: nanoseconds since the cluster started.
+pub fn clock_ns(epoch: Instant) -> u64 {
+    epoch.elapsed().as_nanos() as u64
+}
+

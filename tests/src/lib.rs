@@ -1,0 +1,35 @@
+//! railcoll-tests: cross-crate integration tests (in `tests/`) and the
+//! helpers they share.
+//!
+//! Map: [`pattern`] makes verifiable data; [`cluster`] builds small clusters
+//! with the settings tests need (small packets, so that splitting is
+//! exercised).
+
+use railcoll_emu::{Cluster, ClusterConfig};
+
+/// Deterministic, position- and seed-dependent bytes.
+pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A cluster for tests: `nodes x rpn x rails`, 2 KiB packets (Elan4's), one
+/// worker per rail, `arena` bytes per rank.
+pub fn cluster(nodes: usize, rpn: usize, rails: usize, arena: usize) -> Cluster {
+    Cluster::new(ClusterConfig {
+        nodes,
+        ranks_per_node: rpn,
+        rails,
+        arena_size: arena,
+        packet_size: 2048,
+        ..ClusterConfig::default()
+    })
+    .expect("test cluster")
+}
