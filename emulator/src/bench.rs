@@ -1,1 +1,221 @@
-//! placeholder
+//! Measurements behind `railcoll bench`.
+//!
+//! Every figure is reported as a ratio against a baseline measured in the
+//! same run and interleaved with it, because on a shared 2-core machine the
+//! CPUs' speed changes under us (the two vCPUs move between fast and slow
+//! placements every ~50 s):
+//!
+//! - bandwidth against `memcpy` of the same size (one thread, warm buffers);
+//! - latency against a cache-line ping-pong between two spinning threads
+//!   (round trip, the floor of any cross-thread hand-off).
+//!
+//! Each size is measured in `rounds` rounds of (baseline, subject...); the
+//! reported ratio is the median of the per-round ratios and the reported
+//! absolute figures are medians too.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use railcoll_host::{Comm, RailPolicy, TransferOptions};
+use serde::Serialize;
+
+use crate::cluster::{Cluster, ClusterConfig, EmuError};
+
+/// Time budget of one timed measurement.
+const TARGET: Duration = Duration::from_millis(15);
+
+/// One line of `railcoll bench put`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PutRecord {
+    /// Always "put".
+    pub op: &'static str,
+    /// Bytes per put.
+    pub size: usize,
+    /// Rails the put was spread over (1: one rail; k: striped over k).
+    pub rails: usize,
+    /// "threads".
+    pub mode: &'static str,
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Ranks per node.
+    pub ranks_per_node: usize,
+    /// NIC packet payload size.
+    pub packet_size: u32,
+    /// Median time from post to completion (data delivered, source free).
+    pub latency_us: f64,
+    /// size / latency, in GB/s (10^9 bytes per second).
+    pub bandwidth_gbps: f64,
+    /// memcpy of the same size in the same run, GB/s.
+    pub memcpy_gbps: f64,
+    /// bandwidth / memcpy bandwidth (median of per-round ratios).
+    pub memcpy_ratio: f64,
+    /// Cache-line ping-pong round trip measured in the same run, ns.
+    pub pingpong_rtt_ns: f64,
+    /// latency / ping-pong round trip (median of per-round ratios).
+    pub pingpong_ratio: f64,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Repeat `op` for about [`TARGET`]; seconds per call.
+fn time_per_call(mut op: impl FnMut()) -> f64 {
+    let start = Instant::now();
+    op();
+    let once = start.elapsed().max(Duration::from_nanos(20));
+    let iters = (TARGET.as_secs_f64() / once.as_secs_f64()).clamp(3.0, 200_000.0) as u32;
+    let start = Instant::now();
+    for _ in 0..iters {
+        op();
+    }
+    start.elapsed().as_secs_f64() / iters as f64
+}
+
+/// memcpy time per copy of `size` bytes, warm.
+pub fn memcpy_seconds(size: usize) -> f64 {
+    let src = vec![0x5au8; size.max(1)];
+    let mut dst = vec![0u8; size.max(1)];
+    time_per_call(|| {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    })
+}
+
+/// Round trip of a cache line between this thread and a spinning helper.
+pub fn pingpong_rtt_seconds() -> f64 {
+    let line = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (l2, s2) = (Arc::clone(&line), Arc::clone(&stop));
+    let helper = std::thread::spawn(move || {
+        while !s2.load(Ordering::Relaxed) {
+            let v = l2.load(Ordering::Acquire);
+            if v % 2 == 1 {
+                l2.store(v + 1, Ordering::Release);
+            }
+            std::hint::spin_loop();
+        }
+    });
+    let mut next = 1u64;
+    let t = time_per_call(|| {
+        line.store(next, Ordering::Release);
+        while line.load(Ordering::Acquire) != next + 1 {
+            std::hint::spin_loop();
+        }
+        next += 2;
+    });
+    stop.store(true, Ordering::Relaxed);
+    let _ = helper.join();
+    t
+}
+
+/// Power-of-two sizes from `lo` to `hi` inclusive.
+pub fn pow2_sizes(lo: usize, hi: usize) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut s = lo.max(1);
+    while s <= hi {
+        v.push(s);
+        s = s.saturating_mul(2);
+    }
+    v
+}
+
+/// Measure puts from rank 0 to the first rank on another node (or rank 1).
+/// `progress` is called after each size.
+pub fn put_bench(
+    cfg: ClusterConfig,
+    sizes: &[usize],
+    rounds: usize,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<PutRecord>, EmuError> {
+    let largest = sizes.iter().copied().max().unwrap_or(8);
+    let cfg = ClusterConfig { arena_size: cfg.arena_size.max(2 * largest + 4096), ..cfg };
+    let cluster = Cluster::new(cfg)?;
+    let topo = *cluster.topology();
+    let size = topo.size();
+    if size < 2 {
+        return Err(EmuError::Config("a put benchmark needs at least 2 ranks".into()));
+    }
+    // Prefer a peer on another node, so the put crosses the rails' switches.
+    let peer = (1..size).find(|&r| topo.locate(r).map(|l| l.0) != topo.locate(0).map(|l| l.0)).unwrap_or(1);
+    let rails = cfg.rails;
+    let results = cluster.run(|comm: &Comm| -> Result<Vec<PutRecord>, railcoll_host::Error> {
+        let src = comm.alloc(largest)?;
+        let dst = comm.alloc(largest)?;
+        if comm.rank() != 0 {
+            return Ok(Vec::new());
+        }
+        comm.write_local(&src, 0, &crate::bench::fill_pattern(largest))?;
+        let mut out = Vec::new();
+        for &bytes in sizes {
+            let (s, d) = (src.slice(0, bytes)?, dst.slice(0, bytes)?);
+            let mut policies = vec![(1, RailPolicy::Rail(0))];
+            if rails > 1 {
+                policies.push((rails, RailPolicy::Stripe { threshold: 0 }));
+            }
+            let mut samples: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); policies.len()];
+            for _ in 0..rounds.max(1) {
+                let memcpy = memcpy_seconds(bytes);
+                let pingpong = pingpong_rtt_seconds();
+                for (i, &(_, policy)) in policies.iter().enumerate() {
+                    let mut failure = None;
+                    let t = time_per_call(|| {
+                        let r = comm
+                            .put_with(&s, peer, &d, TransferOptions { policy: Some(policy), dest_event: None })
+                            .and_then(|h| h.wait());
+                        if let Err(e) = r {
+                            failure = Some(e);
+                        }
+                    });
+                    if let Some(e) = failure {
+                        return Err(e);
+                    }
+                    samples[i].push((t, memcpy, pingpong, 0.0));
+                }
+            }
+            for (i, &(k, _)) in policies.iter().enumerate() {
+                let s = &samples[i];
+                let mut lat: Vec<f64> = s.iter().map(|x| x.0).collect();
+                let mut mem: Vec<f64> = s.iter().map(|x| x.1).collect();
+                let mut pp: Vec<f64> = s.iter().map(|x| x.2).collect();
+                let mut mem_ratio: Vec<f64> = s.iter().map(|x| x.1 / x.0).collect();
+                let mut pp_ratio: Vec<f64> = s.iter().map(|x| x.0 / x.2).collect();
+                let latency = median(&mut lat);
+                let memcpy = median(&mut mem);
+                out.push(PutRecord {
+                    op: "put",
+                    size: bytes,
+                    rails: k,
+                    mode: "threads",
+                    nodes: cfg.nodes,
+                    ranks_per_node: cfg.ranks_per_node,
+                    packet_size: cfg.packet_size,
+                    latency_us: latency * 1e6,
+                    bandwidth_gbps: bytes as f64 / latency / 1e9,
+                    memcpy_gbps: bytes as f64 / memcpy / 1e9,
+                    memcpy_ratio: median(&mut mem_ratio),
+                    pingpong_rtt_ns: median(&mut pp) * 1e9,
+                    pingpong_ratio: median(&mut pp_ratio),
+                });
+            }
+            progress(bytes);
+        }
+        Ok(out)
+    });
+    let mut records = Vec::new();
+    for r in results {
+        records.extend(r.map_err(EmuError::Host)?.map_err(EmuError::Host)?);
+    }
+    Ok(records)
+}
+
+/// Verifiable, non-constant data.
+pub fn fill_pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i.wrapping_mul(131) >> 3) as u8).collect()
+}

@@ -1,1 +1,266 @@
-//! placeholder
+//! The `railcoll` command line.
+//!
+//! Conventions shared by every subcommand: the cluster shape (`--nodes`,
+//! `--ranks-per-node`, `--rails`, `--placement`), `--sizes` as a list
+//! (`8,64,1K`) or a power-of-two range (`8..4M`), and `--json` for one JSON
+//! object per result line. Bad arguments exit with status 2 and one line
+//! naming the problem and the accepted values.
+
+use std::io::Write;
+
+use clap::{Args, Parser, Subcommand};
+use railcoll_host::Placement;
+
+use crate::bench::{self, PutRecord};
+use crate::cluster::{ClusterConfig, THREADS_PACKET_SIZE};
+
+/// railcoll: NIC-offloaded collectives on emulated multi-rail Elan-style clusters.
+#[derive(Debug, Parser)]
+#[command(name = "railcoll", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure operations on the emulated cluster.
+    Bench {
+        /// Which operation.
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+}
+
+/// `railcoll bench ...`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// RDMA put latency and bandwidth, on one rail and striped, beside
+    /// memcpy and a cache-line ping-pong measured in the same run.
+    Put(PutArgs),
+}
+
+/// The cluster shape, shared by every subcommand.
+#[derive(Debug, Args, Clone)]
+pub struct ClusterArgs {
+    /// Nodes (1..=256).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub nodes: u16,
+    /// Ranks per node (1..=16).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub ranks_per_node: u8,
+    /// Rails, i.e. NICs per node (1..=4).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub rails: u8,
+    /// Rank placement.
+    #[arg(long, default_value = "block", value_parser = ["block", "cyclic"])]
+    pub placement: String,
+    /// NIC worker threads (default: one per rail, at most cores - 1).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub workers: Option<u8>,
+    /// NIC packet payload size in bytes (a power of two, 64..=1M).
+    #[arg(long, default_value_t = THREADS_PACKET_SIZE as u64, value_parser = parse_packet_size)]
+    pub packet_size: u64,
+    /// Print one JSON object per result line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ClusterArgs {
+    /// The emulator configuration these flags describe.
+    pub fn config(&self) -> ClusterConfig {
+        ClusterConfig {
+            nodes: self.nodes as usize,
+            ranks_per_node: self.ranks_per_node as usize,
+            rails: self.rails as usize,
+            placement: self.placement.parse().unwrap_or(Placement::Block),
+            workers: self.workers.map(usize::from),
+            packet_size: self.packet_size as u32,
+            ..ClusterConfig::default()
+        }
+    }
+}
+
+/// `railcoll bench put`.
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    /// Cluster shape.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Message sizes: a list (8,64,1K) or a power-of-two range (8..4M).
+    #[arg(long, default_value = "8..4M", value_parser = parse_sizes)]
+    pub sizes: Sizes,
+    /// Interleaved rounds per size (medians are reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub rounds: u16,
+}
+
+/// A parsed `--sizes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sizes(pub Vec<usize>);
+
+/// Parse `8`, `4K`, `1M`, `2G` (binary multiples).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (digits, mult) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 1usize << 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (accepted: a number with optional K, M or G, e.g. 64, 4K, 1M)"))?;
+    n.checked_mul(mult).filter(|v| *v <= 1 << 31).ok_or_else(|| format!("size '{s}' is larger than 2G"))
+}
+
+/// Parse a size list or a power-of-two range.
+pub fn parse_sizes(s: &str) -> Result<Sizes, String> {
+    let sizes = if let Some((lo, hi)) = s.split_once("..") {
+        let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
+        if lo == 0 || lo > hi {
+            return Err(format!("range '{s}' must be LO..HI with 1 <= LO <= HI (e.g. 8..4M)"));
+        }
+        bench::pow2_sizes(lo, hi)
+    } else {
+        s.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?
+    };
+    if sizes.is_empty() {
+        return Err("no sizes given (accepted: a list like 8,64,1K or a range like 8..4M)".into());
+    }
+    Ok(Sizes(sizes))
+}
+
+fn parse_packet_size(s: &str) -> Result<u64, String> {
+    let v = parse_size(s)?;
+    if !v.is_power_of_two() || !(64..=1 << 20).contains(&v) {
+        return Err(format!("packet size {v} must be a power of two in 64..=1M"));
+    }
+    Ok(v as u64)
+}
+
+/// Run the CLI on `args`; returns the process exit status.
+pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return 0;
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return 2;
+            }
+            // One line: clap's first line names the problem and, for
+            // enumerations and ranges, the accepted values.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: invalid arguments");
+            eprintln!("{first}");
+            return 2;
+        }
+    };
+    match cli.command {
+        Command::Bench { what: BenchCommand::Put(args) } => run_put(&args),
+    }
+}
+
+fn run_put(args: &PutArgs) -> i32 {
+    let cfg = args.cluster.config();
+    let quiet = args.cluster.json;
+    let progress = move |size: usize| {
+        if !quiet {
+            eprint!("\r# measured {size} B          ");
+        }
+    };
+    let records = match bench::put_bench(cfg, &args.sizes.0, args.rounds as usize, &progress) {
+        Ok(r) => r,
+        Err(e) => {
+            if !quiet {
+                eprintln!();
+            }
+            eprintln!("error: {e}");
+            return match e {
+                crate::EmuError::Config(_) => 2,
+                _ => 1,
+            };
+        }
+    };
+    if !quiet {
+        eprintln!();
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let result = if args.cluster.json { print_json(&mut out, &records) } else { print_put_table(&mut out, &cfg, &records) };
+    match result {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("error: writing output: {e}");
+            1
+        }
+    }
+}
+
+fn print_json(out: &mut impl Write, records: &[PutRecord]) -> std::io::Result<()> {
+    for r in records {
+        writeln!(out, "{}", serde_json::to_string(r).map_err(std::io::Error::other)?)?;
+    }
+    Ok(())
+}
+
+fn print_put_table(out: &mut impl Write, cfg: &ClusterConfig, records: &[PutRecord]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "# railcoll put, threads mode: {} nodes x {} ranks, {} rails, {} B packets",
+        cfg.nodes, cfg.ranks_per_node, cfg.rails, cfg.packet_size
+    )?;
+    writeln!(out, "# latency = post to completion (data delivered and acknowledged)")?;
+    writeln!(out, "# ratios: bandwidth / memcpy bandwidth, latency / cache-line ping-pong round trip (same run)")?;
+    writeln!(
+        out,
+        "{:>10} {:>6} {:>12} {:>10} {:>11} {:>8} {:>12} {:>9}",
+        "# size", "rails", "latency_us", "bw_GB/s", "memcpy_GB/s", "bw/mcpy", "pingpong_ns", "lat/ping"
+    )?;
+    for r in records {
+        writeln!(
+            out,
+            "{:>10} {:>6} {:>12.2} {:>10.3} {:>11.3} {:>8.3} {:>12.0} {:>9.1}",
+            r.size, r.rails, r.latency_us, r.bandwidth_gbps, r.memcpy_gbps, r.memcpy_ratio, r.pingpong_rtt_ns, r.pingpong_ratio
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_lists_and_ranges_and_refuse_garbage() {
+        assert_eq!(parse_sizes("8,64,1K"), Ok(Sizes(vec![8, 64, 1024])));
+        assert_eq!(parse_sizes("8..64"), Ok(Sizes(vec![8, 16, 32, 64])));
+        assert_eq!(parse_sizes("1M..1M"), Ok(Sizes(vec![1 << 20])));
+        assert!(parse_sizes("64..8").is_err());
+        assert!(parse_sizes("0..8").is_err());
+        assert!(parse_sizes("abc").is_err());
+        assert!(parse_sizes("4T").is_err());
+        assert!(parse_sizes("3G").is_err());
+        assert!(parse_packet_size("1000").is_err());
+        assert_eq!(parse_packet_size("2K"), Ok(2048));
+    }
+
+    #[test]
+    fn bad_arguments_exit_2() {
+        let run = |a: &[&str]| main_with(std::iter::once("railcoll").chain(a.iter().copied()).map(String::from));
+        assert_eq!(run(&["bench", "put", "--nodes", "0"]), 2);
+        assert_eq!(run(&["bench", "put", "--rails", "5"]), 2);
+        assert_eq!(run(&["bench", "put", "--sizes", "x"]), 2);
+        assert_eq!(run(&["bench", "put", "--placement", "diagonal"]), 2);
+        assert_eq!(run(&["bench", "teleport"]), 2);
+        assert_eq!(run(&["bench", "put", "--nodes", "1"]), 2, "a put benchmark needs two ranks");
+    }
+}

@@ -55,7 +55,7 @@ pub struct ClusterConfig {
     pub rails: usize,
     /// Rank numbering.
     pub placement: Placement,
-    /// NIC worker threads (default: `min(rails, cores)`).
+    /// NIC worker threads (default: `min(rails, cores - 1)`, at least 1).
     pub workers: Option<usize>,
     /// Symmetric arena per rank, bytes.
     pub arena_size: usize,
@@ -172,7 +172,9 @@ impl Cluster {
     pub fn new(cfg: ClusterConfig) -> Result<Self, EmuError> {
         let topology = cfg.validate()?;
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let workers = cfg.workers.unwrap_or_else(|| cfg.rails.min(cores)).max(1);
+        // Leave a core to the ranks: with more busy threads than cores every
+        // hand-off becomes a ~10 us context switch (docs/performance.md).
+        let workers = cfg.workers.unwrap_or_else(|| cfg.rails.min(cores.saturating_sub(1))).max(1);
         let epoch = Instant::now();
         let per_rank = cfg.arena_size + (1 << 20) * cfg.rails + (256 << 10);
         let memories: Vec<Arc<NodeMemory>> = (0..cfg.nodes)

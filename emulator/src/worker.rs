@@ -58,8 +58,9 @@ impl Notifier {
 
 /// Idle polls that spin before yielding.
 const SPIN_POLLS: u32 = 64;
-/// Idle polls (spinning, then yielding) before parking.
-const IDLE_POLLS: u32 = 256;
+/// How long an idle worker keeps polling (yielding) before it parks: about
+/// twice a futex wake-up, so back-to-back operations never pay one.
+const IDLE_YIELD: Duration = Duration::from_micros(50);
 /// Longest park, as a guard against a lost wakeup.
 const MAX_PARK: Duration = Duration::from_millis(20);
 
@@ -135,6 +136,7 @@ impl Drop for WorkerPool {
 fn run_worker(signal: &WorkerSignal, mut slots: Vec<Slot>, stop: &AtomicBool, epoch: Instant) {
     let _ = signal.thread.set(std::thread::current());
     let mut idle = 0u32;
+    let mut idle_since = Instant::now();
     while !stop.load(Ordering::Acquire) {
         // Clear before scanning: a notification during the scan sets it
         // again, so the park below cannot miss it.
@@ -161,10 +163,13 @@ fn run_worker(signal: &WorkerSignal, mut slots: Vec<Slot>, stop: &AtomicBool, ep
         }
         idle = idle.saturating_add(1);
         if idle < SPIN_POLLS {
+            if idle == 1 {
+                idle_since = Instant::now();
+            }
             std::hint::spin_loop();
             continue;
         }
-        if idle < IDLE_POLLS {
+        if idle_since.elapsed() < IDLE_YIELD {
             std::thread::yield_now();
             continue;
         }

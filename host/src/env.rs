@@ -27,24 +27,25 @@ pub trait WaitHook: Send + Sync {
 #[derive(Debug)]
 pub struct ParkingWait {
     spins: u32,
-    yields: u32,
+    yield_for: Duration,
     deadline: Duration,
 }
 
 impl ParkingWait {
-    /// `spins` busy polls, then `yields` polls with `yield_now`, then park;
-    /// give up after `deadline`.
-    pub fn new(spins: u32, yields: u32, deadline: Duration) -> Self {
-        Self { spins, yields, deadline }
+    /// `spins` busy polls, then polls with `yield_now` for `yield_for`, then
+    /// park; give up after `deadline`.
+    pub fn new(spins: u32, yield_for: Duration, deadline: Duration) -> Self {
+        Self { spins, yield_for, deadline }
     }
 }
 
 impl Default for ParkingWait {
     /// Tuned for a 2-core host running more threads than cores: a short
-    /// spin (a cache-line hand-off costs 25-200 ns), a few yields to let a
-    /// NIC worker run, then park (a futex wake costs ~25 us).
+    /// spin (a cache-line hand-off costs 25-200 ns), then yielding polls
+    /// (which hand the core to a runnable NIC worker) for about twice the
+    /// cost of a futex wake-up (~25 us), then park.
     fn default() -> Self {
-        Self::new(64, 32, Duration::from_secs(120))
+        Self::new(64, Duration::from_micros(50), Duration::from_secs(120))
     }
 }
 
@@ -56,7 +57,8 @@ impl WaitHook for ParkingWait {
             }
             std::hint::spin_loop();
         }
-        for _ in 0..self.yields {
+        let yield_start = Instant::now();
+        while yield_start.elapsed() < self.yield_for {
             if ready() {
                 return Ok(());
             }
