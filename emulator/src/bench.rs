@@ -135,79 +135,96 @@ pub fn put_bench(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<PutRecord>, EmuError> {
     let largest = sizes.iter().copied().max().unwrap_or(8);
-    let cfg = ClusterConfig { arena_size: cfg.arena_size.max(2 * largest + 4096), ..cfg };
+    let cfg = ClusterConfig {
+        arena_size: cfg.arena_size.max(2 * largest + 4096),
+        ..cfg
+    };
     let cluster = Cluster::new(cfg)?;
     let topo = *cluster.topology();
     let size = topo.size();
     if size < 2 {
-        return Err(EmuError::Config("a put benchmark needs at least 2 ranks".into()));
+        return Err(EmuError::Config(
+            "a put benchmark needs at least 2 ranks".into(),
+        ));
     }
     // Prefer a peer on another node, so the put crosses the rails' switches.
-    let peer = (1..size).find(|&r| topo.locate(r).map(|l| l.0) != topo.locate(0).map(|l| l.0)).unwrap_or(1);
+    let peer = (1..size)
+        .find(|&r| topo.locate(r).map(|l| l.0) != topo.locate(0).map(|l| l.0))
+        .unwrap_or(1);
     let rails = cfg.rails;
-    let results = cluster.run(|comm: &Comm| -> Result<Vec<PutRecord>, railcoll_host::Error> {
-        let src = comm.alloc(largest)?;
-        let dst = comm.alloc(largest)?;
-        if comm.rank() != 0 {
-            return Ok(Vec::new());
-        }
-        comm.write_local(&src, 0, &crate::bench::fill_pattern(largest))?;
-        let mut out = Vec::new();
-        for &bytes in sizes {
-            let (s, d) = (src.slice(0, bytes)?, dst.slice(0, bytes)?);
-            let mut policies = vec![(1, RailPolicy::Rail(0))];
-            if rails > 1 {
-                policies.push((rails, RailPolicy::Stripe { threshold: 0 }));
+    let results = cluster.run(
+        |comm: &Comm| -> Result<Vec<PutRecord>, railcoll_host::Error> {
+            let src = comm.alloc(largest)?;
+            let dst = comm.alloc(largest)?;
+            if comm.rank() != 0 {
+                return Ok(Vec::new());
             }
-            let mut samples: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); policies.len()];
-            for _ in 0..rounds.max(1) {
-                let memcpy = memcpy_seconds(bytes);
-                let pingpong = pingpong_rtt_seconds();
-                for (i, &(_, policy)) in policies.iter().enumerate() {
-                    let mut failure = None;
-                    let t = time_per_call(|| {
-                        let r = comm
-                            .put_with(&s, peer, &d, TransferOptions { policy: Some(policy), dest_event: None })
-                            .and_then(|h| h.wait());
-                        if let Err(e) = r {
-                            failure = Some(e);
-                        }
-                    });
-                    if let Some(e) = failure {
-                        return Err(e);
-                    }
-                    samples[i].push((t, memcpy, pingpong, 0.0));
+            comm.write_local(&src, 0, &crate::bench::fill_pattern(largest))?;
+            let mut out = Vec::new();
+            for &bytes in sizes {
+                let (s, d) = (src.slice(0, bytes)?, dst.slice(0, bytes)?);
+                let mut policies = vec![(1, RailPolicy::Rail(0))];
+                if rails > 1 {
+                    policies.push((rails, RailPolicy::Stripe { threshold: 0 }));
                 }
+                let mut samples: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); policies.len()];
+                for _ in 0..rounds.max(1) {
+                    let memcpy = memcpy_seconds(bytes);
+                    let pingpong = pingpong_rtt_seconds();
+                    for (i, &(_, policy)) in policies.iter().enumerate() {
+                        let mut failure = None;
+                        let t = time_per_call(|| {
+                            let r = comm
+                                .put_with(
+                                    &s,
+                                    peer,
+                                    &d,
+                                    TransferOptions {
+                                        policy: Some(policy),
+                                        dest_event: None,
+                                    },
+                                )
+                                .and_then(|h| h.wait());
+                            if let Err(e) = r {
+                                failure = Some(e);
+                            }
+                        });
+                        if let Some(e) = failure {
+                            return Err(e);
+                        }
+                        samples[i].push((t, memcpy, pingpong, 0.0));
+                    }
+                }
+                for (i, &(k, _)) in policies.iter().enumerate() {
+                    let s = &samples[i];
+                    let mut lat: Vec<f64> = s.iter().map(|x| x.0).collect();
+                    let mut mem: Vec<f64> = s.iter().map(|x| x.1).collect();
+                    let mut pp: Vec<f64> = s.iter().map(|x| x.2).collect();
+                    let mut mem_ratio: Vec<f64> = s.iter().map(|x| x.1 / x.0).collect();
+                    let mut pp_ratio: Vec<f64> = s.iter().map(|x| x.0 / x.2).collect();
+                    let latency = median(&mut lat);
+                    let memcpy = median(&mut mem);
+                    out.push(PutRecord {
+                        op: "put",
+                        size: bytes,
+                        rails: k,
+                        mode: "threads",
+                        nodes: cfg.nodes,
+                        ranks_per_node: cfg.ranks_per_node,
+                        packet_size: cfg.packet_size,
+                        latency_us: latency * 1e6,
+                        bandwidth_gbps: bytes as f64 / latency / 1e9,
+                        memcpy_gbps: bytes as f64 / memcpy / 1e9,
+                        memcpy_ratio: median(&mut mem_ratio),
+                        pingpong_rtt_ns: median(&mut pp) * 1e9,
+                        pingpong_ratio: median(&mut pp_ratio),
+                    });
+                }
+                progress(bytes);
             }
-            for (i, &(k, _)) in policies.iter().enumerate() {
-                let s = &samples[i];
-                let mut lat: Vec<f64> = s.iter().map(|x| x.0).collect();
-                let mut mem: Vec<f64> = s.iter().map(|x| x.1).collect();
-                let mut pp: Vec<f64> = s.iter().map(|x| x.2).collect();
-                let mut mem_ratio: Vec<f64> = s.iter().map(|x| x.1 / x.0).collect();
-                let mut pp_ratio: Vec<f64> = s.iter().map(|x| x.0 / x.2).collect();
-                let latency = median(&mut lat);
-                let memcpy = median(&mut mem);
-                out.push(PutRecord {
-                    op: "put",
-                    size: bytes,
-                    rails: k,
-                    mode: "threads",
-                    nodes: cfg.nodes,
-                    ranks_per_node: cfg.ranks_per_node,
-                    packet_size: cfg.packet_size,
-                    latency_us: latency * 1e6,
-                    bandwidth_gbps: bytes as f64 / latency / 1e9,
-                    memcpy_gbps: bytes as f64 / memcpy / 1e9,
-                    memcpy_ratio: median(&mut mem_ratio),
-                    pingpong_rtt_ns: median(&mut pp) * 1e9,
-                    pingpong_ratio: median(&mut pp_ratio),
-                });
-            }
-            progress(bytes);
-        }
-        Ok(out)
-    });
+            Ok(out)
+        },
+    );
     let mut records = Vec::new();
     for r in results {
         records.extend(r.map_err(EmuError::Host)?.map_err(EmuError::Host)?);

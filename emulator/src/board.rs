@@ -8,7 +8,9 @@ use crossbeam_channel::Receiver;
 use railcoll_fw::abi::packet::PacketHeader;
 use railcoll_fw::abi::{ContextIndex, MAX_CONTEXTS};
 use railcoll_fw::engine::Engine;
-use railcoll_fw::engine::hw::{BusError, Clock, HostMemory, HostWake, Link, PayloadSource, RegisterFile};
+use railcoll_fw::engine::hw::{
+    BusError, Clock, HostMemory, HostWake, Link, PayloadSource, RegisterFile,
+};
 use railcoll_host::dma_mem::DmaMemory;
 use railcoll_host::env::Waker;
 
@@ -50,7 +52,16 @@ impl EmuBoard {
         epoch: Instant,
     ) -> Option<Self> {
         let memory = memories.get(node as usize)?.clone();
-        Some(Self { node, memory, memories, registers, rail, inbox, wakers, epoch })
+        Some(Self {
+            node,
+            memory,
+            memories,
+            registers,
+            rail,
+            inbox,
+            wakers,
+            epoch,
+        })
     }
 }
 
@@ -78,8 +89,18 @@ impl Link for EmuBoard {
     type Payload = Option<PayloadRef>;
 
     fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
-        let payload = payload.map(|p| PayloadRef { node: self.node, phys: p.phys, len: p.len });
-        self.rail.deliver(header.dst_node.get() as usize, WirePacket { header: *header, payload })
+        let payload = payload.map(|p| PayloadRef {
+            node: self.node,
+            phys: p.phys,
+            len: p.len,
+        });
+        self.rail.deliver(
+            header.dst_node.get() as usize,
+            WirePacket {
+                header: *header,
+                payload,
+            },
+        )
     }
 
     fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>)> {

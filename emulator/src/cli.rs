@@ -110,10 +110,12 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
         _ => (s, 1),
     };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (accepted: a number with optional K, M or G, e.g. 64, 4K, 1M)"))?;
-    n.checked_mul(mult).filter(|v| *v <= 1 << 31).ok_or_else(|| format!("size '{s}' is larger than 2G"))
+    let n: usize = digits.parse().map_err(|_| {
+        format!("'{s}' is not a size (accepted: a number with optional K, M or G, e.g. 64, 4K, 1M)")
+    })?;
+    n.checked_mul(mult)
+        .filter(|v| *v <= 1 << 31)
+        .ok_or_else(|| format!("size '{s}' is larger than 2G"))
 }
 
 /// Parse a size list or a power-of-two range.
@@ -121,11 +123,15 @@ pub fn parse_sizes(s: &str) -> Result<Sizes, String> {
     let sizes = if let Some((lo, hi)) = s.split_once("..") {
         let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
         if lo == 0 || lo > hi {
-            return Err(format!("range '{s}' must be LO..HI with 1 <= LO <= HI (e.g. 8..4M)"));
+            return Err(format!(
+                "range '{s}' must be LO..HI with 1 <= LO <= HI (e.g. 8..4M)"
+            ));
         }
         bench::pow2_sizes(lo, hi)
     } else {
-        s.split(',').map(parse_size).collect::<Result<Vec<_>, _>>()?
+        s.split(',')
+            .map(parse_size)
+            .collect::<Result<Vec<_>, _>>()?
     };
     if sizes.is_empty() {
         return Err("no sizes given (accepted: a list like 8,64,1K or a range like 8..4M)".into());
@@ -164,7 +170,9 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
         }
     };
     match cli.command {
-        Command::Bench { what: BenchCommand::Put(args) } => run_put(&args),
+        Command::Bench {
+            what: BenchCommand::Put(args),
+        } => run_put(&args),
     }
 }
 
@@ -194,7 +202,11 @@ fn run_put(args: &PutArgs) -> i32 {
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let result = if args.cluster.json { print_json(&mut out, &records) } else { print_put_table(&mut out, &cfg, &records) };
+    let result = if args.cluster.json {
+        print_json(&mut out, &records)
+    } else {
+        print_put_table(&mut out, &cfg, &records)
+    };
     match result {
         Ok(()) => 0,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
@@ -207,29 +219,57 @@ fn run_put(args: &PutArgs) -> i32 {
 
 fn print_json(out: &mut impl Write, records: &[PutRecord]) -> std::io::Result<()> {
     for r in records {
-        writeln!(out, "{}", serde_json::to_string(r).map_err(std::io::Error::other)?)?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(r).map_err(std::io::Error::other)?
+        )?;
     }
     Ok(())
 }
 
-fn print_put_table(out: &mut impl Write, cfg: &ClusterConfig, records: &[PutRecord]) -> std::io::Result<()> {
+fn print_put_table(
+    out: &mut impl Write,
+    cfg: &ClusterConfig,
+    records: &[PutRecord],
+) -> std::io::Result<()> {
     writeln!(
         out,
         "# railcoll put, threads mode: {} nodes x {} ranks, {} rails, {} B packets",
         cfg.nodes, cfg.ranks_per_node, cfg.rails, cfg.packet_size
     )?;
-    writeln!(out, "# latency = post to completion (data delivered and acknowledged)")?;
-    writeln!(out, "# ratios: bandwidth / memcpy bandwidth, latency / cache-line ping-pong round trip (same run)")?;
+    writeln!(
+        out,
+        "# latency = post to completion (data delivered and acknowledged)"
+    )?;
+    writeln!(
+        out,
+        "# ratios: bandwidth / memcpy bandwidth, latency / cache-line ping-pong round trip (same run)"
+    )?;
     writeln!(
         out,
         "{:>10} {:>6} {:>12} {:>10} {:>11} {:>8} {:>12} {:>9}",
-        "# size", "rails", "latency_us", "bw_GB/s", "memcpy_GB/s", "bw/mcpy", "pingpong_ns", "lat/ping"
+        "# size",
+        "rails",
+        "latency_us",
+        "bw_GB/s",
+        "memcpy_GB/s",
+        "bw/mcpy",
+        "pingpong_ns",
+        "lat/ping"
     )?;
     for r in records {
         writeln!(
             out,
             "{:>10} {:>6} {:>12.2} {:>10.3} {:>11.3} {:>8.3} {:>12.0} {:>9.1}",
-            r.size, r.rails, r.latency_us, r.bandwidth_gbps, r.memcpy_gbps, r.memcpy_ratio, r.pingpong_rtt_ns, r.pingpong_ratio
+            r.size,
+            r.rails,
+            r.latency_us,
+            r.bandwidth_gbps,
+            r.memcpy_gbps,
+            r.memcpy_ratio,
+            r.pingpong_rtt_ns,
+            r.pingpong_ratio
         )?;
     }
     Ok(())
@@ -255,12 +295,22 @@ mod tests {
 
     #[test]
     fn bad_arguments_exit_2() {
-        let run = |a: &[&str]| main_with(std::iter::once("railcoll").chain(a.iter().copied()).map(String::from));
+        let run = |a: &[&str]| {
+            main_with(
+                std::iter::once("railcoll")
+                    .chain(a.iter().copied())
+                    .map(String::from),
+            )
+        };
         assert_eq!(run(&["bench", "put", "--nodes", "0"]), 2);
         assert_eq!(run(&["bench", "put", "--rails", "5"]), 2);
         assert_eq!(run(&["bench", "put", "--sizes", "x"]), 2);
         assert_eq!(run(&["bench", "put", "--placement", "diagonal"]), 2);
         assert_eq!(run(&["bench", "teleport"]), 2);
-        assert_eq!(run(&["bench", "put", "--nodes", "1"]), 2, "a put benchmark needs two ranks");
+        assert_eq!(
+            run(&["bench", "put", "--nodes", "1"]),
+            2,
+            "a put benchmark needs two ranks"
+        );
     }
 }

@@ -93,7 +93,10 @@ impl ClusterConfig {
     /// Check every field; the error names the field and the accepted values.
     pub fn validate(&self) -> Result<Topology, EmuError> {
         if self.nodes == 0 || self.nodes > EMU_MAX_NODES {
-            return Err(EmuError::Config(format!("nodes must be 1..={EMU_MAX_NODES}, got {}", self.nodes)));
+            return Err(EmuError::Config(format!(
+                "nodes must be 1..={EMU_MAX_NODES}, got {}",
+                self.nodes
+            )));
         }
         if self.ranks_per_node == 0 || self.ranks_per_node > MAX_CONTEXTS {
             return Err(EmuError::Config(format!(
@@ -102,26 +105,41 @@ impl ClusterConfig {
             )));
         }
         if self.rails == 0 || self.rails > 4 {
-            return Err(EmuError::Config(format!("rails must be 1..=4, got {}", self.rails)));
+            return Err(EmuError::Config(format!(
+                "rails must be 1..=4, got {}",
+                self.rails
+            )));
         }
         if self.workers == Some(0) {
             return Err(EmuError::Config("workers must be at least 1".into()));
         }
-        if !self.packet_size.is_power_of_two() || !(MIN_PACKET_SIZE..=MAX_PACKET_SIZE).contains(&self.packet_size) {
+        if !self.packet_size.is_power_of_two()
+            || !(MIN_PACKET_SIZE..=MAX_PACKET_SIZE).contains(&self.packet_size)
+        {
             return Err(EmuError::Config(format!(
                 "packet size must be a power of two in {MIN_PACKET_SIZE}..={MAX_PACKET_SIZE}, got {}",
                 self.packet_size
             )));
         }
         if self.arena_size == 0 || self.arena_size > 1 << 34 {
-            return Err(EmuError::Config(format!("arena size must be 1..=16 GiB, got {}", self.arena_size)));
+            return Err(EmuError::Config(format!(
+                "arena size must be 1..=16 GiB, got {}",
+                self.arena_size
+            )));
         }
         if let RailPolicy::Rail(r) = self.policy
             && r >= self.rails
         {
-            return Err(EmuError::Config(format!("rail policy names rail {r}, but there are {} rails", self.rails)));
+            return Err(EmuError::Config(format!(
+                "rail policy names rail {r}, but there are {} rails",
+                self.rails
+            )));
         }
-        Ok(Topology::new(self.nodes, self.ranks_per_node, self.placement)?)
+        Ok(Topology::new(
+            self.nodes,
+            self.ranks_per_node,
+            self.placement,
+        )?)
     }
 }
 
@@ -142,7 +160,10 @@ impl Device for EmuDevice {
         self.registers
             .get(rail)
             .map(|r| &**r as &dyn RegisterIo)
-            .ok_or(DeviceError::NoSuchRail { rail, rails: self.registers.len() })
+            .ok_or(DeviceError::NoSuchRail {
+                rail,
+                rails: self.registers.len(),
+            })
     }
 
     fn alloc_dma(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError> {
@@ -174,14 +195,19 @@ impl Cluster {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         // Leave a core to the ranks: with more busy threads than cores every
         // hand-off becomes a ~10 us context switch (docs/performance.md).
-        let workers = cfg.workers.unwrap_or_else(|| cfg.rails.min(cores.saturating_sub(1))).max(1);
+        let workers = cfg
+            .workers
+            .unwrap_or_else(|| cfg.rails.min(cores.saturating_sub(1)))
+            .max(1);
         let epoch = Instant::now();
         let per_rank = cfg.arena_size + (1 << 20) * cfg.rails + (256 << 10);
         let memories: Vec<Arc<NodeMemory>> = (0..cfg.nodes)
             .map(|_| NodeMemory::new(per_rank * cfg.ranks_per_node).map(Arc::new))
             .collect::<Result<_, _>>()?;
         let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
-        let wakers: Arc<[Waker]> = (0..cfg.nodes * MAX_CONTEXTS).map(|_| Waker::new()).collect();
+        let wakers: Arc<[Waker]> = (0..cfg.nodes * MAX_CONTEXTS)
+            .map(|_| Waker::new())
+            .collect();
         let signals = WorkerPool::signals(workers);
         // A rail's NICs all live on one worker: a put on one rail then needs
         // no hand-off between workers, and rails run in parallel.
@@ -190,17 +216,23 @@ impl Cluster {
         let mut registers: Vec<Vec<Arc<SharedRegisters>>> = vec![Vec::new(); cfg.nodes];
         for rail_index in 0..cfg.rails {
             let signal = &signals[worker_of(rail_index)];
-            let notifiers: Vec<Notifier> = (0..cfg.nodes).map(|_| Notifier::new(Arc::clone(signal))).collect();
+            let notifiers: Vec<Notifier> = (0..cfg.nodes)
+                .map(|_| Notifier::new(Arc::clone(signal)))
+                .collect();
             let (rail, inboxes) = Rail::new(notifiers.clone());
             let rail = Arc::new(rail);
             for (node, (inbox, notifier)) in inboxes.into_iter().zip(notifiers).enumerate() {
                 let regs = SharedRegisters::new(notifier.clone());
                 registers[node].push(Arc::clone(&regs));
-                let (views, rail, wakers) = (Arc::clone(&views), Arc::clone(&rail), Arc::clone(&wakers));
+                let (views, rail, wakers) =
+                    (Arc::clone(&views), Arc::clone(&rail), Arc::clone(&wakers));
                 factories[worker_of(rail_index)].push(Box::new(move || {
                     let board = EmuBoard::new(node as u16, views, regs, rail, inbox, wakers, epoch)
                         .expect("node memory exists for every node");
-                    let loc = Location { node: node as u16, rail: rail_index as u8 };
+                    let loc = Location {
+                        node: node as u16,
+                        rail: rail_index as u8,
+                    };
                     (Box::new(Engine::new(board, loc)), notifier)
                 }));
             }
@@ -209,7 +241,13 @@ impl Cluster {
         let devices: Vec<Arc<EmuDevice>> = memories
             .iter()
             .zip(registers)
-            .map(|(m, r)| Arc::new(EmuDevice { memory: Arc::clone(m), registers: r, admin: Mutex::new(()) }))
+            .map(|(m, r)| {
+                Arc::new(EmuDevice {
+                    memory: Arc::clone(m),
+                    registers: r,
+                    admin: Mutex::new(()),
+                })
+            })
             .collect();
         let wait = Arc::new(ParkingWait::default());
         for device in &devices {
@@ -224,7 +262,15 @@ impl Cluster {
                 )?;
             }
         }
-        Ok(Self { cfg, topology, devices, memories, wakers, wait, _pool: pool })
+        Ok(Self {
+            cfg,
+            topology,
+            devices,
+            memories,
+            wakers,
+            wait,
+            _pool: pool,
+        })
     }
 
     /// The configuration.
@@ -270,14 +316,17 @@ impl Cluster {
                     std::thread::Builder::new()
                         .name(format!("rank-{rank}"))
                         .spawn_scoped(scope, move || {
-                            let outcome = catch_unwind(AssertUnwindSafe(|| self.rank_main(rank, f)));
+                            let outcome =
+                                catch_unwind(AssertUnwindSafe(|| self.rank_main(rank, f)));
                             barrier.wait();
                             // The communicator is dropped (contexts detached)
                             // only after every rank is done with the others.
-                            outcome.map(|r| r.map(|(value, comm)| {
-                                drop(comm);
-                                value
-                            }))
+                            outcome.map(|r| {
+                                r.map(|(value, comm)| {
+                                    drop(comm);
+                                    value
+                                })
+                            })
                         })
                         .expect("spawn rank thread")
                 })

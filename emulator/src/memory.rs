@@ -30,7 +30,10 @@ impl NodeMemory {
     pub fn new(len: usize) -> std::io::Result<Self> {
         Ok(Self {
             map: SharedMapping::new(len.saturating_add(PHYS_BASE))?,
-            state: Mutex::new(Bump { next: PHYS_BASE, high_water: PHYS_BASE }),
+            state: Mutex::new(Bump {
+                next: PHYS_BASE,
+                high_water: PHYS_BASE,
+            }),
         })
     }
 
@@ -47,9 +50,19 @@ impl NodeMemory {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let size = self.map.len();
         let free = size.saturating_sub(st.next);
-        let start = st.next.checked_next_multiple_of(align).ok_or(DeviceError::OutOfMemory { asked: len, free })?;
-        let end = start.checked_add(len).filter(|e| *e <= size).ok_or(DeviceError::OutOfMemory { asked: len, free })?;
-        let mem = self.map.memory().slice(start, len).map_err(|_| DeviceError::OutOfMemory { asked: len, free })?;
+        let start = st
+            .next
+            .checked_next_multiple_of(align)
+            .ok_or(DeviceError::OutOfMemory { asked: len, free })?;
+        let end = start
+            .checked_add(len)
+            .filter(|e| *e <= size)
+            .ok_or(DeviceError::OutOfMemory { asked: len, free })?;
+        let mem = self
+            .map
+            .memory()
+            .slice(start, len)
+            .map_err(|_| DeviceError::OutOfMemory { asked: len, free })?;
         // Reused memory (after a reset) may hold old data: zero that part.
         let dirty = st.high_water.min(end).saturating_sub(start);
         if dirty > 0 {
@@ -57,7 +70,10 @@ impl NodeMemory {
         }
         st.next = end;
         st.high_water = st.high_water.max(end);
-        Ok(DmaBuffer { phys: start as u64, mem })
+        Ok(DmaBuffer {
+            phys: start as u64,
+            mem,
+        })
     }
 
     /// Free every allocation (between runs, when no rank holds buffers).
@@ -83,7 +99,10 @@ mod tests {
         let mut out = [1u8; 100];
         b.mem.read(0, &mut out).expect("read");
         assert_eq!(out, [0u8; 100], "reused memory is zeroed");
-        assert!(matches!(m.alloc(1 << 20, 64), Err(DeviceError::OutOfMemory { .. })));
+        assert!(matches!(
+            m.alloc(1 << 20, 64),
+            Err(DeviceError::OutOfMemory { .. })
+        ));
         assert!(matches!(m.alloc(8, 3), Err(DeviceError::BadAlignment(3))));
     }
 }

@@ -42,7 +42,13 @@ impl Rail {
     /// A switch for `notifiers.len()` nodes; returns it and each node's inbox.
     pub fn new(notifiers: Vec<Notifier>) -> (Self, Vec<Receiver<WirePacket>>) {
         let (senders, receivers): (Vec<_>, Vec<_>) = notifiers.iter().map(|_| unbounded()).unzip();
-        (Self { inboxes: senders, notifiers }, receivers)
+        (
+            Self {
+                inboxes: senders,
+                notifiers,
+            },
+            receivers,
+        )
     }
 
     /// Route a packet to `node`'s NIC. False if there is no such node.

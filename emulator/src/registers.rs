@@ -26,7 +26,9 @@ impl SharedRegisters {
     /// A zeroed register file whose doorbells wake `notifier`.
     pub fn new(notifier: Notifier) -> Arc<Self> {
         Arc::new(Self {
-            words: (0..regs::BAR0_SIZE / 8).map(|_| AtomicU64::new(0)).collect(),
+            words: (0..regs::BAR0_SIZE / 8)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             doorbells: AtomicU64::new(0),
             notifier,
         })
@@ -41,7 +43,8 @@ impl SharedRegisters {
 
     /// Firmware-side read.
     pub fn nic_read(&self, offset: u32) -> u64 {
-        self.word(offset).map_or(u64::MAX, |w| w.load(Ordering::Acquire))
+        self.word(offset)
+            .map_or(u64::MAX, |w| w.load(Ordering::Acquire))
     }
 
     /// Firmware-side write (no doorbell).

@@ -42,7 +42,10 @@ pub struct Notifier {
 impl Notifier {
     /// A notifier for an engine owned by `worker`.
     pub fn new(worker: Arc<WorkerSignal>) -> Self {
-        Self { nic: Arc::new(AtomicBool::new(false)), worker }
+        Self {
+            nic: Arc::new(AtomicBool::new(false)),
+            worker,
+        }
     }
 
     /// Mark the engine as having work and wake its worker.
@@ -86,7 +89,9 @@ pub struct WorkerPool {
 impl WorkerPool {
     /// Signals for `workers` workers, to build notifiers before the engines.
     pub fn signals(workers: usize) -> Vec<Arc<WorkerSignal>> {
-        (0..workers).map(|_| Arc::new(WorkerSignal::default())).collect()
+        (0..workers)
+            .map(|_| Arc::new(WorkerSignal::default()))
+            .collect()
     }
 
     /// Start one thread per signal; `factories[w]` build worker `w`'s engines.
@@ -107,14 +112,23 @@ impl WorkerPool {
                         .into_iter()
                         .map(|build| {
                             let (engine, notifier) = build();
-                            Slot { engine, notifier, active: true, timer: None }
+                            Slot {
+                                engine,
+                                notifier,
+                                active: true,
+                                timer: None,
+                            }
                         })
                         .collect();
                     run_worker(&signal, slots, &stop, epoch);
                 })?;
             threads.push(handle);
         }
-        Ok(Self { shutdown, signals, threads })
+        Ok(Self {
+            shutdown,
+            signals,
+            threads,
+        })
     }
 }
 
@@ -188,4 +202,3 @@ fn run_worker(signal: &WorkerSignal, mut slots: Vec<Slot>, stop: &AtomicBool, ep
 pub fn clock_ns(epoch: Instant) -> u64 {
     epoch.elapsed().as_nanos() as u64
 }
-

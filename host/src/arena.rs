@@ -33,8 +33,16 @@ impl SymBuffer {
     /// A sub-range, bounds-checked.
     pub fn slice(&self, offset: usize, len: usize) -> Result<SymBuffer, Error> {
         match offset.checked_add(len) {
-            Some(end) if end <= self.len => Ok(SymBuffer { offset: self.offset + offset, len }),
-            _ => Err(Error::OutOfBounds { what: "the buffer", offset, len, limit: self.len }),
+            Some(end) if end <= self.len => Ok(SymBuffer {
+                offset: self.offset + offset,
+                len,
+            }),
+            _ => Err(Error::OutOfBounds {
+                what: "the buffer",
+                offset,
+                len,
+                limit: self.len,
+            }),
         }
     }
 }
@@ -58,12 +66,19 @@ impl SymAllocator {
     /// Allocate `len` bytes aligned to `align` (a power of two).
     pub fn alloc(&mut self, len: usize, align: usize) -> Result<SymBuffer, Error> {
         if !align.is_power_of_two() {
-            return Err(Error::Misaligned { what: "alignment", align: 1, value: align });
+            return Err(Error::Misaligned {
+                what: "alignment",
+                align: 1,
+                value: align,
+            });
         }
         let start = self
             .next
             .checked_next_multiple_of(align)
-            .ok_or(Error::ArenaExhausted { asked: len, free: 0 })?;
+            .ok_or(Error::ArenaExhausted {
+                asked: len,
+                free: 0,
+            })?;
         let free = self.size.saturating_sub(self.next);
         match start.checked_add(len) {
             Some(end) if end <= self.size => {
@@ -101,7 +116,10 @@ mod tests {
         for len in [1, 100, 7, 300] {
             assert_eq!(a.alloc(len, 64), b.alloc(len, 64));
         }
-        assert!(matches!(a.alloc(600, 64), Err(Error::ArenaExhausted { .. })));
+        assert!(matches!(
+            a.alloc(600, 64),
+            Err(Error::ArenaExhausted { .. })
+        ));
         assert!(a.alloc(usize::MAX, 64).is_err());
         assert!(a.alloc(1, 3).is_err());
         let buf = a.alloc(10, 1).expect("fits");

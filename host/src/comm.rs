@@ -133,7 +133,10 @@ pub struct Comm {
 
 impl std::fmt::Debug for Comm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Comm").field("rank", &self.cfg.rank).field("rails", &self.cfg.rails).finish()
+        f.debug_struct("Comm")
+            .field("rank", &self.cfg.rank)
+            .field("rails", &self.cfg.rails)
+            .finish()
     }
 }
 
@@ -161,7 +164,11 @@ impl PutHandle<'_> {
         }
         {
             let driver = self.comm.driver.borrow();
-            if !self.parts.iter().all(|&(r, e, g)| driver.test_completion(r, e, g).is_some()) {
+            if !self
+                .parts
+                .iter()
+                .all(|&(r, e, g)| driver.test_completion(r, e, g).is_some())
+            {
                 return None;
             }
         }
@@ -221,12 +228,19 @@ enum Direction {
 
 impl Comm {
     /// Open the rank's NICs on `device` and set up its arena.
-    pub fn new(cfg: CommConfig, device: Arc<dyn Device>, wait: Arc<dyn WaitHook>) -> Result<Self, Error> {
+    pub fn new(
+        cfg: CommConfig,
+        device: Arc<dyn Device>,
+        wait: Arc<dyn WaitHook>,
+    ) -> Result<Self, Error> {
         let (node, _) = cfg.topology.locate(cfg.rank)?;
         if let RailPolicy::Rail(r) = cfg.policy
             && r >= cfg.rails
         {
-            return Err(Error::NoSuchRail { rail: r, rails: cfg.rails });
+            return Err(Error::NoSuchRail {
+                rail: r,
+                rails: cfg.rails,
+            });
         }
         let driver = Driver::open(
             device,
@@ -293,30 +307,48 @@ impl Comm {
     /// Copy `data` into the local arena at `buf + offset`.
     pub fn write_local(&self, buf: &SymBuffer, offset: usize, data: &[u8]) -> Result<(), Error> {
         let r = buf.slice(offset, data.len())?;
-        self.driver.borrow().arena().mem.write(r.offset(), data).map_err(|e| Error::OutOfBounds {
-            what: "the arena",
-            offset: e.offset,
-            len: e.len,
-            limit: e.size,
-        })
+        self.driver
+            .borrow()
+            .arena()
+            .mem
+            .write(r.offset(), data)
+            .map_err(|e| Error::OutOfBounds {
+                what: "the arena",
+                offset: e.offset,
+                len: e.len,
+                limit: e.size,
+            })
     }
 
     /// Copy from the local arena at `buf + offset` into `out`.
     pub fn read_local(&self, buf: &SymBuffer, offset: usize, out: &mut [u8]) -> Result<(), Error> {
         let r = buf.slice(offset, out.len())?;
-        self.driver.borrow().arena().mem.read(r.offset(), out).map_err(|e| Error::OutOfBounds {
-            what: "the arena",
-            offset: e.offset,
-            len: e.len,
-            limit: e.size,
-        })
+        self.driver
+            .borrow()
+            .arena()
+            .mem
+            .read(r.offset(), out)
+            .map_err(|e| Error::OutOfBounds {
+                what: "the arena",
+                offset: e.offset,
+                len: e.len,
+                limit: e.size,
+            })
     }
 
     /// The local arena memory of `buf`, for zero-copy use.
     pub fn local_memory(&self, buf: &SymBuffer) -> Result<crate::dma_mem::DmaMemory, Error> {
-        self.driver.borrow().arena().mem.slice(buf.offset(), buf.len()).map_err(|e| {
-            Error::OutOfBounds { what: "the arena", offset: e.offset, len: e.len, limit: e.size }
-        })
+        self.driver
+            .borrow()
+            .arena()
+            .mem
+            .slice(buf.offset(), buf.len())
+            .map_err(|e| Error::OutOfBounds {
+                what: "the arena",
+                offset: e.offset,
+                len: e.len,
+                limit: e.size,
+            })
     }
 
     /// Allocate a symmetric destination event (same order on every rank).
@@ -325,7 +357,12 @@ impl Comm {
     }
 
     /// Put `src` (local) into `dst` on `dst_rank`, with the default policy.
-    pub fn put(&self, src: &SymBuffer, dst_rank: usize, dst: &SymBuffer) -> Result<PutHandle<'_>, Error> {
+    pub fn put(
+        &self,
+        src: &SymBuffer,
+        dst_rank: usize,
+        dst: &SymBuffer,
+    ) -> Result<PutHandle<'_>, Error> {
         self.put_with(src, dst_rank, dst, TransferOptions::default())
     }
 
@@ -341,7 +378,12 @@ impl Comm {
     }
 
     /// Get `src` on `src_rank` into local `dst`, with the default policy.
-    pub fn get(&self, src_rank: usize, src: &SymBuffer, dst: &SymBuffer) -> Result<PutHandle<'_>, Error> {
+    pub fn get(
+        &self,
+        src_rank: usize,
+        src: &SymBuffer,
+        dst: &SymBuffer,
+    ) -> Result<PutHandle<'_>, Error> {
         self.get_with(src_rank, src, dst, TransferOptions::default())
     }
 
@@ -359,13 +401,27 @@ impl Comm {
     /// The rail plan of a transfer from `src` to `dst` of `len` bytes under
     /// `policy` (what a target needs to build its [`Arrivals`]).
     pub fn plan(&self, policy: RailPolicy, src: usize, dst: usize, len: usize) -> Vec<Part> {
-        stripe::plan(policy, self.cfg.rails, src, dst, len, self.round_robin.get())
+        stripe::plan(
+            policy,
+            self.cfg.rails,
+            src,
+            dst,
+            len,
+            self.round_robin.get(),
+        )
     }
 
     /// Arrivals at `dst` of `count` puts of `len` bytes each from `src`
     /// under `policy` (not meaningful for round-robin, whose rails depend on
     /// the sender's history: use [`PutHandle::parts`] there).
-    pub fn expected_arrivals(&self, policy: RailPolicy, src: usize, dst: usize, len: usize, count: u32) -> Arrivals {
+    pub fn expected_arrivals(
+        &self,
+        policy: RailPolicy,
+        src: usize,
+        dst: usize,
+        len: usize,
+        count: u32,
+    ) -> Arrivals {
         let mut a = Arrivals::new();
         for p in stripe::plan(policy, self.cfg.rails, src, dst, len, 0) {
             a.add(p.rail, count);
@@ -389,22 +445,41 @@ impl Comm {
         }
         let len = local.len();
         if remote.len() != len {
-            return Err(Error::OutOfBounds { what: "the remote buffer", offset: 0, len, limit: remote.len() });
+            return Err(Error::OutOfBounds {
+                what: "the remote buffer",
+                offset: 0,
+                len,
+                limit: remote.len(),
+            });
         }
         if len > MAX_DMA_LEN as usize {
-            return Err(Error::TooLarge { len, max: MAX_DMA_LEN as usize });
+            return Err(Error::TooLarge {
+                len,
+                max: MAX_DMA_LEN as usize,
+            });
         }
         let arena = self.cfg.arena_size;
         for b in [local, remote] {
-            if b.offset().checked_add(b.len()).is_none_or(|end| end > arena) {
-                return Err(Error::OutOfBounds { what: "the arena", offset: b.offset(), len: b.len(), limit: arena });
+            if b.offset()
+                .checked_add(b.len())
+                .is_none_or(|end| end > arena)
+            {
+                return Err(Error::OutOfBounds {
+                    what: "the arena",
+                    offset: b.offset(),
+                    len: b.len(),
+                    limit: arena,
+                });
             }
         }
         let policy = opts.policy.unwrap_or(self.cfg.policy);
         if let RailPolicy::Rail(r) = policy
             && r >= self.cfg.rails
         {
-            return Err(Error::NoSuchRail { rail: r, rails: self.cfg.rails });
+            return Err(Error::NoSuchRail {
+                rail: r,
+                rails: self.cfg.rails,
+            });
         }
         let (src_rank, dst_rank) = match dir {
             Direction::Put => (self.rank(), peer),
@@ -461,7 +536,12 @@ impl Comm {
             driver.ring(p.rail)?;
         }
         drop(driver);
-        Ok(PutHandle { comm: self, parts, layout, done: false })
+        Ok(PutHandle {
+            comm: self,
+            parts,
+            layout,
+            done: false,
+        })
     }
 
     /// Block until `arrivals` parts have set `event` on each rail, then
@@ -476,7 +556,10 @@ impl Comm {
                     continue;
                 }
                 if rail >= self.cfg.rails {
-                    return Err(Error::NoSuchRail { rail, rails: self.cfg.rails });
+                    return Err(Error::NoSuchRail {
+                        rail,
+                        rails: self.cfg.rails,
+                    });
                 }
                 let generation = driver.push_arm_write(rail, event.0, n)?;
                 driver.ring(rail)?;
@@ -488,13 +571,21 @@ impl Comm {
 
     /// Tell `dst_rank` something happened: a zero-length put on rail 0 that
     /// sets `event` there once (a flag write, in RDMA terms).
-    pub fn notify(&self, dst_rank: usize, event: &DestEvent, scratch: &SymBuffer) -> Result<(), Error> {
+    pub fn notify(
+        &self,
+        dst_rank: usize,
+        event: &DestEvent,
+        scratch: &SymBuffer,
+    ) -> Result<(), Error> {
         let empty = scratch.slice(0, 0)?;
         self.put_with(
             &empty,
             dst_rank,
             &empty,
-            TransferOptions { policy: Some(RailPolicy::Rail(0)), dest_event: Some(*event) },
+            TransferOptions {
+                policy: Some(RailPolicy::Rail(0)),
+                dest_event: Some(*event),
+            },
         )?
         .wait()
     }
@@ -503,15 +594,34 @@ impl Comm {
     /// on `rail`, this rank's NIC runs the put with no host involvement (the
     /// event's COPY action injects the RUN_DMA, elan-semantics §5.4).
     pub fn chain_put(&self, chain: &ChainedPut) -> Result<(), Error> {
-        let ChainedPut { trigger, rail, count, src, dst_rank, dst, dst_event } = *chain;
+        let ChainedPut {
+            trigger,
+            rail,
+            count,
+            src,
+            dst_rank,
+            dst,
+            dst_event,
+        } = *chain;
         if dst_rank >= self.size() {
-            return Err(Error::RankOutOfRange { rank: dst_rank, size: self.size() });
+            return Err(Error::RankOutOfRange {
+                rank: dst_rank,
+                size: self.size(),
+            });
         }
         if rail >= self.cfg.rails {
-            return Err(Error::NoSuchRail { rail, rails: self.cfg.rails });
+            return Err(Error::NoSuchRail {
+                rail,
+                rails: self.cfg.rails,
+            });
         }
         if src.len() != dst.len() {
-            return Err(Error::OutOfBounds { what: "the remote buffer", offset: 0, len: src.len(), limit: dst.len() });
+            return Err(Error::OutOfBounds {
+                what: "the remote buffer",
+                offset: 0,
+                len: src.len(),
+                limit: dst.len(),
+            });
         }
         let block: CommandBlock = Command::Dma(DmaCommand {
             kind: DmaKind::Put,

@@ -31,7 +31,11 @@ pub struct OutOfRange {
 
 impl std::fmt::Display for OutOfRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "range {}+{} outside {} bytes of DMA memory", self.offset, self.len, self.size)
+        write!(
+            f,
+            "range {}+{} outside {} bytes of DMA memory",
+            self.offset, self.len, self.size
+        )
     }
 }
 
@@ -47,7 +51,10 @@ pub struct DmaMemory {
 
 impl std::fmt::Debug for DmaMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DmaMemory").field("base", &self.base).field("len", &self.len).finish()
+        f.debug_struct("DmaMemory")
+            .field("base", &self.base)
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -68,7 +75,11 @@ impl DmaMemory {
     /// Rust reference to any of its bytes may exist while a `DmaMemory`
     /// over it does.
     pub unsafe fn from_raw_parts(base: *mut u8, len: usize, owner: Arc<dyn Send + Sync>) -> Self {
-        Self { base, len, _owner: owner }
+        Self {
+            base,
+            len,
+            _owner: owner,
+        }
     }
 
     /// Size in bytes.
@@ -84,7 +95,11 @@ impl DmaMemory {
     fn check(&self, offset: usize, len: usize) -> Result<(), OutOfRange> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(OutOfRange { offset, len, size: self.len }),
+            _ => Err(OutOfRange {
+                offset,
+                len,
+                size: self.len,
+            }),
         }
     }
 
@@ -107,7 +122,9 @@ impl DmaMemory {
         // distinct Rust buffer, so the regions cannot overlap. A concurrent
         // writer to this range would be a protocol violation by the caller
         // (see the module contract), not a reference aliasing issue.
-        unsafe { std::ptr::copy_nonoverlapping(self.base.add(offset), out.as_mut_ptr(), out.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.add(offset), out.as_mut_ptr(), out.len())
+        };
         Ok(())
     }
 
@@ -153,7 +170,11 @@ impl DmaMemory {
         // is aligned whenever offset is; the assert below refuses the rest.
         let ptr = unsafe { self.base.add(offset) };
         if !(ptr as usize).is_multiple_of(8) {
-            return Err(OutOfRange { offset, len: 8, size: self.len });
+            return Err(OutOfRange {
+                offset,
+                len: 8,
+                size: self.len,
+            });
         }
         // SAFETY: the 8 bytes are in bounds, aligned, and live as long as
         // `self`; AtomicU64 has the layout of u64, and every access to this
@@ -184,7 +205,14 @@ mod tests {
         let map = SharedMapping::new(4096).expect("mmap");
         let m = map.memory();
         assert!(m.write(4090, &[0; 6]).is_ok());
-        assert_eq!(m.write(4091, &[0; 6]), Err(OutOfRange { offset: 4091, len: 6, size: 4096 }));
+        assert_eq!(
+            m.write(4091, &[0; 6]),
+            Err(OutOfRange {
+                offset: 4091,
+                len: 6,
+                size: 4096
+            })
+        );
         assert!(m.read(usize::MAX, &mut [0; 2]).is_err());
         assert!(m.load_u64(4, Ordering::Relaxed).is_err(), "misaligned");
         assert!(m.store_u64(4088, 7, Ordering::Release).is_ok());

@@ -25,7 +25,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering, fence};
 
-use railcoll_fw::abi::command::{Command, CommandBlock, COMMAND_BLOCK_SIZE};
+use railcoll_fw::abi::command::{COMMAND_BLOCK_SIZE, Command, CommandBlock};
 use railcoll_fw::abi::error::{ErrorInfo, ErrorRecord};
 use railcoll_fw::abi::event::{ActionKind, CompletionWord, EventAction, EventId, MAX_WRITE_VALUE};
 use railcoll_fw::abi::regs::{
@@ -72,7 +72,10 @@ pub fn mailbox_call(
     if status.code.is_ok() {
         Ok(regs.read(regs::MBOX_RESULT))
     } else {
-        Err(Error::Nic { rail: usize::MAX, code: status.code })
+        Err(Error::Nic {
+            rail: usize::MAX,
+            code: status.code,
+        })
     }
 }
 
@@ -80,7 +83,10 @@ pub fn mailbox_call(
 pub fn probe(regs: &dyn RegisterIo) -> Result<Geometry, Error> {
     let id = regs.read(regs::ID);
     if id != regs::ID_VALUE {
-        return Err(Error::AbiMismatch { found: id, expected: regs::ID_VALUE });
+        return Err(Error::AbiMismatch {
+            found: id,
+            expected: regs::ID_VALUE,
+        });
     }
     let version = regs.read(regs::VERSION);
     if (version >> 16) as u16 != ABI_MAJOR {
@@ -154,21 +160,34 @@ pub struct Driver {
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver").field("ctx", &self.ctx).field("rails", &self.ports.len()).finish()
+        f.debug_struct("Driver")
+            .field("ctx", &self.ctx)
+            .field("rails", &self.ports.len())
+            .finish()
     }
 }
 
 impl Driver {
     /// Attach the rank's context on every rail and map its regions.
-    pub fn open(device: Arc<dyn Device>, wait: Arc<dyn WaitHook>, cfg: DriverConfig) -> Result<Self, Error> {
+    pub fn open(
+        device: Arc<dyn Device>,
+        wait: Arc<dyn WaitHook>,
+        cfg: DriverConfig,
+    ) -> Result<Self, Error> {
         if cfg.rails == 0 || cfg.rails > 4 {
             return Err(Error::BadRails(cfg.rails));
         }
         if cfg.rails > device.rails() {
-            return Err(Error::NoSuchRail { rail: cfg.rails - 1, rails: device.rails() });
+            return Err(Error::NoSuchRail {
+                rail: cfg.rails - 1,
+                rails: device.rails(),
+            });
         }
         if !(1..=16).contains(&cfg.cq_log2) {
-            return Err(Error::Config(format!("cq_log2 must be 1..=16, got {}", cfg.cq_log2)));
+            return Err(Error::Config(format!(
+                "cq_log2 must be 1..=16, got {}",
+                cfg.cq_log2
+            )));
         }
         let (_, local) = cfg.topology.locate(cfg.rank)?;
         let ctx = local as u8;
@@ -185,7 +204,9 @@ impl Driver {
             }
         }
         if events_per_ctx < 4 {
-            return Err(Error::Config(format!("NIC has only {events_per_ctx} events per context")));
+            return Err(Error::Config(format!(
+                "NIC has only {events_per_ctx} events per context"
+            )));
         }
         let dest_events = events_per_ctx / 2;
         let words_len = cfg.rails * events_per_ctx as usize * 8;
@@ -228,7 +249,8 @@ impl Driver {
                     err_base: port.errors.phys,
                     cap: cfg.topology.capability(),
                 };
-                mailbox_call(regs, &*wait, MailboxOp::AttachContext, ctx_cfg.to_args()).map_err(nic)?;
+                mailbox_call(regs, &*wait, MailboxOp::AttachContext, ctx_cfg.to_args())
+                    .map_err(nic)?;
                 let slot = (ctx as usize * 4) % MAX_REGIONS;
                 let arena_region = RegionConfig {
                     ctx,
@@ -238,7 +260,8 @@ impl Driver {
                     len: arena.mem.len() as u64,
                     phys: arena.phys,
                 };
-                mailbox_call(regs, &*wait, MailboxOp::MapRegion, arena_region.to_args()).map_err(nic)?;
+                mailbox_call(regs, &*wait, MailboxOp::MapRegion, arena_region.to_args())
+                    .map_err(nic)?;
                 let control_region = RegionConfig {
                     ctx,
                     slot: slot as u8 + 1,
@@ -298,7 +321,9 @@ impl Driver {
 
     fn port(&mut self, rail: usize) -> Result<&mut RailPort, Error> {
         let rails = self.ports.len();
-        self.ports.get_mut(rail).ok_or(Error::NoSuchRail { rail, rails })
+        self.ports
+            .get_mut(rail)
+            .ok_or(Error::NoSuchRail { rail, rails })
     }
 
     /// Write a command block into rail `rail`'s ring (not yet visible to the
@@ -309,7 +334,10 @@ impl Driver {
             // Make what is queued visible, then wait for the NIC to consume.
             self.ring(rail)?;
             let regs = self.regs(rail)?;
-            let port = self.ports.get(rail).ok_or(Error::NoSuchRail { rail, rails: 0 })?;
+            let port = self
+                .ports
+                .get(rail)
+                .ok_or(Error::NoSuchRail { rail, rails: 0 })?;
             let (tail, entries, head_reg) = (port.tail, port.entries, port.head_reg);
             let mut head = port.head;
             self.wait.wait_until(&mut || {
@@ -323,7 +351,12 @@ impl Driver {
         port.ring
             .mem
             .write(offset, &block.to_bytes())
-            .map_err(|e| Error::OutOfBounds { what: "the command ring", offset: e.offset, len: e.len, limit: e.size })?;
+            .map_err(|e| Error::OutOfBounds {
+                what: "the command ring",
+                offset: e.offset,
+                len: e.len,
+                limit: e.size,
+            })?;
         port.tail += 1;
         Ok(())
     }
@@ -357,7 +390,11 @@ impl Driver {
 
     /// Take a completion event on `rail`.
     pub fn take_completion_event(&mut self, rail: usize) -> Result<EventId, Error> {
-        self.port(rail)?.free_events.pop().map(EventId).ok_or(Error::EventsExhausted("completion"))
+        self.port(rail)?
+            .free_events
+            .pop()
+            .map(EventId)
+            .ok_or(Error::EventsExhausted("completion"))
     }
 
     /// Return a completion event.
@@ -386,22 +423,56 @@ impl Driver {
     /// for.
     pub fn push_arm_write(&mut self, rail: usize, ev: EventId, count: u32) -> Result<u64, Error> {
         let index = rail * self.events_per_ctx as usize + ev.0 as usize;
-        let gen_slot = self.generations.get_mut(index).ok_or(Error::EventsExhausted("any"))?;
+        let gen_slot = self
+            .generations
+            .get_mut(index)
+            .ok_or(Error::EventsExhausted("any"))?;
         *gen_slot = (*gen_slot % MAX_WRITE_VALUE) + 1;
         let generation = *gen_slot;
         let addr = CONTROL_VA + self.word_offset(rail, ev) as u64;
-        let action = EventAction { kind: ActionKind::Write { addr, value: generation }, wake: true };
-        self.push(rail, &Command::ArmEvent { event: ev, count, action }, 0)?;
+        let action = EventAction {
+            kind: ActionKind::Write {
+                addr,
+                value: generation,
+            },
+            wake: true,
+        };
+        self.push(
+            rail,
+            &Command::ArmEvent {
+                event: ev,
+                count,
+                action,
+            },
+            0,
+        )?;
         Ok(generation)
     }
 
     /// Queue an ARM_EVENT whose action injects the command block stored in
     /// chain block `block` (see [`Driver::store_chain_block`]).
-    pub fn push_arm_copy(&mut self, rail: usize, ev: EventId, count: u32, block: usize) -> Result<(), Error> {
+    pub fn push_arm_copy(
+        &mut self,
+        rail: usize,
+        ev: EventId,
+        count: u32,
+        block: usize,
+    ) -> Result<(), Error> {
         let words_len = self.ports.len() * self.events_per_ctx as usize * 8;
         let src = CONTROL_VA + (words_len + block * COMMAND_BLOCK_SIZE) as u64;
-        let action = EventAction { kind: ActionKind::Copy { src }, wake: false };
-        self.push(rail, &Command::ArmEvent { event: ev, count, action }, 0)
+        let action = EventAction {
+            kind: ActionKind::Copy { src },
+            wake: false,
+        };
+        self.push(
+            rail,
+            &Command::ArmEvent {
+                event: ev,
+                count,
+                action,
+            },
+            0,
+        )
     }
 
     /// Store a command block in the control region for a later COPY action;
@@ -419,7 +490,12 @@ impl Driver {
         self.control
             .mem
             .write(words_len + index * COMMAND_BLOCK_SIZE, &block.to_bytes())
-            .map_err(|e| Error::OutOfBounds { what: "the control region", offset: e.offset, len: e.len, limit: e.size })?;
+            .map_err(|e| Error::OutOfBounds {
+                what: "the control region",
+                offset: e.offset,
+                len: e.len,
+                limit: e.size,
+            })?;
         Ok(index)
     }
 
@@ -430,7 +506,11 @@ impl Driver {
 
     /// Read an event's completion word.
     pub fn completion_word(&self, rail: usize, ev: EventId) -> CompletionWord {
-        let word = self.control.mem.load_u64(self.word_offset(rail, ev), Ordering::Acquire).unwrap_or(0);
+        let word = self
+            .control
+            .mem
+            .load_u64(self.word_offset(rail, ev), Ordering::Acquire)
+            .unwrap_or(0);
         CompletionWord::unpack(word)
     }
 
@@ -493,7 +573,12 @@ impl Drop for Driver {
         let _admin = self.device.admin_lock();
         for rail in 0..self.ports.len() {
             if let Ok(regs) = self.device.registers(rail) {
-                let _ = mailbox_call(regs, &*self.wait, MailboxOp::DetachContext, [self.ctx as u64, 0, 0, 0]);
+                let _ = mailbox_call(
+                    regs,
+                    &*self.wait,
+                    MailboxOp::DetachContext,
+                    [self.ctx as u64, 0, 0, 0],
+                );
             }
         }
     }

@@ -35,7 +35,11 @@ impl ParkingWait {
     /// `spins` busy polls, then polls with `yield_now` for `yield_for`, then
     /// park; give up after `deadline`.
     pub fn new(spins: u32, yield_for: Duration, deadline: Duration) -> Self {
-        Self { spins, yield_for, deadline }
+        Self {
+            spins,
+            yield_for,
+            deadline,
+        }
     }
 }
 
@@ -99,7 +103,12 @@ impl Waker {
 
     /// Wake the bound thread, if any.
     pub fn wake(&self) {
-        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(t) = self
+            .thread
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
             t.unpark();
         }
     }

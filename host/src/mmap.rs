@@ -53,7 +53,12 @@ impl SharedMapping {
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Self { inner: Arc::new(Mapping { base: ptr.cast(), len }) })
+        Ok(Self {
+            inner: Arc::new(Mapping {
+                base: ptr.cast(),
+                len,
+            }),
+        })
     }
 
     /// Size in bytes (page-rounded).

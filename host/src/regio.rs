@@ -56,7 +56,8 @@ impl MmioRegisters {
 impl RegisterIo for MmioRegisters {
     fn read(&self, offset: u32) -> u64 {
         // An out-of-range read returns all ones, as a PCI master abort does.
-        self.slot(offset).map_or(u64::MAX, |p| u64::from_le(p.read()))
+        self.slot(offset)
+            .map_or(u64::MAX, |p| u64::from_le(p.read()))
     }
 
     fn write(&self, offset: u32, value: u64) {
@@ -82,7 +83,10 @@ mod tests {
         let regs = unsafe { MmioRegisters::new(ptr, 4096) };
         regs.write(0x10, 0xdead_beef);
         assert_eq!(regs.read(0x10), 0xdead_beef);
-        assert_eq!(mem.load_u64(0x10, std::sync::atomic::Ordering::Relaxed), Ok(0xdead_beef));
+        assert_eq!(
+            mem.load_u64(0x10, std::sync::atomic::Ordering::Relaxed),
+            Ok(0xdead_beef)
+        );
         assert_eq!(regs.read(4096), u64::MAX);
         assert_eq!(regs.read(3), u64::MAX);
         regs.write(4096, 1);

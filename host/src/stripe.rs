@@ -28,7 +28,9 @@ pub enum RailPolicy {
 
 impl Default for RailPolicy {
     fn default() -> Self {
-        RailPolicy::Stripe { threshold: DEFAULT_STRIPE_THRESHOLD }
+        RailPolicy::Stripe {
+            threshold: DEFAULT_STRIPE_THRESHOLD,
+        }
     }
 }
 
@@ -63,16 +65,32 @@ pub fn plan(
             (0..rails)
                 .map(|rail| {
                     let part_len = base + usize::from(rail < extra);
-                    let p = Part { rail, offset, len: part_len };
+                    let p = Part {
+                        rail,
+                        offset,
+                        len: part_len,
+                    };
                     offset += part_len;
                     p
                 })
                 .filter(|p| p.len > 0)
                 .collect()
         }
-        RailPolicy::Stripe { .. } => vec![Part { rail: (src + dst) % rails, offset: 0, len }],
-        RailPolicy::Rail(r) => vec![Part { rail: r, offset: 0, len }],
-        RailPolicy::RoundRobin => vec![Part { rail: rr % rails, offset: 0, len }],
+        RailPolicy::Stripe { .. } => vec![Part {
+            rail: (src + dst) % rails,
+            offset: 0,
+            len,
+        }],
+        RailPolicy::Rail(r) => vec![Part {
+            rail: r,
+            offset: 0,
+            len,
+        }],
+        RailPolicy::RoundRobin => vec![Part {
+            rail: rr % rails,
+            offset: 0,
+            len,
+        }],
     }
 }
 
@@ -105,8 +123,17 @@ mod tests {
 
     #[test]
     fn forced_and_round_robin() {
-        assert_eq!(plan(RailPolicy::Rail(1), 2, 0, 1, 5000, 0), vec![Part { rail: 1, offset: 0, len: 5000 }]);
-        let rails: Vec<usize> = (0..4).map(|i| plan(RailPolicy::RoundRobin, 3, 0, 1, 10, i)[0].rail).collect();
+        assert_eq!(
+            plan(RailPolicy::Rail(1), 2, 0, 1, 5000, 0),
+            vec![Part {
+                rail: 1,
+                offset: 0,
+                len: 5000
+            }]
+        );
+        let rails: Vec<usize> = (0..4)
+            .map(|i| plan(RailPolicy::RoundRobin, 3, 0, 1, 10, i)[0].rail)
+            .collect();
         assert_eq!(rails, vec![0, 1, 2, 0]);
     }
 }

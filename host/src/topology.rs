@@ -19,7 +19,9 @@ impl std::str::FromStr for Placement {
         match s {
             "block" => Ok(Placement::Block),
             "cyclic" => Ok(Placement::Cyclic),
-            other => Err(format!("unknown placement '{other}' (accepted: block, cyclic)")),
+            other => Err(format!(
+                "unknown placement '{other}' (accepted: block, cyclic)"
+            )),
         }
     }
 }
@@ -48,14 +50,20 @@ impl Topology {
     /// Validate a shape.
     pub fn new(nodes: usize, ranks_per_node: usize, placement: Placement) -> Result<Self, Error> {
         if nodes == 0 || nodes > MAX_NODES {
-            return Err(Error::BadShape(format!("nodes must be 1..={MAX_NODES}, got {nodes}")));
+            return Err(Error::BadShape(format!(
+                "nodes must be 1..={MAX_NODES}, got {nodes}"
+            )));
         }
         if ranks_per_node == 0 || ranks_per_node > MAX_CONTEXTS {
             return Err(Error::BadShape(format!(
                 "ranks per node must be 1..={MAX_CONTEXTS}, got {ranks_per_node}"
             )));
         }
-        Ok(Self { nodes, ranks_per_node, placement })
+        Ok(Self {
+            nodes,
+            ranks_per_node,
+            placement,
+        })
     }
 
     /// Number of nodes.
@@ -81,7 +89,10 @@ impl Topology {
     /// (node, local index) of a rank.
     pub fn locate(&self, rank: usize) -> Result<(usize, usize), Error> {
         if rank >= self.size() {
-            return Err(Error::RankOutOfRange { rank, size: self.size() });
+            return Err(Error::RankOutOfRange {
+                rank,
+                size: self.size(),
+            });
         }
         Ok(match self.placement {
             Placement::Block => (rank / self.ranks_per_node, rank % self.ranks_per_node),

@@ -8,7 +8,18 @@ fn two_ranks_put() {
         let ev = comm.alloc_dest_event().unwrap();
         if comm.rank() == 0 {
             comm.write_local(&buf, 0, &pattern(10_000, 1)).unwrap();
-            comm.put_with(&buf, 1, &buf, railcoll_host::TransferOptions { policy: None, dest_event: Some(ev) }).unwrap().wait().unwrap();
+            comm.put_with(
+                &buf,
+                1,
+                &buf,
+                railcoll_host::TransferOptions {
+                    policy: None,
+                    dest_event: Some(ev),
+                },
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
             Vec::new()
         } else {
             let arr = comm.expected_arrivals(comm.config().policy, 0, 1, 10_000, 1);

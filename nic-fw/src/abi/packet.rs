@@ -32,9 +32,14 @@
 //! | 24..32 | addr | target address | requester's destination | 0 |
 //! | 32..36 | event | target event / NONE | requester's event / NONE | 0 |
 //! | 36..40 | cookie | DMA cookie | DMA cookie | 0 |
-//! | 40..48 | aux0 | 0 | owner's source address | error bitmap |
+//! | 40..48 | aux0 | DMA's first target address | owner's source address | error bitmap |
 //! | 48..52 | aux1 | 0 | owner's event / NONE | error code (ack and nack) |
-//! | 52..56 | aux2 | 0 | total length | 0 |
+//! | 52..56 | aux2 | DMA's total length | total length | 0 |
+//!
+//! A data packet carries its whole DMA's target range (`aux0`, `aux2`) so
+//! the receiver checks the *entire* range on every packet: a DMA that is
+//! partly outside the target's regions is rejected packet by packet and
+//! writes nothing at all (elan-semantics rule 10: never partially apply).
 //! | 56..60 | reserved | 0 | 0 | 0 |
 //! | 60..64 | checksum | | | |
 
@@ -180,6 +185,10 @@ pub enum Packet {
         last: bool,
         /// Part of a get response.
         get_response: bool,
+        /// First target address of the whole DMA.
+        dma_addr: u64,
+        /// Total length of the whole DMA.
+        dma_len: u32,
     },
     /// A get request to the owner `route.dst_ctx`.
     GetRequest {
@@ -250,11 +259,19 @@ impl Packet {
         };
         match ptype {
             PacketType::Data => {
+                let (addr, len) = (h.addr.get(), h.len.get() as u64);
+                let (dma_addr, dma_len) = (h.aux0.get(), h.aux2.get() as u64);
+                // The packet must lie within its DMA's range.
+                let inside = addr >= dma_addr
+                    && addr
+                        .checked_add(len)
+                        .zip(dma_addr.checked_add(dma_len))
+                        .is_some_and(|(e, de)| e <= de);
                 if h.flags & !(FLAG_LAST | FLAG_GET_RESPONSE) != 0
                     || h.len.get() > MAX_PACKET_SIZE
-                    || h.aux0.get() != 0
+                    || h.aux2.get() > MAX_DMA_LEN
                     || h.aux1.get() != 0
-                    || h.aux2.get() != 0
+                    || !inside
                 {
                     return Err(ErrorCode::BadPacket);
                 }
@@ -267,6 +284,8 @@ impl Packet {
                     cookie: h.cookie.get(),
                     last: h.flags & FLAG_LAST != 0,
                     get_response: h.flags & FLAG_GET_RESPONSE != 0,
+                    dma_addr,
+                    dma_len: h.aux2.get(),
                 })
             }
             PacketType::GetRequest => {
@@ -342,6 +361,8 @@ impl Packet {
                 cookie,
                 last,
                 get_response,
+                dma_addr,
+                dma_len,
             } => {
                 h.ptype = PacketType::Data as u8;
                 set_route(&mut h, &route);
@@ -352,6 +373,8 @@ impl Packet {
                 h.len = U32::new(len);
                 h.event = U32::new(event);
                 h.cookie = U32::new(cookie);
+                h.aux0 = U64::new(dma_addr);
+                h.aux2 = U32::new(dma_len);
             }
             Packet::GetRequest {
                 route,
@@ -462,6 +485,8 @@ mod tests {
                 cookie: 9,
                 last: true,
                 get_response: false,
+                dma_addr: (1 << 44) - 2048,
+                dma_len: 4096,
             },
             Packet::GetRequest {
                 route: route(),

@@ -9,6 +9,20 @@ use crate::abi::event::EventId;
 use crate::abi::packet::{Packet, PacketHeader, PacketType, Route};
 use crate::abi::regs::RegionPerms;
 
+/// A data packet's fields, as the receiver uses them.
+#[derive(Clone, Copy)]
+struct Inbound {
+    route: Route,
+    addr: u64,
+    len: u32,
+    event: u32,
+    cookie: u32,
+    last: bool,
+    get_response: bool,
+    dma_addr: u64,
+    dma_len: u32,
+}
+
 /// What the receiver did with an in-order packet.
 enum Verdict {
     /// Applied; consumes the sequence number.
@@ -95,8 +109,23 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 cookie,
                 last,
                 get_response,
+                dma_addr,
+                dma_len,
                 ..
-            } => self.on_data(route, addr, len, event, cookie, last, get_response, payload),
+            } => {
+                let data = Inbound {
+                    route,
+                    addr,
+                    len,
+                    event,
+                    cookie,
+                    last,
+                    get_response,
+                    dma_addr,
+                    dma_len,
+                };
+                self.on_data(&data, payload)
+            }
             Packet::GetRequest {
                 route,
                 src_addr,
@@ -132,19 +161,20 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     /// Check and apply a data packet. Nothing is written unless every check
-    /// passes.
-    #[allow(clippy::too_many_arguments)]
-    fn on_data(
-        &mut self,
-        route: Route,
-        addr: u64,
-        len: u32,
-        raw_event: u32,
-        cookie: u32,
-        last: bool,
-        get_response: bool,
-        payload: &H::Payload,
-    ) -> Verdict {
+    /// passes, and the checks cover the packet's whole DMA, so a DMA is
+    /// either written entirely or not at all.
+    fn on_data(&mut self, d: &Inbound, payload: &H::Payload) -> Verdict {
+        let Inbound {
+            route,
+            addr,
+            len,
+            event: raw_event,
+            cookie,
+            last,
+            get_response,
+            dma_addr,
+            dma_len,
+        } = *d;
         let ctx = route.dst_ctx;
         let event = EventId::decode(raw_event, EVENTS as u32);
         let checked = self.check_inbound(ctx, route.job_key).and_then(|()| {
@@ -156,7 +186,12 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             } else {
                 RegionPerms::REMOTE_WRITE
             };
-            let phys = self.translate(ctx, addr, len as u64, perm)?;
+            let dma_phys = self.translate(ctx, dma_addr, dma_len as u64, perm)?;
+            // Parse guaranteed the packet lies inside its DMA, and one region
+            // holds the whole DMA, so the packet's bytes are covered too.
+            let phys = dma_phys
+                .checked_add(addr.wrapping_sub(dma_addr))
+                .ok_or(ErrorCode::AddressOverflow)?;
             // An event index the table cannot hold is refused before any
             // byte is written.
             event?;

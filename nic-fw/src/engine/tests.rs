@@ -473,14 +473,19 @@ fn put_outside_target_region_writes_nothing_and_both_sides_see_it() {
             action: write_action(2, 6),
         },
     );
-    // Straddles the end of the target region: the first packet is inside,
-    // the second is not. Neither side may see partial success reported.
+    // Straddles the end of the target region: the first packet's own range
+    // is inside, the second's is not. Nothing at all may be written.
     net.post(0, put(1, 0, DATA_LEN - 2048, 4096, Some(1), Some(2)));
     net.run(10_000);
+    assert_eq!(
+        net.mem(1, DATA + DATA_LEN - 2048, 2048),
+        vec![0; 2048],
+        "no partial write"
+    );
     assert_eq!(net.word(0, 1).status, Some(ErrorCode::Protection));
     assert_eq!(net.word(1, 2).status, Some(ErrorCode::Protection));
     let target_errors = net.errors(1);
-    assert_eq!(target_errors.len(), 1);
+    assert_eq!(target_errors.len(), 2, "one record per rejected packet");
     assert_eq!(target_errors[0].kind, ErrorKind::Inbound);
     assert_eq!(target_errors[0].code, ErrorCode::Protection);
     let initiator = net.errors(0);

@@ -168,6 +168,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     cookie: dma.cookie,
                     last: e.last,
                     get_response: dma.role == DmaRole::GetResponse,
+                    dma_addr: dma.dst_addr,
+                    dma_len: dma.len,
                 },
                 Some(PayloadSource {
                     phys: dma.src_phys.wrapping_add(e.offset as u64),
