@@ -65,6 +65,9 @@ pub struct ClusterConfig {
     pub policy: RailPolicy,
     /// log2 of command-ring entries.
     pub cq_log2: u8,
+    /// How long a rank waits for one completion before giving up with
+    /// `Error::Timeout` (a deadlock detector for tests).
+    pub wait_timeout: std::time::Duration,
 }
 
 /// Default packet size in threads mode. Elan4 used 2 KiB packets; emulating
@@ -85,6 +88,7 @@ impl Default for ClusterConfig {
             packet_size: THREADS_PACKET_SIZE,
             policy: RailPolicy::default(),
             cq_log2: 8,
+            wait_timeout: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -249,7 +253,11 @@ impl Cluster {
                 })
             })
             .collect();
-        let wait = Arc::new(ParkingWait::default());
+        let wait = Arc::new(ParkingWait::new(
+            64,
+            std::time::Duration::from_micros(50),
+            cfg.wait_timeout,
+        ));
         for device in &devices {
             for regs in &device.registers {
                 wait.wait_until(&mut || regs.nic_read(regs::ID) == regs::ID_VALUE)
@@ -317,7 +325,7 @@ impl Cluster {
                         .name(format!("rank-{rank}"))
                         .spawn_scoped(scope, move || {
                             let outcome =
-                                catch_unwind(AssertUnwindSafe(|| self.rank_main(rank, f)));
+                                catch_unwind(AssertUnwindSafe(|| self.rank_main(rank, f, barrier)));
                             barrier.wait();
                             // The communicator is dropped (contexts detached)
                             // only after every rank is done with the others.
@@ -345,18 +353,31 @@ impl Cluster {
             .collect()
     }
 
-    fn rank_main<R, F>(&self, rank: usize, f: &F) -> Result<(R, Comm), railcoll_host::Error>
+    fn rank_main<R, F>(
+        &self,
+        rank: usize,
+        f: &F,
+        barrier: &Barrier,
+    ) -> Result<(R, Comm), railcoll_host::Error>
     where
         F: Fn(&Comm) -> R,
     {
+        let opened = self.open_comm(rank);
+        // Opening is collective (like MPI_Init): no rank may address a peer
+        // before the peer's context is attached on every rail.
+        barrier.wait();
+        let comm = opened?;
+        let value = f(&comm);
+        Ok((value, comm))
+    }
+
+    fn open_comm(&self, rank: usize) -> Result<Comm, railcoll_host::Error> {
         let (node, local) = self.topology.locate(rank)?;
         if let Some(w) = self.wakers.get(node * MAX_CONTEXTS + local) {
             w.register_current();
         }
         let device: Arc<dyn Device> = self.devices[node].clone();
         let wait: Arc<dyn WaitHook> = self.wait.clone();
-        let comm = Comm::new(self.comm_config(rank), device, wait)?;
-        let value = f(&comm);
-        Ok((value, comm))
+        Comm::new(self.comm_config(rank), device, wait)
     }
 }

@@ -640,6 +640,57 @@ impl Comm {
         driver.ring(rail)
     }
 
+    /// A put to a raw virtual address in `dst_rank`'s context, on one rail,
+    /// with no host-side bounds check: the NIC's receiver-side protection is
+    /// the only check. For testing that protection (and for FPGA bring-up);
+    /// use [`Comm::put`] otherwise.
+    pub fn put_unchecked(
+        &self,
+        src: &SymBuffer,
+        dst_rank: usize,
+        dst_va: u64,
+        rail: usize,
+    ) -> Result<PutHandle<'_>, Error> {
+        if dst_rank >= self.size() {
+            return Err(Error::RankOutOfRange {
+                rank: dst_rank,
+                size: self.size(),
+            });
+        }
+        if rail >= self.cfg.rails {
+            return Err(Error::NoSuchRail {
+                rail,
+                rails: self.cfg.rails,
+            });
+        }
+        let mut driver = self.driver.borrow_mut();
+        let ev = driver.take_completion_event(rail)?;
+        let generation = driver.push_arm_write(rail, ev, 1)?;
+        let cmd = DmaCommand {
+            kind: DmaKind::Put,
+            len: src.len() as u32,
+            vp: dst_rank as u32,
+            src_addr: ARENA_VA + src.offset() as u64,
+            dst_addr: dst_va,
+            src_event: Some(ev),
+            dst_event: None,
+        };
+        driver.push(rail, &Command::Dma(cmd), self.rank() as u32)?;
+        driver.ring(rail)?;
+        drop(driver);
+        let layout = vec![Part {
+            rail,
+            offset: 0,
+            len: src.len(),
+        }];
+        Ok(PutHandle {
+            comm: self,
+            parts: vec![(rail, ev, generation)],
+            layout,
+            done: false,
+        })
+    }
+
     /// NIC error records reported to this rank since the last call.
     pub fn take_nic_errors(&self) -> Result<Vec<NicError>, Error> {
         self.driver.borrow_mut().take_errors()

@@ -50,3 +50,4 @@
 
 pub mod abi;
 pub mod engine;
+pub mod fuzzing;

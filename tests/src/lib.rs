@@ -29,6 +29,8 @@ pub fn cluster(nodes: usize, rpn: usize, rails: usize, arena: usize) -> Cluster 
         rails,
         arena_size: arena,
         packet_size: 2048,
+        // A deadlock fails the test in seconds, not minutes.
+        wait_timeout: std::time::Duration::from_secs(20),
         ..ClusterConfig::default()
     })
     .expect("test cluster")
