@@ -1,0 +1,335 @@
+//! Elan-like NIC semantics observed through the host API on the emulator:
+//! chaining without the host, receiver-side protection, malformed commands,
+//! many outstanding puts, early sets before a re-arm.
+
+use railcoll_fw::abi::ErrorCode;
+use railcoll_fw::abi::command::{Command, CommandBlock, DmaCommand, DmaKind};
+use railcoll_fw::abi::error::ErrorKind;
+use railcoll_fw::abi::event::EventId;
+use railcoll_host::driver::{ARENA_VA, CONTROL_VA};
+use railcoll_host::{Arrivals, ChainedPut, Error, RailPolicy, TransferOptions};
+use railcoll_tests::{cluster, pattern};
+
+fn on_rail(rail: usize, n: u32) -> Arrivals {
+    let mut a = Arrivals::new();
+    a.add(rail, n);
+    a
+}
+
+const RAIL0: Option<RailPolicy> = Some(RailPolicy::Rail(0));
+
+/// A puts to B; B's NIC, on the put's arrival, puts the data on to C
+/// through an event COPY action, while B's host thread is blocked waiting
+/// for a signal that only C sends after receiving the forwarded data.
+#[test]
+fn chained_put_completes_while_the_forwarding_host_is_blocked() {
+    let c = cluster(3, 1, 2, 1 << 20);
+    let out = c.run(|comm| -> Result<Option<Vec<u8>>, Error> {
+        let len = 50_000;
+        let buf = comm.alloc(len)?;
+        let flag = comm.alloc(0)?;
+        let arrived = comm.alloc_dest_event()?;
+        let forwarded = comm.alloc_dest_event()?;
+        let done = comm.alloc_dest_event()?;
+        let ready = comm.alloc_dest_event()?;
+        match comm.rank() {
+            0 => {
+                // Wait until B has armed its chain, then put.
+                comm.wait_arrivals(&ready, &on_rail(0, 1))?;
+                comm.write_local(&buf, 0, &pattern(len, 42))?;
+                comm.put_with(
+                    &buf,
+                    1,
+                    &buf,
+                    TransferOptions {
+                        policy: RAIL0,
+                        dest_event: Some(arrived),
+                    },
+                )?
+                .wait()?;
+                Ok(None)
+            }
+            1 => {
+                comm.chain_put(&ChainedPut {
+                    trigger: arrived,
+                    rail: 0,
+                    count: 1,
+                    src: buf,
+                    dst_rank: 2,
+                    dst: buf,
+                    dst_event: Some(forwarded),
+                })?;
+                comm.notify(0, &ready, &flag)?;
+                // Blocked: only C's acknowledgement releases B, and C sends
+                // it only after the chained put delivered the data.
+                comm.wait_arrivals(&done, &on_rail(0, 1))?;
+                Ok(None)
+            }
+            _ => {
+                comm.wait_arrivals(&forwarded, &on_rail(0, 1))?;
+                let mut got = vec![0; len];
+                comm.read_local(&buf, 0, &mut got)?;
+                comm.notify(1, &done, &flag)?;
+                Ok(Some(got))
+            }
+        }
+    });
+    let got = out
+        .into_iter()
+        .nth(2)
+        .expect("rank 2")
+        .expect("ran")
+        .expect("no error")
+        .expect("data");
+    assert_eq!(got, pattern(50_000, 42));
+}
+
+/// A put aimed outside the target's arena (into its control region, which
+/// is mapped but not remotely writable, and past its arena's end) writes
+/// nothing; the initiator's handle fails and the target gets a record.
+#[test]
+fn put_outside_the_target_arena_writes_nothing_and_both_sides_see_it() {
+    let arena = 1 << 16;
+    let c = cluster(2, 1, 2, arena);
+    let out =
+        c.run(|comm| -> Result<(), Error> {
+            let buf = comm.alloc(4096)?;
+            let guard = comm.alloc(4096)?;
+            let flag = comm.alloc(0)?;
+            let go = comm.alloc_dest_event()?;
+            if comm.rank() == 0 {
+                comm.write_local(&buf, 0, &[0xee; 4096])?;
+                for (va, what) in [
+                    (CONTROL_VA, "control region"),
+                    (ARENA_VA + arena as u64 - 2048, "straddling the arena end"),
+                    (0xdead_0000_0000, "unmapped"),
+                ] {
+                    let r = comm.put_unchecked(&buf, 1, va, 1)?.wait();
+                    assert_eq!(
+                        r,
+                        Err(Error::Nic {
+                            rail: 1,
+                            code: ErrorCode::Protection
+                        }),
+                        "{what}"
+                    );
+                }
+                let errors = comm.take_nic_errors()?;
+                assert_eq!(errors.len(), 3);
+                assert!(
+                    errors
+                        .iter()
+                        .all(|e| e.info.kind == ErrorKind::Remote && e.rail == 1)
+                );
+                comm.notify(1, &go, &flag)?;
+            } else {
+                comm.wait_arrivals(&go, &on_rail(0, 1))?;
+                let records = comm.take_nic_errors()?;
+                // Each 4 KiB put is two 2 KiB packets: every one rejected, none
+                // applied, each reported.
+                assert_eq!(records.len(), 6, "{records:?}");
+                assert!(
+                    records.iter().all(|e| e.info.kind == ErrorKind::Inbound
+                        && e.info.code == ErrorCode::Protection)
+                );
+                assert!(records.iter().all(|e| e.info.peer_node == 0));
+                let mut tail = vec![0; 4096];
+                comm.read_local(&guard, 0, &mut tail)?;
+                assert!(
+                    tail.iter().all(|b| *b == 0),
+                    "the arena's last bytes were not written"
+                );
+            }
+            Ok(())
+        });
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+}
+
+/// Malformed command blocks complete with typed errors; the NIC keeps
+/// serving this queue and every other one.
+#[test]
+fn malformed_commands_fail_alone_and_the_nic_keeps_serving() {
+    let c = cluster(2, 2, 1, 1 << 20);
+    let out = c.run(|comm| -> Result<(), Error> {
+        let buf = comm.alloc(1 << 16)?;
+        let flag = comm.alloc(0)?;
+        let ready = comm.alloc_dest_event()?;
+        if comm.rank() == 0 {
+            let mut unknown = Command::Nop.emit(11);
+            unknown.opcode = 0x7f;
+            let mut reserved = Command::Nop.emit(12);
+            reserved.reserved = [1, 0];
+            let too_long = DmaCommand {
+                kind: DmaKind::Put,
+                len: 0,
+                vp: 1,
+                src_addr: ARENA_VA,
+                dst_addr: ARENA_VA,
+                src_event: None,
+                dst_event: None,
+            };
+            let mut too_long_block = Command::Dma(too_long).emit(13);
+            too_long_block.body[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+            let wild = Command::Dma(DmaCommand {
+                src_addr: u64::MAX - 8,
+                len: 64,
+                ..too_long
+            })
+            .emit(14);
+            let bad_vp = Command::Dma(DmaCommand {
+                vp: 1000,
+                ..too_long
+            })
+            .emit(15);
+            let bad_event = Command::SetEvent {
+                event: EventId(100_000),
+                count: 1,
+            }
+            .emit(16);
+            let zeroed = CommandBlock::from_bytes(&[0; 64]);
+            for block in [
+                unknown,
+                reserved,
+                too_long_block,
+                wild,
+                bad_vp,
+                bad_event,
+                zeroed,
+            ] {
+                comm.post_raw(0, &block)?;
+            }
+        }
+        // Every rank (including the one that sent garbage) still moves data.
+        let peer = (comm.rank() + 1) % comm.size();
+        let data = pattern(1 << 16, comm.rank() as u64);
+        comm.write_local(&buf, 0, &data)?;
+        // Tell the rank that reads from us that our data is in place, and
+        // wait until our own source is.
+        let reader = (comm.rank() + comm.size() - 1) % comm.size();
+        comm.notify(reader, &ready, &flag)?;
+        comm.wait_arrivals(&ready, &on_rail(0, 1))?;
+        let back = comm.alloc(1 << 16)?;
+        comm.get(peer, &buf, &back)?.wait()?;
+        let mut got = vec![0; 1 << 16];
+        comm.read_local(&back, 0, &mut got)?;
+        assert_eq!(got, pattern(1 << 16, peer as u64));
+        if comm.rank() == 0 {
+            let codes: Vec<(ErrorCode, u32)> = comm
+                .take_nic_errors()?
+                .iter()
+                .map(|e| (e.info.code, e.info.cookie))
+                .collect();
+            assert_eq!(
+                codes,
+                vec![
+                    (ErrorCode::UnknownOpcode, 11),
+                    (ErrorCode::ReservedNonZero, 12),
+                    (ErrorCode::BadLength, 13),
+                    (ErrorCode::AddressOverflow, 14),
+                    (ErrorCode::BadVp, 15),
+                    (ErrorCode::BadEvent, 16),
+                    (ErrorCode::UnknownOpcode, 0),
+                ]
+            );
+        }
+        Ok(())
+    });
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+}
+
+/// Every rank keeps many puts outstanding to rank 0, while rank 0 keeps many
+/// outstanding to every rank; all land, all complete.
+#[test]
+fn many_outstanding_puts_from_several_ranks_in_both_directions() {
+    let c = cluster(3, 2, 2, 4 << 20);
+    let n = 24usize;
+    let chunk = 3000usize;
+    let out = c.run(|comm| -> Result<(), Error> {
+        let size = comm.size();
+        let inbox = comm.alloc(size * n * chunk)?;
+        let outbox = comm.alloc(n * chunk)?;
+        let arrived = comm.alloc_dest_event()?;
+        let me = comm.rank();
+        comm.write_local(&outbox, 0, &pattern(n * chunk, me as u64))?;
+        let targets: Vec<usize> = if me == 0 {
+            (1..size).collect()
+        } else {
+            vec![0]
+        };
+        let mut handles = Vec::new();
+        for &t in &targets {
+            for i in 0..n {
+                let src = outbox.slice(i * chunk, chunk)?;
+                let dst = inbox.slice((me * n + i) * chunk, chunk)?;
+                handles.push(comm.put_with(
+                    &src,
+                    t,
+                    &dst,
+                    TransferOptions {
+                        policy: None,
+                        dest_event: Some(arrived),
+                    },
+                )?);
+            }
+        }
+        for h in handles {
+            h.wait()?;
+        }
+        // Arrivals: rank 0 hears from everyone, others from rank 0 only.
+        let senders: Vec<usize> = if me == 0 {
+            (1..size).collect()
+        } else {
+            vec![0]
+        };
+        let mut expected = Arrivals::new();
+        for &s in &senders {
+            for rail in 0..comm.rails() {
+                let a = comm.expected_arrivals(comm.config().policy, s, me, chunk, n as u32);
+                expected.add(rail, a.per_rail()[rail]);
+            }
+        }
+        comm.wait_arrivals(&arrived, &expected)?;
+        for &s in &senders {
+            let mut got = vec![0; n * chunk];
+            comm.read_local(&inbox, s * n * chunk, &mut got)?;
+            assert_eq!(got, pattern(n * chunk, s as u64), "from {s} at {me}");
+        }
+        Ok(())
+    });
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+}
+
+/// Sets that reach an event before the target arms it are kept: the arm
+/// adds to the count and fires at once (elan-semantics rule 2).
+#[test]
+fn rearming_after_early_sets_does_not_lose_them() {
+    let c = cluster(2, 1, 1, 1 << 16);
+    let out = c.run(|comm| -> Result<(), Error> {
+        let flag = comm.alloc(0)?;
+        let early = comm.alloc_dest_event()?;
+        let go = comm.alloc_dest_event()?;
+        if comm.rank() == 0 {
+            for _ in 0..3 {
+                comm.notify(1, &early, &flag)?;
+            }
+            // The three sets are delivered (completions waited) before the
+            // target even arms the event.
+            comm.notify(1, &go, &flag)?;
+        } else {
+            comm.wait_arrivals(&go, &on_rail(0, 1))?;
+            comm.wait_arrivals(&early, &on_rail(0, 3))?;
+            // The next round counts afresh: two more sets, re-armed for two.
+            Ok::<(), Error>(())?;
+        }
+        Ok(())
+    });
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+}
