@@ -165,7 +165,12 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
             // enumerations and ranges, the accepted values.
             let text = e.render().to_string();
             let first = text.lines().next().unwrap_or("error: invalid arguments");
-            eprintln!("{first}");
+            // Enumerations list their accepted values on a later line: keep
+            // them on the one line we print.
+            match text.lines().find(|l| l.contains("possible values")) {
+                Some(values) => eprintln!("{first} {}", values.trim()),
+                None => eprintln!("{first}"),
+            }
             return 2;
         }
     };

@@ -1,0 +1,83 @@
+//! The `railcoll` binary as a user runs it.
+
+use std::process::Command;
+
+fn railcoll(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_railcoll"))
+        .args(args)
+        .output()
+        .expect("run railcoll")
+}
+
+#[test]
+fn bench_put_json_lines_parse_and_carry_the_required_keys() {
+    let out = railcoll(&[
+        "bench", "put", "--json", "--sizes", "8,64K", "--rounds", "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    // Two sizes x (one rail, striped over two).
+    assert_eq!(lines.len(), 4);
+    for v in &lines {
+        for key in [
+            "size",
+            "rails",
+            "latency_us",
+            "bandwidth_gbps",
+            "memcpy_ratio",
+            "pingpong_ratio",
+            "mode",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key} in {v}");
+        }
+        assert!(v["latency_us"].as_f64().is_some_and(|x| x > 0.0));
+        assert!(v["bandwidth_gbps"].as_f64().is_some_and(|x| x > 0.0));
+    }
+    let sizes: Vec<u64> = lines
+        .iter()
+        .map(|v| v["size"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(sizes, vec![8, 8, 65_536, 65_536]);
+    let rails: Vec<u64> = lines
+        .iter()
+        .map(|v| v["rails"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(rails, vec![1, 2, 1, 2]);
+}
+
+#[test]
+fn bad_arguments_exit_2_with_one_line_naming_the_problem() {
+    for (args, needle) in [
+        (vec!["bench", "put", "--nodes", "0"], "--nodes"),
+        (vec!["bench", "put", "--rails", "9"], "--rails"),
+        (vec!["bench", "put", "--sizes", "1..x"], "size"),
+        (vec!["bench", "put", "--placement", "spiral"], "block"),
+        (
+            vec!["bench", "put", "--packet-size", "1000"],
+            "power of two",
+        ),
+        (vec!["bench", "put", "--nodes", "1"], "at least 2 ranks"),
+    ] {
+        let out = railcoll(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "one line for {args:?}: {err}"
+        );
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "nothing half-written on stdout for {args:?}"
+        );
+    }
+}
