@@ -7,7 +7,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use railcoll_emu::{Cluster, ClusterConfig};
 use railcoll_fw::abi::command::{Command, DmaCommand, DmaKind};
 use railcoll_fw::abi::event::EventId;
-use railcoll_fw::abi::packet::{Packet, Route};
+use railcoll_fw::abi::packet::{DataPacket, Packet, Route};
 use railcoll_host::RailPolicy;
 use std::hint::black_box;
 
@@ -23,7 +23,7 @@ fn decoders(c: &mut Criterion) {
         dst_event: Some(EventId(2)),
     })
     .emit(7);
-    let header = Packet::Data {
+    let header = Packet::Data(DataPacket {
         route: Route {
             src_node: 0,
             src_ctx: 0,
@@ -40,7 +40,7 @@ fn decoders(c: &mut Criterion) {
         get_response: false,
         dma_addr: 0x2000,
         dma_len: 2048,
-    }
+    })
     .emit();
     let raw = block.to_bytes();
     g.bench_function("baseline_copy_64B", |b| {

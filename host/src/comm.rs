@@ -219,6 +219,16 @@ pub struct ChainedPut {
     pub dst_event: Option<DestEvent>,
 }
 
+/// An access outside the arena's DMA memory, as a host error.
+fn arena_error(e: crate::dma_mem::OutOfRange) -> Error {
+    Error::OutOfBounds {
+        what: "the arena",
+        offset: e.offset,
+        len: e.len,
+        limit: e.size,
+    }
+}
+
 /// Which side of the transfer is remote.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -312,12 +322,7 @@ impl Comm {
             .arena()
             .mem
             .write(r.offset(), data)
-            .map_err(|e| Error::OutOfBounds {
-                what: "the arena",
-                offset: e.offset,
-                len: e.len,
-                limit: e.size,
-            })
+            .map_err(arena_error)
     }
 
     /// Copy from the local arena at `buf + offset` into `out`.
@@ -328,12 +333,7 @@ impl Comm {
             .arena()
             .mem
             .read(r.offset(), out)
-            .map_err(|e| Error::OutOfBounds {
-                what: "the arena",
-                offset: e.offset,
-                len: e.len,
-                limit: e.size,
-            })
+            .map_err(arena_error)
     }
 
     /// The local arena memory of `buf`, for zero-copy use.
@@ -343,12 +343,7 @@ impl Comm {
             .arena()
             .mem
             .slice(buf.offset(), buf.len())
-            .map_err(|e| Error::OutOfBounds {
-                what: "the arena",
-                offset: e.offset,
-                len: e.len,
-                limit: e.size,
-            })
+            .map_err(arena_error)
     }
 
     /// Allocate a symmetric destination event (same order on every rank).

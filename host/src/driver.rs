@@ -49,6 +49,16 @@ pub const CHAIN_BLOCKS: usize = 64;
 /// Error records per rail ring.
 const ERR_LOG2: u8 = 6;
 
+/// An access outside a DMA buffer, as a host error naming the buffer.
+pub(crate) fn out_of_range(what: &'static str, e: crate::dma_mem::OutOfRange) -> Error {
+    Error::OutOfBounds {
+        what,
+        offset: e.offset,
+        len: e.len,
+        limit: e.size,
+    }
+}
+
 /// Global mailbox sequence numbers: unique per process.
 static MAILBOX_SEQ: AtomicU32 = AtomicU32::new(1);
 
@@ -351,12 +361,7 @@ impl Driver {
         port.ring
             .mem
             .write(offset, &block.to_bytes())
-            .map_err(|e| Error::OutOfBounds {
-                what: "the command ring",
-                offset: e.offset,
-                len: e.len,
-                limit: e.size,
-            })?;
+            .map_err(|e| out_of_range("the command ring", e))?;
         port.tail += 1;
         Ok(())
     }
@@ -458,8 +463,7 @@ impl Driver {
         count: u32,
         block: usize,
     ) -> Result<(), Error> {
-        let words_len = self.ports.len() * self.events_per_ctx as usize * 8;
-        let src = CONTROL_VA + (words_len + block * COMMAND_BLOCK_SIZE) as u64;
+        let src = CONTROL_VA + self.chain_block_offset(block) as u64;
         let action = EventAction {
             kind: ActionKind::Copy { src },
             wake: false,
@@ -486,17 +490,17 @@ impl Driver {
             }
             None => return Err(Error::EventsExhausted("chain block")),
         };
-        let words_len = self.ports.len() * self.events_per_ctx as usize * 8;
         self.control
             .mem
-            .write(words_len + index * COMMAND_BLOCK_SIZE, &block.to_bytes())
-            .map_err(|e| Error::OutOfBounds {
-                what: "the control region",
-                offset: e.offset,
-                len: e.len,
-                limit: e.size,
-            })?;
+            .write(self.chain_block_offset(index), &block.to_bytes())
+            .map_err(|e| out_of_range("the control region", e))?;
         Ok(index)
+    }
+
+    /// Offset of chain block `index` in the control region (after the
+    /// completion words).
+    fn chain_block_offset(&self, index: usize) -> usize {
+        self.ports.len() * self.events_per_ctx as usize * 8 + index * COMMAND_BLOCK_SIZE
     }
 
     /// Free a chain block once its event has fired.

@@ -163,52 +163,61 @@ pub struct Route {
     pub job_key: u32,
 }
 
+/// A data packet: payload for `route.dst_ctx`'s memory at `addr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataPacket {
+    /// Addressing.
+    pub route: Route,
+    /// Flow sequence number.
+    pub seq: u32,
+    /// Target virtual address.
+    pub addr: u64,
+    /// Payload length (`<= MAX_PACKET_SIZE`).
+    pub len: u32,
+    /// Raw target event (`EventId::NONE` encoding for none), bounded by
+    /// the receiver.
+    pub event: u32,
+    /// DMA cookie.
+    pub cookie: u32,
+    /// Last packet of its DMA.
+    pub last: bool,
+    /// Part of a get response.
+    pub get_response: bool,
+    /// First target address of the whole DMA.
+    pub dma_addr: u64,
+    /// Total length of the whole DMA.
+    pub dma_len: u32,
+}
+
+/// A get request to the owner `route.dst_ctx`, which runs the described
+/// put back to the requester.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GetRequestPacket {
+    /// Addressing.
+    pub route: Route,
+    /// Flow sequence number.
+    pub seq: u32,
+    /// Owner's source address.
+    pub src_addr: u64,
+    /// Requester's destination address.
+    pub dst_addr: u64,
+    /// Total bytes.
+    pub len: u32,
+    /// Owner's event (raw).
+    pub src_event: u32,
+    /// Requester's event (raw).
+    pub dst_event: u32,
+    /// DMA cookie.
+    pub cookie: u32,
+}
+
 /// A validated packet header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Packet {
-    /// Data for `route.dst_ctx`'s memory at `addr`.
-    Data {
-        /// Addressing.
-        route: Route,
-        /// Flow sequence number.
-        seq: u32,
-        /// Target virtual address.
-        addr: u64,
-        /// Payload length (`<= MAX_PACKET_SIZE`).
-        len: u32,
-        /// Raw target event (`EventId::NONE` encoding for none), bounded by
-        /// the receiver.
-        event: u32,
-        /// DMA cookie.
-        cookie: u32,
-        /// Last packet of its DMA.
-        last: bool,
-        /// Part of a get response.
-        get_response: bool,
-        /// First target address of the whole DMA.
-        dma_addr: u64,
-        /// Total length of the whole DMA.
-        dma_len: u32,
-    },
+    /// Payload for `route.dst_ctx`'s memory.
+    Data(DataPacket),
     /// A get request to the owner `route.dst_ctx`.
-    GetRequest {
-        /// Addressing.
-        route: Route,
-        /// Flow sequence number.
-        seq: u32,
-        /// Owner's source address.
-        src_addr: u64,
-        /// Requester's destination address.
-        dst_addr: u64,
-        /// Total bytes.
-        len: u32,
-        /// Owner's event (raw).
-        src_event: u32,
-        /// Requester's event (raw).
-        dst_event: u32,
-        /// DMA cookie.
-        cookie: u32,
-    },
+    GetRequest(GetRequestPacket),
     /// Cumulative acknowledgement.
     Ack {
         /// Sender of the ack.
@@ -275,7 +284,7 @@ impl Packet {
                 {
                     return Err(ErrorCode::BadPacket);
                 }
-                Ok(Packet::Data {
+                Ok(Packet::Data(DataPacket {
                     route,
                     seq: h.seq.get(),
                     addr: h.addr.get(),
@@ -286,13 +295,13 @@ impl Packet {
                     get_response: h.flags & FLAG_GET_RESPONSE != 0,
                     dma_addr,
                     dma_len: h.aux2.get(),
-                })
+                }))
             }
             PacketType::GetRequest => {
                 if h.flags != 0 || h.len.get() != 0 || h.aux2.get() > MAX_DMA_LEN {
                     return Err(ErrorCode::BadPacket);
                 }
-                Ok(Packet::GetRequest {
+                Ok(Packet::GetRequest(GetRequestPacket {
                     route,
                     seq: h.seq.get(),
                     src_addr: h.aux0.get(),
@@ -301,7 +310,7 @@ impl Packet {
                     src_event: h.aux1.get(),
                     dst_event: h.event.get(),
                     cookie: h.cookie.get(),
-                })
+                }))
             }
             PacketType::Ack | PacketType::Nack => {
                 if h.flags != 0
@@ -352,7 +361,7 @@ impl Packet {
             h.job_key = U32::new(r.job_key);
         };
         match *self {
-            Packet::Data {
+            Packet::Data(DataPacket {
                 route,
                 seq,
                 addr,
@@ -363,7 +372,7 @@ impl Packet {
                 get_response,
                 dma_addr,
                 dma_len,
-            } => {
+            }) => {
                 h.ptype = PacketType::Data as u8;
                 set_route(&mut h, &route);
                 h.flags = if last { FLAG_LAST } else { 0 }
@@ -376,7 +385,7 @@ impl Packet {
                 h.aux0 = U64::new(dma_addr);
                 h.aux2 = U32::new(dma_len);
             }
-            Packet::GetRequest {
+            Packet::GetRequest(GetRequestPacket {
                 route,
                 seq,
                 src_addr,
@@ -385,7 +394,7 @@ impl Packet {
                 src_event,
                 dst_event,
                 cookie,
-            } => {
+            }) => {
                 h.ptype = PacketType::GetRequest as u8;
                 set_route(&mut h, &route);
                 h.seq = U32::new(seq);
@@ -433,7 +442,8 @@ impl Packet {
     /// Destination node.
     pub const fn dst_node(&self) -> NodeId {
         match self {
-            Packet::Data { route, .. } | Packet::GetRequest { route, .. } => route.dst_node,
+            Packet::Data(DataPacket { route, .. })
+            | Packet::GetRequest(GetRequestPacket { route, .. }) => route.dst_node,
             Packet::Ack { dst_node, .. } | Packet::Nack { dst_node, .. } => *dst_node,
         }
     }
@@ -441,7 +451,7 @@ impl Packet {
     /// Payload bytes that follow the header on the wire.
     pub const fn payload_len(&self) -> u32 {
         match self {
-            Packet::Data { len, .. } => *len,
+            Packet::Data(d) => d.len,
             _ => 0,
         }
     }
@@ -476,7 +486,7 @@ mod tests {
 
     fn samples() -> [Packet; 4] {
         [
-            Packet::Data {
+            Packet::Data(DataPacket {
                 route: route(),
                 seq: u32::MAX,
                 addr: 1 << 44,
@@ -487,8 +497,8 @@ mod tests {
                 get_response: false,
                 dma_addr: (1 << 44) - 2048,
                 dma_len: 4096,
-            },
-            Packet::GetRequest {
+            }),
+            Packet::GetRequest(GetRequestPacket {
                 route: route(),
                 seq: 0,
                 src_addr: 0x100,
@@ -497,7 +507,7 @@ mod tests {
                 src_event: 7,
                 dst_event: u32::MAX,
                 cookie: 1,
-            },
+            }),
             Packet::Ack {
                 src_node: 3,
                 dst_node: 1,

@@ -6,22 +6,8 @@ use super::{Dma, DmaRole, Engine, RX_BUDGET};
 use crate::abi::NodeId;
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
-use crate::abi::packet::{Packet, PacketHeader, PacketType, Route};
+use crate::abi::packet::{DataPacket, GetRequestPacket, Packet, PacketHeader, PacketType, Route};
 use crate::abi::regs::RegionPerms;
-
-/// A data packet's fields, as the receiver uses them.
-#[derive(Clone, Copy)]
-struct Inbound {
-    route: Route,
-    addr: u64,
-    len: u32,
-    event: u32,
-    cookie: u32,
-    last: bool,
-    get_response: bool,
-    dma_addr: u64,
-    dma_len: u32,
-}
 
 /// What the receiver did with an in-order packet.
 enum Verdict {
@@ -77,7 +63,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             } => {
                 self.on_ack(PacketType::Nack, src_node, cum_seq, err_bits, err_code);
             }
-            Packet::Data { route, seq, .. } | Packet::GetRequest { route, seq, .. } => {
+            Packet::Data(DataPacket { route, seq, .. })
+            | Packet::GetRequest(GetRequestPacket { route, seq, .. }) => {
                 self.on_sequenced(route.src_node, seq, &packet, payload);
             }
         }
@@ -100,42 +87,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             self.owe_ack(src, true);
             return;
         }
-        let verdict = match *packet {
-            Packet::Data {
-                route,
-                addr,
-                len,
-                event,
-                cookie,
-                last,
-                get_response,
-                dma_addr,
-                dma_len,
-                ..
-            } => {
-                let data = Inbound {
-                    route,
-                    addr,
-                    len,
-                    event,
-                    cookie,
-                    last,
-                    get_response,
-                    dma_addr,
-                    dma_len,
-                };
-                self.on_data(&data, payload)
-            }
-            Packet::GetRequest {
-                route,
-                src_addr,
-                dst_addr,
-                len,
-                src_event,
-                dst_event,
-                cookie,
-                ..
-            } => self.on_get_request(route, src_addr, dst_addr, len, src_event, dst_event, cookie),
+        let verdict = match packet {
+            Packet::Data(data) => self.on_data(data, payload),
+            Packet::GetRequest(request) => self.on_get_request(request),
             Packet::Ack { .. } | Packet::Nack { .. } => Verdict::Accepted,
         };
         let Some(flow) = self.rx.get_mut(src as usize) else {
@@ -163,8 +117,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// Check and apply a data packet. Nothing is written unless every check
     /// passes, and the checks cover the packet's whole DMA, so a DMA is
     /// either written entirely or not at all.
-    fn on_data(&mut self, d: &Inbound, payload: &H::Payload) -> Verdict {
-        let Inbound {
+    fn on_data(&mut self, d: &DataPacket, payload: &H::Payload) -> Verdict {
+        let DataPacket {
             route,
             addr,
             len,
@@ -174,6 +128,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             get_response,
             dma_addr,
             dma_len,
+            ..
         } = *d;
         let ctx = route.dst_ctx;
         let event = EventId::decode(raw_event, EVENTS as u32);
@@ -223,17 +178,17 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     /// A get request: validate the owner's side and queue the put back.
-    #[allow(clippy::too_many_arguments)]
-    fn on_get_request(
-        &mut self,
-        route: Route,
-        src_addr: u64,
-        dst_addr: u64,
-        len: u32,
-        raw_src_event: u32,
-        raw_dst_event: u32,
-        cookie: u32,
-    ) -> Verdict {
+    fn on_get_request(&mut self, request: &GetRequestPacket) -> Verdict {
+        let GetRequestPacket {
+            route,
+            src_addr,
+            dst_addr,
+            len,
+            src_event: raw_src_event,
+            dst_event: raw_dst_event,
+            cookie,
+            ..
+        } = *request;
         let ctx = route.dst_ctx;
         let checked = self.check_inbound(ctx, route.job_key).and_then(|()| {
             let phys = self.translate(ctx, src_addr, len as u64, RegionPerms::REMOTE_READ)?;

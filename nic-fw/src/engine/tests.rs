@@ -807,6 +807,12 @@ fn engine_tables_fit_the_reference_soft_core() {
     use crate::fuzzing::SimBoard;
     let image = core::mem::size_of::<Engine<SimBoard, 64, 64>>() - core::mem::size_of::<SimBoard>();
     std::println!("engine state, 64 nodes x 64 events: {image} bytes");
-    std::println!("engine state, 256 nodes x 512 events: {} bytes", core::mem::size_of::<Engine<SimBoard, 256, 512>>() - core::mem::size_of::<SimBoard>());
-    assert!(image < 128 * 1024, "{image} bytes leaves too little of 512 KiB for stack and code");
+    std::println!(
+        "engine state, 256 nodes x 512 events: {} bytes",
+        core::mem::size_of::<Engine<SimBoard, 256, 512>>() - core::mem::size_of::<SimBoard>()
+    );
+    assert!(
+        image < 128 * 1024,
+        "{image} bytes leaves too little of 512 KiB for stack and code"
+    );
 }

@@ -4,7 +4,7 @@
 use super::hw::{Hardware, PayloadSource};
 use super::{DmaRole, Engine, TX_BUDGET, TxEntry, TxFlow};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
-use crate::abi::packet::{Packet, PacketType, Route};
+use crate::abi::packet::{DataPacket, GetRequestPacket, Packet, PacketType, Route};
 use crate::abi::regs::{self, Status};
 use crate::abi::{NodeId, TX_WINDOW};
 
@@ -159,7 +159,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         };
         let (packet, payload) = match dma.role {
             DmaRole::Put | DmaRole::GetResponse => (
-                Packet::Data {
+                Packet::Data(DataPacket {
                     route,
                     seq,
                     addr: dma.dst_addr.wrapping_add(e.offset as u64),
@@ -170,14 +170,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     get_response: dma.role == DmaRole::GetResponse,
                     dma_addr: dma.dst_addr,
                     dma_len: dma.len,
-                },
+                }),
                 Some(PayloadSource {
                     phys: dma.src_phys.wrapping_add(e.offset as u64),
                     len: e.len,
                 }),
             ),
             DmaRole::GetRequest => (
-                Packet::GetRequest {
+                Packet::GetRequest(GetRequestPacket {
                     route,
                     seq,
                     src_addr: dma.remote_src,
@@ -186,7 +186,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     src_event: dma.peer_event,
                     dst_event: dma.request_dst_event,
                     cookie: dma.cookie,
-                },
+                }),
                 None,
             ),
         };
