@@ -273,6 +273,26 @@ impl Comm {
         })
     }
 
+    fn check_rank(&self, rank: usize) -> Result<(), Error> {
+        if rank >= self.size() {
+            return Err(Error::RankOutOfRange {
+                rank,
+                size: self.size(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_rail(&self, rail: usize) -> Result<(), Error> {
+        if rail >= self.cfg.rails {
+            return Err(Error::NoSuchRail {
+                rail,
+                rails: self.cfg.rails,
+            });
+        }
+        Ok(())
+    }
+
     /// This rank.
     pub fn rank(&self) -> usize {
         self.cfg.rank
@@ -434,10 +454,7 @@ impl Comm {
         remote: &SymBuffer,
         opts: TransferOptions,
     ) -> Result<PutHandle<'_>, Error> {
-        let size = self.size();
-        if peer >= size {
-            return Err(Error::RankOutOfRange { rank: peer, size });
-        }
+        self.check_rank(peer)?;
         let len = local.len();
         if remote.len() != len {
             return Err(Error::OutOfBounds {
@@ -468,13 +485,8 @@ impl Comm {
             }
         }
         let policy = opts.policy.unwrap_or(self.cfg.policy);
-        if let RailPolicy::Rail(r) = policy
-            && r >= self.cfg.rails
-        {
-            return Err(Error::NoSuchRail {
-                rail: r,
-                rails: self.cfg.rails,
-            });
+        if let RailPolicy::Rail(r) = policy {
+            self.check_rail(r)?;
         }
         let (src_rank, dst_rank) = match dir {
             Direction::Put => (self.rank(), peer),
@@ -550,12 +562,7 @@ impl Comm {
                 if n == 0 {
                     continue;
                 }
-                if rail >= self.cfg.rails {
-                    return Err(Error::NoSuchRail {
-                        rail,
-                        rails: self.cfg.rails,
-                    });
-                }
+                self.check_rail(rail)?;
                 let generation = driver.push_arm_write(rail, event.0, n)?;
                 driver.ring(rail)?;
                 waits.push((rail, event.0, generation));
@@ -598,18 +605,8 @@ impl Comm {
             dst,
             dst_event,
         } = *chain;
-        if dst_rank >= self.size() {
-            return Err(Error::RankOutOfRange {
-                rank: dst_rank,
-                size: self.size(),
-            });
-        }
-        if rail >= self.cfg.rails {
-            return Err(Error::NoSuchRail {
-                rail,
-                rails: self.cfg.rails,
-            });
-        }
+        self.check_rank(dst_rank)?;
+        self.check_rail(rail)?;
         if src.len() != dst.len() {
             return Err(Error::OutOfBounds {
                 what: "the remote buffer",
@@ -646,18 +643,8 @@ impl Comm {
         dst_va: u64,
         rail: usize,
     ) -> Result<PutHandle<'_>, Error> {
-        if dst_rank >= self.size() {
-            return Err(Error::RankOutOfRange {
-                rank: dst_rank,
-                size: self.size(),
-            });
-        }
-        if rail >= self.cfg.rails {
-            return Err(Error::NoSuchRail {
-                rail,
-                rails: self.cfg.rails,
-            });
-        }
+        self.check_rank(dst_rank)?;
+        self.check_rail(rail)?;
         let mut driver = self.driver.borrow_mut();
         let ev = driver.take_completion_event(rail)?;
         let generation = driver.push_arm_write(rail, ev, 1)?;
