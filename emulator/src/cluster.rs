@@ -381,3 +381,81 @@ impl Cluster {
         Comm::new(self.comm_config(rank), device, wait)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_configurations_are_refused_by_name() {
+        let ok = ClusterConfig::default();
+        assert!(ok.validate().is_ok());
+        for (cfg, needle) in [
+            (ClusterConfig { nodes: 0, ..ok }, "nodes"),
+            (ClusterConfig { nodes: 257, ..ok }, "nodes"),
+            (
+                ClusterConfig {
+                    ranks_per_node: 17,
+                    ..ok
+                },
+                "ranks per node",
+            ),
+            (ClusterConfig { rails: 0, ..ok }, "rails"),
+            (ClusterConfig { rails: 5, ..ok }, "rails"),
+            (
+                ClusterConfig {
+                    workers: Some(0),
+                    ..ok
+                },
+                "workers",
+            ),
+            (
+                ClusterConfig {
+                    packet_size: 1000,
+                    ..ok
+                },
+                "packet size",
+            ),
+            (
+                ClusterConfig {
+                    packet_size: 32,
+                    ..ok
+                },
+                "packet size",
+            ),
+            (
+                ClusterConfig {
+                    arena_size: 0,
+                    ..ok
+                },
+                "arena",
+            ),
+            (
+                ClusterConfig {
+                    policy: RailPolicy::Rail(2),
+                    ..ok
+                },
+                "rail policy",
+            ),
+        ] {
+            match Cluster::new(cfg) {
+                Err(EmuError::Config(msg)) => assert!(msg.contains(needle), "{msg}"),
+                other => panic!("{cfg:?} was accepted: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_cluster_runs_many_closures_in_turn() {
+        let c = Cluster::new(ClusterConfig {
+            arena_size: 1 << 16,
+            ..ClusterConfig::default()
+        })
+        .expect("cluster");
+        for round in 0..3 {
+            let out = c.run(|comm| comm.rank() * 10 + round);
+            let values: Vec<usize> = out.into_iter().map(|r| r.expect("rank ran")).collect();
+            assert_eq!(values, vec![round, 10 + round]);
+        }
+    }
+}

@@ -107,6 +107,13 @@ impl Arrivals {
         }
     }
 
+    /// Add another set of arrivals.
+    pub fn merge(&mut self, other: &Arrivals) {
+        for (mine, theirs) in self.per_rail.iter_mut().zip(other.per_rail) {
+            *mine += theirs;
+        }
+    }
+
     /// Per-rail counts.
     pub fn per_rail(&self) -> &[u32; MAX_RAILS] {
         &self.per_rail

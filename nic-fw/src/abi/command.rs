@@ -47,6 +47,10 @@ pub struct CommandBlock {
 }
 
 const _: () = assert!(core::mem::size_of::<CommandBlock>() == COMMAND_BLOCK_SIZE);
+// Byte-aligned layouts: a block may be read from any address (the ring's
+// 64-byte slot alignment is a property of the ring, not of the type).
+const _: () = assert!(core::mem::align_of::<CommandBlock>() == 1);
+const _: () = assert!(core::mem::align_of::<DmaDescriptor>() == 1);
 
 /// Command opcodes. `0` is deliberately invalid so that zeroed memory is
 /// never mistaken for a command.

@@ -106,6 +106,7 @@ pub struct PacketHeader {
 }
 
 const _: () = assert!(core::mem::size_of::<PacketHeader>() == HEADER_LEN);
+const _: () = assert!(core::mem::align_of::<PacketHeader>() == 1);
 
 /// Packet types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
