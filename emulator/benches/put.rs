@@ -21,6 +21,7 @@ fn decoders(c: &mut Criterion) {
         dst_addr: 0x2000,
         src_event: Some(EventId(1)),
         dst_event: Some(EventId(2)),
+        wake: false,
     })
     .emit(7);
     let header = Packet::Data(DataPacket {
@@ -40,6 +41,7 @@ fn decoders(c: &mut Criterion) {
         get_response: false,
         dma_addr: 0x2000,
         dma_len: 2048,
+        wake: false,
     })
     .emit();
     let raw = block.to_bytes();
@@ -85,6 +87,7 @@ fn puts(c: &mut Criterion) {
                         let opts = railcoll_host::TransferOptions {
                             policy: Some(policy),
                             dest_event: None,
+                            wake: false,
                         };
                         let start = std::time::Instant::now();
                         for _ in 0..iters {

@@ -182,6 +182,7 @@ pub fn put_bench(
                                     TransferOptions {
                                         policy: Some(policy),
                                         dest_event: None,
+                                        wake: false,
                                     },
                                 )
                                 .and_then(|h| h.wait());

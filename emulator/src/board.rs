@@ -116,9 +116,25 @@ impl Link for EmuBoard {
             return Ok(());
         };
         let src = self.memories.get(p.node as usize).ok_or(BusError)?;
+        let (dst_off, src_off) = (range(phys)?, range(p.phys)?);
+        if p.len == 8 && dst_off.is_multiple_of(8) {
+            // An aligned 8-byte payload lands as one atomic store, as an
+            // aligned 8-byte PCIe write does: hosts poll such words (RDMA
+            // barrier flags) and must never see them torn.
+            let mut word = [0u8; 8];
+            src.read(src_off, &mut word).map_err(|_| BusError)?;
+            return self
+                .memory
+                .store_u64(
+                    dst_off,
+                    u64::from_le_bytes(word),
+                    std::sync::atomic::Ordering::Release,
+                )
+                .map_err(|_| BusError);
+        }
         // The one copy of the put path: sender's memory -> this node's.
         self.memory
-            .copy_from(range(phys)?, src, range(p.phys)?, p.len as usize)
+            .copy_from(dst_off, src, src_off, p.len as usize)
             .map_err(|_| BusError)
     }
 }

@@ -20,7 +20,7 @@ use railcoll_fw::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
 use railcoll_fw::engine::{Engine, Location};
 use railcoll_host::device::{Device, DeviceError, DmaBuffer};
 use railcoll_host::dma_mem::DmaMemory;
-use railcoll_host::env::{ParkingWait, WaitHook, Waker};
+use railcoll_host::env::{NodeWait, ParkingWait, WaitHook, Waker};
 use railcoll_host::regio::RegisterIo;
 use railcoll_host::{Comm, CommConfig, Placement, RailPolicy, Topology};
 
@@ -153,6 +153,7 @@ pub struct EmuDevice {
     memory: Arc<NodeMemory>,
     registers: Vec<Arc<SharedRegisters>>,
     admin: Mutex<()>,
+    segments: Mutex<std::collections::HashMap<u64, railcoll_host::mmap::WeakMapping>>,
 }
 
 impl Device for EmuDevice {
@@ -176,6 +177,26 @@ impl Device for EmuDevice {
 
     fn admin_lock(&self) -> MutexGuard<'_, ()> {
         self.admin.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn node_segment(&self, key: u64, len: usize) -> Result<DmaMemory, DeviceError> {
+        let mut segments = self.segments.lock().unwrap_or_else(|p| p.into_inner());
+        // The device keeps only a weak handle: the segment lives exactly as
+        // long as some rank's communicator uses it, so a later communicator
+        // with the same key starts from zeroed memory.
+        if let Some(map) = segments.get(&key).and_then(|w| w.upgrade()) {
+            if map.len() < len {
+                return Err(DeviceError::OutOfMemory {
+                    asked: len,
+                    free: map.len(),
+                });
+            }
+            return Ok(map.memory());
+        }
+        let map = railcoll_host::mmap::SharedMapping::new(len)
+            .map_err(|e| DeviceError::Backend(format!("shared segment: {e}")))?;
+        segments.insert(key, map.downgrade());
+        Ok(map.memory())
     }
 }
 
@@ -250,6 +271,7 @@ impl Cluster {
                     memory: Arc::clone(m),
                     registers: r,
                     admin: Mutex::new(()),
+                    segments: Mutex::new(std::collections::HashMap::new()),
                 })
             })
             .collect();
@@ -377,7 +399,8 @@ impl Cluster {
             w.register_current();
         }
         let device: Arc<dyn Device> = self.devices[node].clone();
-        let wait: Arc<dyn WaitHook> = self.wait.clone();
+        let node_wakers = self.wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS].to_vec();
+        let wait: Arc<dyn WaitHook> = Arc::new(NodeWait::new(Arc::clone(&self.wait), node_wakers));
         Comm::new(self.comm_config(rank), device, wait)
     }
 }

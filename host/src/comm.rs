@@ -73,6 +73,10 @@ impl CommConfig {
 pub struct DestEvent(EventId);
 
 impl DestEvent {
+    pub(crate) fn from_id(id: EventId) -> Self {
+        DestEvent(id)
+    }
+
     /// The NIC event index.
     pub fn id(&self) -> EventId {
         self.0
@@ -127,15 +131,24 @@ pub struct TransferOptions {
     pub policy: Option<RailPolicy>,
     /// Event to set at the destination, once per rail part.
     pub dest_event: Option<DestEvent>,
+    /// Wake the destination's host once the data has landed (for targets
+    /// that poll the written memory itself).
+    pub wake: bool,
 }
 
 /// The communicator of one rank. Not `Sync`: one thread drives a rank.
 pub struct Comm {
-    cfg: CommConfig,
+    pub(crate) cfg: CommConfig,
     node: usize,
     driver: RefCell<Driver>,
     alloc: RefCell<SymAllocator>,
     round_robin: Cell<usize>,
+    /// The node's shared segment (intra-node phases).
+    pub(crate) shm: RefCell<crate::shm::NodeShm>,
+    /// Buffers and events the collectives reserve at creation.
+    pub(crate) coll: crate::coll::CollBuffers,
+    /// Per-communicator collective sequence numbers.
+    pub(crate) seq: crate::coll::CollSeq,
 }
 
 impl std::fmt::Debug for Comm {
@@ -259,6 +272,12 @@ impl Comm {
                 rails: cfg.rails,
             });
         }
+        let (_, local) = cfg.topology.locate(cfg.rank)?;
+        let segment = device.node_segment(
+            u64::from(cfg.job_key),
+            crate::shm::NodeShm::segment_len(cfg.topology.ranks_per_node()),
+        )?;
+        let shm = crate::shm::NodeShm::new(segment, cfg.topology.ranks_per_node(), local)?;
         let driver = Driver::open(
             device,
             wait,
@@ -271,12 +290,19 @@ impl Comm {
                 cq_log2: cfg.cq_log2,
             },
         )?;
+        let mut alloc = SymAllocator::new(cfg.arena_size);
+        let mut driver = driver;
+        // Reserved before any user allocation, so the same on every rank.
+        let coll = crate::coll::CollBuffers::reserve(&mut alloc, &mut driver, cfg.topology.size())?;
         Ok(Self {
             cfg,
             node,
             driver: RefCell::new(driver),
-            alloc: RefCell::new(SymAllocator::new(cfg.arena_size)),
+            alloc: RefCell::new(alloc),
             round_robin: Cell::new(0),
+            shm: RefCell::new(shm),
+            coll,
+            seq: crate::coll::CollSeq::default(),
         })
     }
 
@@ -529,6 +555,7 @@ impl Comm {
                     dst_addr: remote_va,
                     src_event: Some(ev),
                     dst_event: dest,
+                    wake: opts.wake,
                 },
                 // The completion event is this side's destination event; a
                 // user destination event cannot also be set by the same
@@ -541,6 +568,7 @@ impl Comm {
                     dst_addr: local_va,
                     src_event: None,
                     dst_event: Some(ev),
+                    wake: false,
                 },
             };
             driver.push(p.rail, &Command::Dma(cmd), self.rank() as u32)?;
@@ -594,6 +622,7 @@ impl Comm {
             TransferOptions {
                 policy: Some(RailPolicy::Rail(0)),
                 dest_event: Some(*event),
+                wake: false,
             },
         )?
         .wait()
@@ -630,6 +659,7 @@ impl Comm {
             dst_addr: ARENA_VA + dst.offset() as u64,
             src_event: None,
             dst_event: dst_event.map(|d| d.0),
+            wake: false,
         })
         .emit(self.rank() as u32);
         let trigger = &trigger;
@@ -663,6 +693,7 @@ impl Comm {
             dst_addr: dst_va,
             src_event: Some(ev),
             dst_event: None,
+            wake: false,
         };
         driver.push(rail, &Command::Dma(cmd), self.rank() as u32)?;
         driver.ring(rail)?;
@@ -691,6 +722,10 @@ impl Comm {
         let mut driver = self.driver.borrow_mut();
         driver.push_block(rail, block)?;
         driver.ring(rail)
+    }
+
+    pub(crate) fn wait_arc(&self) -> Arc<dyn WaitHook> {
+        self.driver.borrow().wait_arc()
     }
 
     /// Wait through the environment's hook (for layers built on top).

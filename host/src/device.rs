@@ -58,4 +58,9 @@ pub trait Device: Send + Sync {
     /// Serialises use of the NICs' admin mailboxes among a node's ranks (the
     /// kernel driver's lock, on hardware).
     fn admin_lock(&self) -> MutexGuard<'_, ()>;
+    /// The node-wide shared-memory segment named `key`, created zeroed with
+    /// `len` bytes by the first caller; later callers on the same node get
+    /// the same memory (a real `mmap` shared by the node's ranks). A later
+    /// call with a larger `len` fails with `OutOfMemory`.
+    fn node_segment(&self, key: u64, len: usize) -> Result<DmaMemory, DeviceError>;
 }

@@ -315,6 +315,11 @@ impl Driver {
         &self.arena
     }
 
+    /// The wait hook, shared.
+    pub fn wait_arc(&self) -> Arc<dyn WaitHook> {
+        Arc::clone(&self.wait)
+    }
+
     /// The wait hook.
     pub fn wait_hook(&self) -> &dyn WaitHook {
         &*self.wait

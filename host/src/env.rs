@@ -15,11 +15,17 @@ use std::time::{Duration, Instant};
 #[error("wait did not complete within {0:?}")]
 pub struct WaitTimeout(pub Duration);
 
-/// How a rank blocks.
+/// How a rank blocks, and how it wakes the ranks of its node.
 pub trait WaitHook: Send + Sync {
     /// Return once `ready()` is true. `ready` is cheap and side-effect free
     /// apart from reading memory; it is called repeatedly.
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout>;
+    /// Wake the rank with local index `local` on the caller's node if it is
+    /// blocked in `wait_until` (after the caller changed memory it polls).
+    /// The default does nothing: correct for hooks that never block.
+    fn wake_local(&self, local: usize) {
+        let _ = local;
+    }
 }
 
 /// Spin, then yield, then park until woken (or a short timeout, as a guard
@@ -50,6 +56,35 @@ impl Default for ParkingWait {
     /// cost of a futex wake-up (~25 us), then park.
     fn default() -> Self {
         Self::new(64, Duration::from_micros(50), Duration::from_secs(120))
+    }
+}
+
+/// A [`ParkingWait`] that can also wake the other ranks of its node.
+#[derive(Debug)]
+pub struct NodeWait {
+    parking: Arc<ParkingWait>,
+    node_wakers: Vec<Waker>,
+}
+
+impl NodeWait {
+    /// `node_wakers[i]` wakes local rank `i` of this node.
+    pub fn new(parking: Arc<ParkingWait>, node_wakers: Vec<Waker>) -> Self {
+        Self {
+            parking,
+            node_wakers,
+        }
+    }
+}
+
+impl WaitHook for NodeWait {
+    fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
+        self.parking.wait_until(ready)
+    }
+
+    fn wake_local(&self, local: usize) {
+        if let Some(w) = self.node_wakers.get(local) {
+            w.wake();
+        }
     }
 }
 

@@ -94,6 +94,14 @@ pub enum Error {
     /// A wait gave up.
     #[error(transparent)]
     Timeout(#[from] WaitTimeout),
+    /// The algorithm cannot run on this communicator.
+    #[error("{algorithm} is not valid here: {reason}")]
+    Unsupported {
+        /// Algorithm name.
+        algorithm: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),

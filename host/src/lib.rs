@@ -20,13 +20,17 @@
 //! - [`topology`]: ranks, nodes, placement.
 //! - [`arena`]: the symmetric allocator.
 //! - [`stripe`]: how a put is split over rails.
+//! - [`shm`]: the node's shared-memory segment: epoch flags, the flat-tree
+//!   barrier, broadcast and gather among a node's ranks.
 //! - [`driver`]: command rings, the admin mailbox, events and completion
 //!   words of one rank on every rail.
+//! - [`coll`]: collectives (barriers, broadcasts) and their algorithms.
 //! - [`comm`]: the public API (`Comm::put`, `get`, destination events,
 //!   chained puts, NIC error records).
 //! - [`error`]: typed errors.
 
 pub mod arena;
+pub mod coll;
 pub mod comm;
 pub mod device;
 pub mod dma_mem;
@@ -35,6 +39,7 @@ pub mod env;
 pub mod error;
 pub mod mmap;
 pub mod regio;
+pub mod shm;
 pub mod stripe;
 pub mod topology;
 

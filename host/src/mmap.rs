@@ -77,6 +77,13 @@ impl SharedMapping {
         self.inner.base
     }
 
+    /// A weak handle: does not keep the mapping alive.
+    pub fn downgrade(&self) -> WeakMapping {
+        WeakMapping {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+
     /// A view of the whole mapping.
     pub fn memory(&self) -> DmaMemory {
         let owner: Arc<dyn Send + Sync> = self.inner.clone();
@@ -84,5 +91,18 @@ impl SharedMapping {
         // 8-aligned), kept alive by `owner`, and this crate never creates
         // references into it.
         unsafe { DmaMemory::from_raw_parts(self.inner.base, self.inner.len, owner) }
+    }
+}
+
+/// A [`SharedMapping`] that may have been unmapped (no strong holder left).
+#[derive(Debug, Clone)]
+pub struct WeakMapping {
+    inner: std::sync::Weak<Mapping>,
+}
+
+impl WeakMapping {
+    /// The mapping, if some view still keeps it alive.
+    pub fn upgrade(&self) -> Option<SharedMapping> {
+        self.inner.upgrade().map(|inner| SharedMapping { inner })
     }
 }

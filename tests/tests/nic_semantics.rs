@@ -44,6 +44,7 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
                     TransferOptions {
                         policy: RAIL0,
                         dest_event: Some(arrived),
+                        wake: false,
                     },
                 )?
                 .wait()?;
@@ -169,6 +170,7 @@ fn malformed_commands_fail_alone_and_the_nic_keeps_serving() {
                 dst_addr: ARENA_VA,
                 src_event: None,
                 dst_event: None,
+                wake: false,
             };
             let mut too_long_block = Command::Dma(too_long).emit(13);
             too_long_block.body[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -272,6 +274,7 @@ fn many_outstanding_puts_from_several_ranks_in_both_directions() {
                     TransferOptions {
                         policy: None,
                         dest_event: Some(arrived),
+                        wake: false,
                     },
                 )?);
             }

@@ -42,6 +42,7 @@ fn exercise(comm: &Comm, peer: usize, sizes: &[usize]) -> Result<usize, Error> {
                 let opts = TransferOptions {
                     policy: Some(policy),
                     dest_event: Some(data_event),
+                    wake: false,
                 };
                 let h = comm.put_with(&s, peer, &d, opts)?;
                 let parts = h.parts().len();
@@ -57,6 +58,7 @@ fn exercise(comm: &Comm, peer: usize, sizes: &[usize]) -> Result<usize, Error> {
                     TransferOptions {
                         policy: Some(policy),
                         dest_event: None,
+                        wake: false,
                     },
                 )?
                 .wait()?;
@@ -133,7 +135,7 @@ proptest! {
                 let (s, d) = (src.slice(so, len)?, dst.slice(doff, len)?);
                 if comm.rank() == 0 {
                     comm.write_local(&s, 0, &data)?;
-                    comm.put_with(&s, 1, &d, TransferOptions { policy: Some(policy), dest_event: None })?.wait()?;
+                    comm.put_with(&s, 1, &d, TransferOptions { policy: Some(policy), dest_event: None, wake: false })?.wait()?;
                     comm.notify(1, &go, &flag)?;
                     comm.wait_arrivals(&ack, &one_on_rail0())?;
                 } else {
@@ -173,7 +175,8 @@ fn bad_requests_get_typed_errors_and_change_nothing() {
                 &buf,
                 TransferOptions {
                     policy: Some(RailPolicy::Rail(2)),
-                    dest_event: None
+                    dest_event: None,
+                    wake: false
                 }
             ),
             Err(Error::NoSuchRail { rail: 2, rails: 2 })

@@ -93,6 +93,10 @@ impl Opcode {
 
 /// RUN_DMA flag: the DMA is a get (data flows from `vp` to this context).
 pub const DMA_FLAG_GET: u8 = 1 << 0;
+/// RUN_DMA flag: wake the target context's host threads once the data has
+/// landed (for hosts that poll the written memory itself, as the RDMA
+/// barrier does, and may be parked).
+pub const DMA_FLAG_WAKE: u8 = 1 << 1;
 
 /// Body of RUN_DMA (Elan4's `E4_DMA`, reduced).
 ///
@@ -200,6 +204,8 @@ pub struct DmaCommand {
     pub src_event: Option<EventId>,
     /// Event at the data destination.
     pub dst_event: Option<EventId>,
+    /// Wake the destination's host once the data has landed.
+    pub wake: bool,
 }
 
 /// A validated command.
@@ -247,7 +253,7 @@ impl Command {
             return Err(ErrorCode::ReservedNonZero);
         }
         let flags_allowed = if op == Opcode::RunDma {
-            DMA_FLAG_GET
+            DMA_FLAG_GET | DMA_FLAG_WAKE
         } else {
             0
         };
@@ -283,6 +289,7 @@ impl Command {
                     dst_addr: d.dst_addr.get(),
                     src_event: EventId::decode(d.src_event.get(), events_per_ctx)?,
                     dst_event: EventId::decode(d.dst_event.get(), events_per_ctx)?,
+                    wake: block.flags & DMA_FLAG_WAKE != 0,
                 }))
             }
             Opcode::SetEvent => {
@@ -351,7 +358,10 @@ impl Command {
             Command::Dma(d) => {
                 block.opcode = Opcode::RunDma as u8;
                 if d.kind == DmaKind::Get {
-                    block.flags = DMA_FLAG_GET;
+                    block.flags |= DMA_FLAG_GET;
+                }
+                if d.wake {
+                    block.flags |= DMA_FLAG_WAKE;
                 }
                 let desc = DmaDescriptor {
                     len: U32::new(d.len),
@@ -446,6 +456,7 @@ mod tests {
                 dst_addr: 0x2000,
                 src_event: Some(EventId(1)),
                 dst_event: None,
+                wake: false,
             }),
             Command::Dma(DmaCommand {
                 kind: DmaKind::Get,
@@ -455,6 +466,7 @@ mod tests {
                 dst_addr: 0,
                 src_event: None,
                 dst_event: Some(EventId(9)),
+                wake: true,
             }),
             Command::SetEvent {
                 event: EventId(5),

@@ -60,6 +60,9 @@ pub const FLAG_LAST: u8 = 1 << 0;
 /// Data flag: this is a get response; the target range needs `LOCAL_WRITE`
 /// (it is the requester's own memory) instead of `REMOTE_WRITE`.
 pub const FLAG_GET_RESPONSE: u8 = 1 << 1;
+/// Data flag (LAST packets only): wake the target context's host once the
+/// DMA's data has landed.
+pub const FLAG_WAKE: u8 = 1 << 2;
 
 /// The header layout.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, PartialEq, Eq)]
@@ -188,6 +191,8 @@ pub struct DataPacket {
     pub dma_addr: u64,
     /// Total length of the whole DMA.
     pub dma_len: u32,
+    /// Wake the target's host after this (last) packet.
+    pub wake: bool,
 }
 
 /// A get request to the owner `route.dst_ctx`, which runs the described
@@ -277,7 +282,8 @@ impl Packet {
                         .checked_add(len)
                         .zip(dma_addr.checked_add(dma_len))
                         .is_some_and(|(e, de)| e <= de);
-                if h.flags & !(FLAG_LAST | FLAG_GET_RESPONSE) != 0
+                if h.flags & !(FLAG_LAST | FLAG_GET_RESPONSE | FLAG_WAKE) != 0
+                    || (h.flags & FLAG_WAKE != 0 && h.flags & FLAG_LAST == 0)
                     || h.len.get() > MAX_PACKET_SIZE
                     || h.aux2.get() > MAX_DMA_LEN
                     || h.aux1.get() != 0
@@ -296,6 +302,7 @@ impl Packet {
                     get_response: h.flags & FLAG_GET_RESPONSE != 0,
                     dma_addr,
                     dma_len: h.aux2.get(),
+                    wake: h.flags & FLAG_WAKE != 0,
                 }))
             }
             PacketType::GetRequest => {
@@ -373,11 +380,13 @@ impl Packet {
                 get_response,
                 dma_addr,
                 dma_len,
+                wake,
             }) => {
                 h.ptype = PacketType::Data as u8;
                 set_route(&mut h, &route);
                 h.flags = if last { FLAG_LAST } else { 0 }
-                    | if get_response { FLAG_GET_RESPONSE } else { 0 };
+                    | if get_response { FLAG_GET_RESPONSE } else { 0 }
+                    | if wake { FLAG_WAKE } else { 0 };
                 h.seq = U32::new(seq);
                 h.addr = U64::new(addr);
                 h.len = U32::new(len);
@@ -498,6 +507,7 @@ mod tests {
                 get_response: false,
                 dma_addr: (1 << 44) - 2048,
                 dma_len: 4096,
+                wake: true,
             }),
             Packet::GetRequest(GetRequestPacket {
                 route: route(),

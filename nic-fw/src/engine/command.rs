@@ -2,11 +2,14 @@
 
 use super::hw::Hardware;
 use super::{CMD_BUDGET, Dma, DmaRole, Engine};
-use crate::abi::command::{Command, CommandBlock, DmaCommand, DmaKind};
+use crate::abi::command::{
+    Command, CommandBlock, DMA_FLAG_GET, DmaCommand, DmaDescriptor, DmaKind, Opcode,
+};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
 use crate::abi::regs::{self, QueuePerms, RegionPerms};
 use crate::abi::{CHAIN_DEPTH, ContextIndex};
+use zerocopy::FromBytes;
 
 /// Result of executing one command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +155,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Err(code) => {
                 self.stats.commands = self.stats.commands.wrapping_add(1);
                 self.report_command(ctx, origin, code, cookie, block.opcode);
+                // A malformed DMA still completes: if its local completion
+                // event (source event of a put, destination event of a get)
+                // is a valid index, it fires with the error, so a host
+                // waiting on it is not left hanging.
+                if let Some(ev) = Self::malformed_dma_event(block) {
+                    let _ = self.set_event(ctx, ev, 1, code);
+                }
                 return Exec::Done;
             }
         };
@@ -210,6 +220,21 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         Exec::Done
     }
 
+    /// The local completion event named by a RUN_DMA block that failed to
+    /// parse, if it is a valid index.
+    fn malformed_dma_event(block: &CommandBlock) -> Option<EventId> {
+        if block.opcode != Opcode::RunDma as u8 {
+            return None;
+        }
+        let d = DmaDescriptor::read_from_bytes(&block.body).ok()?;
+        let raw = if block.flags & DMA_FLAG_GET != 0 {
+            d.dst_event.get()
+        } else {
+            d.src_event.get()
+        };
+        EventId::decode(raw, EVENTS as u32).ok().flatten()
+    }
+
     /// Validate a DMA command and take a slot for it. The caller checked a
     /// slot is free.
     fn start_dma(
@@ -246,6 +271,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 dma.local_event = d.src_event;
                 dma.peer_event = EventId::encode(d.dst_event);
                 dma.packets_total = self.packets_for(d.len);
+                dma.wake = d.wake;
             }
             DmaKind::Get => {
                 dma.role = DmaRole::GetRequest;

@@ -193,6 +193,8 @@ struct Dma {
     request_dst_event: u32,
     cookie: u32,
     status: ErrorCode,
+    /// Wake the target's host after the last packet.
+    wake: bool,
 }
 
 impl Dma {
@@ -216,6 +218,7 @@ impl Dma {
         request_dst_event: u32::MAX,
         cookie: 0,
         status: ErrorCode::Ok,
+        wake: false,
     };
 }
 

@@ -128,6 +128,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             get_response,
             dma_addr,
             dma_len,
+            wake,
             ..
         } = *d;
         let ctx = route.dst_ctx;
@@ -171,6 +172,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
         }
         if status.is_ok() {
+            if wake {
+                self.hw.wake(ctx);
+            }
             return Verdict::Accepted;
         }
         self.report_inbound(route, status, cookie, addr, len, PacketType::Data);

@@ -343,6 +343,7 @@ fn put(vp: u32, src: u64, dst: u64, len: u32, src_ev: Option<u32>, dst_ev: Optio
         dst_addr: VA_DATA + dst,
         src_event: src_ev.map(EventId),
         dst_event: dst_ev.map(EventId),
+        wake: false,
     })
 }
 
@@ -440,6 +441,7 @@ fn get_is_a_put_run_by_the_owner() {
             dst_addr: VA_DATA,
             src_event: None,
             dst_event: Some(EventId(4)),
+            wake: false,
         }),
     );
     net.run(100_000);
@@ -512,6 +514,7 @@ fn put_outside_target_region_writes_nothing_and_both_sides_see_it() {
             dst_addr: VA_WORDS,
             src_event: Some(EventId(1)),
             dst_event: None,
+            wake: false,
         }),
     );
     net.run(10_000);
@@ -646,6 +649,30 @@ fn malformed_commands_fail_alone_and_the_queue_keeps_going() {
     );
     assert_eq!(net.errors(0)[0].cookie, 99);
     assert_eq!(net.word(0, 9).value, 0xabc);
+}
+
+#[test]
+fn a_malformed_dma_still_fires_its_completion_event_with_the_error() {
+    let mut net = Net::new(2, 13);
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(7),
+            count: 1,
+            action: write_action(7, 70),
+        },
+    );
+    let mut block = put(1, 0, 0, 64, Some(7), None).emit(3);
+    block.flags = 0x80; // undefined flag bit
+    net.post_raw(0, block.to_bytes());
+    net.run(1000);
+    assert_eq!(
+        net.word(0, 7),
+        CompletionWord {
+            value: 70,
+            status: Some(ErrorCode::ReservedNonZero)
+        }
+    );
 }
 
 #[test]

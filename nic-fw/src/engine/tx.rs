@@ -170,6 +170,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     get_response: dma.role == DmaRole::GetResponse,
                     dma_addr: dma.dst_addr,
                     dma_len: dma.len,
+                    wake: e.last && dma.wake,
                 }),
                 Some(PayloadSource {
                     phys: dma.src_phys.wrapping_add(e.offset as u64),

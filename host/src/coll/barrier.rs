@@ -1,0 +1,192 @@
+//! Barriers (002 §5).
+//!
+//! - [`BarrierAlgorithm::Rdma`]: pairwise exchange with recursive doubling
+//!   among all ranks. Each step is one 8-byte RDMA write of the barrier
+//!   number into the partner's word for this rank; the partner polls its
+//!   own memory and accepts any value `>=` the barrier number in wrapping
+//!   arithmetic (002 §6.4), so a fast partner already in the next barrier
+//!   cannot be missed. For N not a power of two, the S' ranks above the
+//!   largest power of two S first write to a partner in S, S runs the
+//!   exchange, then releases S': log2 S + 2 steps (002 §5.1).
+//! - [`BarrierAlgorithm::Shm`]: the intra-node flat tree (002 §5.2); only
+//!   for a single-node communicator.
+//! - [`BarrierAlgorithm::Smp`]: the overall barrier (002 §5.3): flat tree
+//!   arrival on each node, the RDMA barrier among node masters (local rank
+//!   0), flat tree release.
+
+use std::sync::atomic::Ordering;
+
+use super::BarrierGroup;
+use crate::comm::{Comm, TransferOptions};
+use crate::error::Error;
+use crate::shm::reached;
+
+/// Barrier algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BarrierAlgorithm {
+    /// RDMA pairwise exchange among all ranks.
+    Rdma,
+    /// Intra-node flat tree (single node only).
+    Shm,
+    /// Flat tree within nodes, RDMA among masters.
+    Smp,
+}
+
+impl BarrierAlgorithm {
+    /// Every algorithm.
+    pub const ALL: [BarrierAlgorithm; 3] = [Self::Rdma, Self::Shm, Self::Smp];
+
+    /// Stable name (CLI, tables).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Rdma => "rdma",
+            Self::Shm => "shm",
+            Self::Smp => "smp",
+        }
+    }
+}
+
+impl std::str::FromStr for BarrierAlgorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|a| a.name()).collect();
+                format!(
+                    "unknown barrier algorithm '{s}' (accepted: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// Largest power of two `<= n` (n >= 1).
+fn prev_power_of_two(n: usize) -> usize {
+    1 << (usize::BITS - 1 - n.leading_zeros())
+}
+
+impl Comm {
+    /// Barrier with the default algorithm ([`BarrierAlgorithm::Smp`]).
+    pub fn barrier(&self) -> Result<(), Error> {
+        self.barrier_with(BarrierAlgorithm::Smp)
+    }
+
+    /// Barrier with a chosen algorithm. No rank returns before every rank
+    /// has entered.
+    pub fn barrier_with(&self, algorithm: BarrierAlgorithm) -> Result<(), Error> {
+        match algorithm {
+            BarrierAlgorithm::Rdma => {
+                let members: Vec<usize> = (0..self.size()).collect();
+                self.rdma_barrier(BarrierGroup::Flat, &members, self.rank())
+            }
+            BarrierAlgorithm::Shm => {
+                if self.topology().nodes() > 1 {
+                    return Err(Error::Unsupported {
+                        algorithm: "shm barrier",
+                        reason: format!(
+                            "it synchronises one node, the communicator spans {}",
+                            self.topology().nodes()
+                        ),
+                    });
+                }
+                let sync = self.hook_sync();
+                self.shm.borrow_mut().barrier(&sync, 0, &mut || Ok(()))
+            }
+            BarrierAlgorithm::Smp => {
+                let topo = *self.topology();
+                let masters: Vec<usize> = (0..topo.nodes())
+                    .map(|n| topo.rank_of(n, 0))
+                    .collect::<Result<_, _>>()?;
+                let node = self.node();
+                let sync = self.hook_sync();
+                self.shm.borrow_mut().barrier(&sync, 0, &mut || {
+                    self.rdma_barrier(BarrierGroup::Masters, &masters, node)
+                })
+            }
+        }
+    }
+
+    /// The RDMA pairwise-exchange barrier among `members` (ranks) of
+    /// `group`, where this rank is `members[id]`. Uses word `id` of each
+    /// partner's word array for the group.
+    pub(crate) fn rdma_barrier(
+        &self,
+        group: BarrierGroup,
+        members: &[usize],
+        id: usize,
+    ) -> Result<(), Error> {
+        let n = members.len();
+        if n <= 1 {
+            return Ok(());
+        }
+        let coll = &self.coll;
+        let (counter, word_array) = match group {
+            BarrierGroup::Flat => (&self.seq.flat_barrier, &coll.flat_words),
+            BarrierGroup::Masters => (&self.seq.master_barrier, &coll.master_words),
+        };
+        let number = counter.get().wrapping_add(1);
+        counter.set(number);
+        self.write_local(&coll.barrier_source, 0, &number.to_le_bytes())?;
+        let words = self.local_memory(word_array)?;
+        let mut handles = Vec::new();
+        let send = |to: usize, handles: &mut Vec<_>| -> Result<(), Error> {
+            let dst = word_array.slice(id * 8, 8)?;
+            let opts = TransferOptions {
+                wake: true,
+                ..TransferOptions::default()
+            };
+            handles.push(self.put_with(&coll.barrier_source, members[to], &dst, opts)?);
+            Ok(())
+        };
+        let wait_from = |from: usize| -> Result<(), Error> {
+            self.wait_until(&mut || {
+                words
+                    .load_u64(from * 8, Ordering::Acquire)
+                    .is_ok_and(|v| reached(v, number))
+            })
+        };
+        let s = prev_power_of_two(n);
+        if id >= s {
+            // S': report to the partner in S, wait for its release.
+            send(id - s, &mut handles)?;
+            wait_from(id - s)?;
+        } else {
+            if id + s < n {
+                wait_from(id + s)?;
+            }
+            let mut distance = 1;
+            while distance < s {
+                let partner = id ^ distance;
+                send(partner, &mut handles)?;
+                wait_from(partner)?;
+                distance <<= 1;
+            }
+            if id + s < n {
+                send(id + s, &mut handles)?;
+            }
+        }
+        for h in handles {
+            h.wait()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_list_the_accepted_ones() {
+        for a in BarrierAlgorithm::ALL {
+            assert_eq!(a.name().parse::<BarrierAlgorithm>(), Ok(a));
+        }
+        let err = "tree".parse::<BarrierAlgorithm>().unwrap_err();
+        assert!(err.contains("rdma, shm, smp"), "{err}");
+        assert_eq!(prev_power_of_two(1), 1);
+        assert_eq!(prev_power_of_two(17), 16);
+        assert_eq!(prev_power_of_two(16), 16);
+    }
+}

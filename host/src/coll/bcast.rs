@@ -1,0 +1,263 @@
+//! Broadcasts.
+//!
+//! - [`BcastAlgorithm::Binomial`]: a binomial tree over puts among all
+//!   ranks (relative to the root). A rank first tells its parent it is
+//!   ready (so a parent never overwrites a buffer a child's caller may still
+//!   be reading), waits for the data (destination event: every rail part),
+//!   then serves its children, largest subtree first. ceil(log2 N) rounds.
+//! - [`BcastAlgorithm::Shm`]: through the node segment (single node only).
+//! - [`BcastAlgorithm::Smp`]: binomial tree among node leaders (the root,
+//!   and local rank 0 of every other node), then shm within each node.
+
+use crate::arena::SymBuffer;
+use crate::comm::{Arrivals, Comm, TransferOptions};
+use crate::error::Error;
+
+/// Broadcast algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BcastAlgorithm {
+    /// Binomial tree over puts, all ranks.
+    Binomial,
+    /// Shared memory (single node only).
+    Shm,
+    /// Binomial among node leaders, then shared memory.
+    Smp,
+}
+
+impl BcastAlgorithm {
+    /// Every algorithm.
+    pub const ALL: [BcastAlgorithm; 3] = [Self::Binomial, Self::Shm, Self::Smp];
+
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Binomial => "binomial",
+            Self::Shm => "shm",
+            Self::Smp => "smp",
+        }
+    }
+}
+
+impl std::str::FromStr for BcastAlgorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|a| a.name()).collect();
+                format!(
+                    "unknown broadcast algorithm '{s}' (accepted: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl Comm {
+    /// Broadcast `buf` (the same symmetric buffer on every rank) from
+    /// `root`, with the default algorithm ([`BcastAlgorithm::Smp`]).
+    pub fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
+        self.broadcast_with(BcastAlgorithm::Smp, buf, root)
+    }
+
+    /// Broadcast with a chosen algorithm.
+    pub fn broadcast_with(
+        &self,
+        algorithm: BcastAlgorithm,
+        buf: &SymBuffer,
+        root: usize,
+    ) -> Result<(), Error> {
+        if root >= self.size() {
+            return Err(Error::RankOutOfRange {
+                rank: root,
+                size: self.size(),
+            });
+        }
+        match algorithm {
+            BcastAlgorithm::Binomial => {
+                let members: Vec<usize> = (0..self.size()).collect();
+                self.binomial_bcast(&members, root, buf)
+            }
+            BcastAlgorithm::Shm => {
+                if self.topology().nodes() > 1 {
+                    return Err(Error::Unsupported {
+                        algorithm: "shm broadcast",
+                        reason: format!(
+                            "it reaches one node, the communicator spans {}",
+                            self.topology().nodes()
+                        ),
+                    });
+                }
+                let (_, root_local) = self.topology().locate(root)?;
+                self.node_bcast(buf, root_local)
+            }
+            BcastAlgorithm::Smp => {
+                let leaders = self.node_leaders(root)?;
+                if leaders.contains(&self.rank()) {
+                    self.binomial_bcast(&leaders, root, buf)?;
+                }
+                let leader = leaders[self.node()];
+                let (_, leader_local) = self.topology().locate(leader)?;
+                self.node_bcast(buf, leader_local)
+            }
+        }
+    }
+
+    /// Binomial-tree broadcast among `members`, from rank `root` (which
+    /// must be a member); this rank must be a member.
+    pub(crate) fn binomial_bcast(
+        &self,
+        members: &[usize],
+        root: usize,
+        buf: &SymBuffer,
+    ) -> Result<(), Error> {
+        let n = members.len();
+        let index = |rank: usize| members.iter().position(|&m| m == rank);
+        let (Some(me), Some(root_id)) = (index(self.rank()), index(root)) else {
+            return Err(Error::Config(
+                "broadcast member list lacks this rank or the root".into(),
+            ));
+        };
+        // Ranks relative to the root: the root is 0.
+        let vr = (me + n - root_id) % n;
+        let member = |v: usize| members[(v + root_id) % n];
+        let coll = &self.coll;
+        let mut one_ready = Arrivals::new();
+        one_ready.add(0, 1);
+        if vr != 0 {
+            let parent = vr & (vr - 1);
+            self.notify(member(parent), &coll.bcast_ready, &coll.scratch)?;
+            let arrivals = self.expected_arrivals(
+                self.config().policy,
+                member(parent),
+                self.rank(),
+                buf.len(),
+                1,
+            );
+            self.wait_arrivals(&coll.bcast_data, &arrivals)?;
+        }
+        // Children: vr + 2^k for every 2^k above vr's lowest set bit
+        // (all k for the root), largest subtree first.
+        let limit = if vr == 0 {
+            n.next_power_of_two()
+        } else {
+            vr & vr.wrapping_neg()
+        };
+        let mut children = Vec::new();
+        let mut step = limit >> 1;
+        while step > 0 {
+            if vr + step < n {
+                children.push(member(vr + step));
+            }
+            step >>= 1;
+        }
+        if children.is_empty() {
+            return Ok(());
+        }
+        let mut ready = Arrivals::new();
+        ready.add(0, children.len() as u32);
+        self.wait_arrivals(&coll.bcast_ready, &ready)?;
+        let opts = TransferOptions {
+            dest_event: Some(coll.bcast_data),
+            ..TransferOptions::default()
+        };
+        let handles: Vec<_> = children
+            .iter()
+            .map(|&c| self.put_with(buf, c, buf, opts))
+            .collect::<Result<_, _>>()?;
+        for h in handles {
+            h.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Shared-memory broadcast of `buf` within this node from local rank
+    /// `root_local`.
+    pub(crate) fn node_bcast(&self, buf: &SymBuffer, root_local: usize) -> Result<(), Error> {
+        if self.topology().ranks_per_node() == 1 {
+            return Ok(());
+        }
+        let mine = self.local_memory(buf)?;
+        let sync = self.hook_sync();
+        let to_segment = |offset: usize, seg: &crate::dma_mem::DmaMemory| {
+            seg.copy_from(0, &mine, offset, seg.len())
+                .map_err(|e| crate::driver::out_of_range("the buffer", e))
+        };
+        let from_segment = |offset: usize, seg: &crate::dma_mem::DmaMemory| {
+            mine.copy_from(offset, seg, 0, seg.len())
+                .map_err(|e| crate::driver::out_of_range("the buffer", e))
+        };
+        let (mut fill, mut drain) = (to_segment, from_segment);
+        self.shm
+            .borrow_mut()
+            .broadcast(&sync, root_local, buf.len(), &mut fill, &mut drain)
+    }
+}
+
+impl Comm {
+    /// Gather `send` (the same length on every rank of this node) into
+    /// `recv` on local rank `root_local`, block `i` from local rank `i`,
+    /// through the node segment. The root's own block is copied straight
+    /// to its place (001 Fig. 7). `recv` must hold `locals * send.len()`
+    /// bytes on the root (it is ignored elsewhere).
+    pub fn node_gather(
+        &self,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root_local: usize,
+    ) -> Result<(), Error> {
+        let locals = self.topology().ranks_per_node();
+        let (_, me) = self.topology().locate(self.rank())?;
+        if root_local >= locals {
+            return Err(Error::RankOutOfRange {
+                rank: root_local,
+                size: locals,
+            });
+        }
+        let block = send.len();
+        if me == root_local && recv.len() < locals * block {
+            return Err(Error::OutOfBounds {
+                what: "the receive buffer",
+                offset: 0,
+                len: locals * block,
+                limit: recv.len(),
+            });
+        }
+        let src = self.local_memory(send)?;
+        let dst = if me == root_local {
+            Some(self.local_memory(recv)?)
+        } else {
+            None
+        };
+        let range_err = |e| crate::driver::out_of_range("the gather buffers", e);
+        let sync = self.hook_sync();
+        let mut own = |offset: usize, chunk: usize| -> Result<(), Error> {
+            match &dst {
+                Some(d) => d
+                    .copy_from(root_local * block + offset, &src, offset, chunk)
+                    .map_err(range_err),
+                None => Ok(()),
+            }
+        };
+        let mut fill = |offset: usize, slot: &crate::dma_mem::DmaMemory| {
+            slot.copy_from(0, &src, offset, slot.len())
+                .map_err(range_err)
+        };
+        let mut collect =
+            |rank: usize, offset: usize, slot: &crate::dma_mem::DmaMemory| -> Result<(), Error> {
+                match &dst {
+                    Some(d) => d
+                        .copy_from(rank * block + offset, slot, 0, slot.len())
+                        .map_err(range_err),
+                    None => Ok(()),
+                }
+            };
+        if block == 0 {
+            return Ok(());
+        }
+        self.shm
+            .borrow_mut()
+            .gather(&sync, root_local, block, &mut own, &mut fill, &mut collect)
+    }
+}

@@ -1,0 +1,198 @@
+//! Barriers and broadcasts on every cluster shape of issue 3: nodes 1..=17,
+//! ranks per node 1..=4, rails 1..=3.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use railcoll_host::coll::{BarrierAlgorithm, BcastAlgorithm};
+use railcoll_host::{Comm, Error};
+use railcoll_tests::{cluster, pattern};
+
+/// Algorithms valid for a shape.
+fn barriers(nodes: usize) -> Vec<BarrierAlgorithm> {
+    BarrierAlgorithm::ALL
+        .into_iter()
+        .filter(|a| nodes == 1 || *a != BarrierAlgorithm::Shm)
+        .collect()
+}
+
+fn bcasts(nodes: usize) -> Vec<BcastAlgorithm> {
+    BcastAlgorithm::ALL
+        .into_iter()
+        .filter(|a| nodes == 1 || *a != BcastAlgorithm::Shm)
+        .collect()
+}
+
+/// `rounds` barriers with `algo`; every rank stamps its arrival before each
+/// barrier, and after leaving checks that every rank has arrived.
+fn stamped_barriers(
+    comm: &Comm,
+    algo: BarrierAlgorithm,
+    rounds: u64,
+    stamps: &[AtomicU64],
+) -> Result<(), Error> {
+    let me = comm.rank();
+    for round in 1..=rounds {
+        stamps[me].store(round, Ordering::SeqCst);
+        comm.barrier_with(algo)?;
+        for (r, s) in stamps.iter().enumerate() {
+            let seen = s.load(Ordering::SeqCst);
+            assert!(
+                seen >= round,
+                "rank {me} left barrier {round} ({algo:?}) before rank {r} entered it (at {seen})"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn check_broadcasts(
+    comm: &Comm,
+    algo: BcastAlgorithm,
+    buf: &railcoll_host::arena::SymBuffer,
+    sizes: &[usize],
+    roots: &[usize],
+) -> Result<(), Error> {
+    for &len in sizes {
+        for &root in roots {
+            let b = buf.slice(0, len)?;
+            let data = pattern(len, (len * 31 + root) as u64);
+            if comm.rank() == root {
+                comm.write_local(&b, 0, &data)?;
+            } else {
+                comm.write_local(&b, 0, &vec![0xa5; len])?;
+            }
+            comm.broadcast_with(algo, &b, root)?;
+            let mut got = vec![0; len];
+            comm.read_local(&b, 0, &mut got)?;
+            assert_eq!(
+                got,
+                data,
+                "{algo:?} of {len} B from root {root} at rank {}",
+                comm.rank()
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_barrier_and_broadcast_on_every_shape() {
+    for nodes in 1..=17usize {
+        for rpn in 1..=4usize {
+            // Rails rotate with the shape so that every count is covered on
+            // every node count without tripling the run time.
+            let rails = 1 + (nodes + rpn) % 3;
+            let c = cluster(nodes, rpn, rails, 2 << 20);
+            let size = nodes * rpn;
+            let stamps: Vec<AtomicU64> = (0..size).map(|_| AtomicU64::new(0)).collect();
+            let out = c.run(|comm| -> Result<(), Error> {
+                for algo in barriers(nodes) {
+                    stamps.iter().for_each(|s| s.store(0, Ordering::SeqCst));
+                    comm.barrier_with(BarrierAlgorithm::Smp)?;
+                    stamped_barriers(comm, algo, 3, &stamps)?;
+                    comm.barrier_with(BarrierAlgorithm::Smp)?;
+                }
+                let every_root: Vec<usize> = (0..size).collect();
+                let buf = comm.alloc(1 << 20)?;
+                for algo in bcasts(nodes) {
+                    check_broadcasts(comm, algo, &buf, &[0, 13], &every_root)?;
+                    check_broadcasts(comm, algo, &buf, &[4096 + 3, 1 << 20], &[size - 1])?;
+                }
+                Ok(())
+            });
+            for (rank, r) in out.into_iter().enumerate() {
+                r.unwrap_or_else(|e| panic!("{nodes}x{rpn}x{rails} rank {rank}: {e}"))
+                    .unwrap_or_else(|e| panic!("{nodes}x{rpn}x{rails} rank {rank}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_hundred_thousand_back_to_back_barriers() {
+    let c = cluster(2, 2, 2, 1 << 20);
+    let stamps: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+    let out = c.run(|comm| stamped_barriers(comm, BarrierAlgorithm::Smp, 100_000, &stamps));
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+    assert!(stamps.iter().all(|s| s.load(Ordering::SeqCst) == 100_000));
+}
+
+#[test]
+fn back_to_back_rdma_barriers_on_a_non_power_of_two() {
+    let c = cluster(3, 2, 1, 1 << 20);
+    let stamps: Vec<AtomicU64> = (0..6).map(|_| AtomicU64::new(0)).collect();
+    let out = c.run(|comm| stamped_barriers(comm, BarrierAlgorithm::Rdma, 5_000, &stamps));
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+}
+
+#[test]
+fn node_gather_places_every_block_and_the_roots_own() {
+    let c = cluster(2, 4, 1, 4 << 20);
+    let block = 70_000; // more than one 64 KiB slot: two rounds
+    let out = c.run(|comm| -> Result<(), Error> {
+        let send = comm.alloc(block)?;
+        let recv = comm.alloc(4 * block)?;
+        let (node, local) = comm.topology().locate(comm.rank())?;
+        for root in 0..4 {
+            comm.write_local(
+                &send,
+                0,
+                &pattern(block, (node * 10 + local + root * 100) as u64),
+            )?;
+            comm.node_gather(&send, &recv, root)?;
+            if local == root {
+                for l in 0..4 {
+                    let mut got = vec![0; block];
+                    comm.read_local(&recv, l * block, &mut got)?;
+                    assert_eq!(
+                        got,
+                        pattern(block, (node * 10 + l + root * 100) as u64),
+                        "block {l} at root {root}"
+                    );
+                }
+            }
+        }
+        Ok(())
+    });
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+}
+
+#[test]
+fn invalid_collective_requests_are_refused() {
+    let c = cluster(2, 2, 1, 1 << 20);
+    let out = c.run(|comm| {
+        let buf = comm.alloc(64).expect("alloc");
+        assert!(matches!(
+            comm.barrier_with(BarrierAlgorithm::Shm),
+            Err(Error::Unsupported { .. })
+        ));
+        assert!(matches!(
+            comm.broadcast_with(BcastAlgorithm::Shm, &buf, 0),
+            Err(Error::Unsupported { .. })
+        ));
+        assert!(matches!(
+            comm.broadcast(&buf, 4),
+            Err(Error::RankOutOfRange { rank: 4, size: 4 })
+        ));
+        assert!(matches!(
+            comm.node_gather(&buf, &buf, 2),
+            Err(Error::RankOutOfRange { .. })
+        ));
+        let (_, local) = comm.topology().locate(comm.rank()).expect("rank");
+        if local == 0 {
+            assert!(matches!(
+                comm.node_gather(&buf, &buf, 0),
+                Err(Error::OutOfBounds { .. })
+            ));
+        }
+    });
+    for r in out {
+        r.expect("ran");
+    }
+}
