@@ -62,6 +62,46 @@ impl std::str::FromStr for BarrierAlgorithm {
     }
 }
 
+/// One step of the pairwise-exchange barrier for one member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarrierStep {
+    /// Write the barrier number into member `to`'s word for this member.
+    Send(usize),
+    /// Wait until this member's word for member `from` reaches the number.
+    WaitFrom(usize),
+}
+
+/// The pairwise-exchange schedule of member `id` among `n` (002 §5.1): for
+/// a power of two, log2 n (send, wait) pairs with partners `id ^ 2^k`; else
+/// the S' members (`id >= S`, S the largest power of two below n) report to
+/// `id - S` and wait for its release, and S members absorb their S' partner
+/// before the exchange and release it after: log2 S + 2 steps.
+pub fn pairwise_exchange_steps(n: usize, id: usize) -> Vec<BarrierStep> {
+    let mut steps = Vec::new();
+    if n <= 1 || id >= n {
+        return steps;
+    }
+    let s = prev_power_of_two(n);
+    if id >= s {
+        steps.push(BarrierStep::Send(id - s));
+        steps.push(BarrierStep::WaitFrom(id - s));
+        return steps;
+    }
+    if id + s < n {
+        steps.push(BarrierStep::WaitFrom(id + s));
+    }
+    let mut distance = 1;
+    while distance < s {
+        steps.push(BarrierStep::Send(id ^ distance));
+        steps.push(BarrierStep::WaitFrom(id ^ distance));
+        distance <<= 1;
+    }
+    if id + s < n {
+        steps.push(BarrierStep::Send(id + s));
+    }
+    steps
+}
+
 /// Largest power of two `<= n` (n >= 1).
 fn prev_power_of_two(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
@@ -147,24 +187,10 @@ impl Comm {
                     .is_ok_and(|v| reached(v, number))
             })
         };
-        let s = prev_power_of_two(n);
-        if id >= s {
-            // S': report to the partner in S, wait for its release.
-            send(id - s, &mut handles)?;
-            wait_from(id - s)?;
-        } else {
-            if id + s < n {
-                wait_from(id + s)?;
-            }
-            let mut distance = 1;
-            while distance < s {
-                let partner = id ^ distance;
-                send(partner, &mut handles)?;
-                wait_from(partner)?;
-                distance <<= 1;
-            }
-            if id + s < n {
-                send(id + s, &mut handles)?;
+        for step in pairwise_exchange_steps(n, id) {
+            match step {
+                BarrierStep::Send(to) => send(to, &mut handles)?,
+                BarrierStep::WaitFrom(from) => wait_from(from)?,
             }
         }
         for h in handles {
@@ -188,5 +214,42 @@ mod tests {
         assert_eq!(prev_power_of_two(1), 1);
         assert_eq!(prev_power_of_two(17), 16);
         assert_eq!(prev_power_of_two(16), 16);
+    }
+
+    #[test]
+    fn schedules_match_the_paper_step_counts_and_pair_up() {
+        for n in 1..=33usize {
+            let s = prev_power_of_two(n);
+            let rounds = s.trailing_zeros() as usize;
+            for id in 0..n {
+                let steps = pairwise_exchange_steps(n, id);
+                // Every send has a matching wait on the partner's side.
+                for step in &steps {
+                    if let BarrierStep::Send(to) = *step {
+                        assert!(
+                            pairwise_exchange_steps(n, to).contains(&BarrierStep::WaitFrom(id)),
+                            "n={n} {id}->{to}"
+                        );
+                    }
+                }
+                let sends = steps
+                    .iter()
+                    .filter(|s| matches!(s, BarrierStep::Send(_)))
+                    .count();
+                let expected = if n == 1 {
+                    0
+                } else if id >= s {
+                    1
+                } else {
+                    rounds + usize::from(id + s < n)
+                };
+                assert_eq!(sends, expected, "n={n} id={id}");
+            }
+            // log2 S + 2 communication steps when n is not a power of two.
+            if !n.is_power_of_two() {
+                let critical = 1 + rounds + 1;
+                assert_eq!(critical, (s.trailing_zeros() + 2) as usize);
+            }
+        }
     }
 }
