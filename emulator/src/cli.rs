@@ -11,8 +11,9 @@ use std::io::Write;
 use clap::{Args, Parser, Subcommand};
 use railcoll_host::Placement;
 
-use crate::bench::{self, PutRecord};
+use crate::bench::{self, CollBench, CollRecord, PutRecord};
 use crate::cluster::{ClusterConfig, THREADS_PACKET_SIZE};
+use railcoll_host::coll::{BarrierAlgorithm, BcastAlgorithm};
 
 /// railcoll: NIC-offloaded collectives on emulated multi-rail Elan-style clusters.
 #[derive(Debug, Parser)]
@@ -40,6 +41,69 @@ pub enum BenchCommand {
     /// RDMA put latency and bandwidth, on one rail and striped, beside
     /// memcpy and a cache-line ping-pong measured in the same run.
     Put(PutArgs),
+    /// Barrier latency per algorithm, beside a cache-line ping-pong.
+    Barrier(BarrierArgs),
+    /// Broadcast latency per algorithm and size, beside a ping-pong.
+    Bcast(BcastArgs),
+}
+
+/// `railcoll bench barrier`.
+#[derive(Debug, Args)]
+pub struct BarrierArgs {
+    /// Cluster shape.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Algorithm: rdma, shm, smp, or all.
+    #[arg(long, default_value = "all", value_parser = parse_algo::<BarrierAlgorithm>)]
+    pub algo: AlgoChoice<BarrierAlgorithm>,
+    /// Barriers per timed sample.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub iters: u32,
+    /// Interleaved rounds (medians are reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub rounds: u16,
+}
+
+/// `railcoll bench bcast`.
+#[derive(Debug, Args)]
+pub struct BcastArgs {
+    /// Cluster shape.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Algorithm: binomial, shm, smp, or all.
+    #[arg(long, default_value = "all", value_parser = parse_algo::<BcastAlgorithm>)]
+    pub algo: AlgoChoice<BcastAlgorithm>,
+    /// Message sizes: a list (8,64,1K) or a power-of-two range (8..1M).
+    #[arg(long, default_value = "8..1M", value_parser = parse_sizes)]
+    pub sizes: Sizes,
+    /// Root rank.
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Broadcasts per timed sample.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub iters: u32,
+    /// Interleaved rounds (medians are reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub rounds: u16,
+}
+
+/// `--algo NAME|all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlgoChoice<T> {
+    /// Every algorithm valid for the shape.
+    All,
+    /// One algorithm.
+    One(T),
+}
+
+/// Parse `all` or an algorithm name (the error lists the accepted names).
+pub fn parse_algo<T: std::str::FromStr<Err = String>>(s: &str) -> Result<AlgoChoice<T>, String> {
+    if s == "all" {
+        return Ok(AlgoChoice::All);
+    }
+    s.parse::<T>()
+        .map(AlgoChoice::One)
+        .map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))
 }
 
 /// The cluster shape, shared by every subcommand.
@@ -174,10 +238,11 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
             return 2;
         }
     };
-    match cli.command {
-        Command::Bench {
-            what: BenchCommand::Put(args),
-        } => run_put(&args),
+    let Command::Bench { what } = cli.command;
+    match what {
+        BenchCommand::Put(args) => run_put(&args),
+        BenchCommand::Barrier(args) => run_barrier(&args),
+        BenchCommand::Bcast(args) => run_bcast(&args),
     }
 }
 
@@ -222,7 +287,173 @@ fn run_put(args: &PutArgs) -> i32 {
     }
 }
 
-fn print_json(out: &mut impl Write, records: &[PutRecord]) -> std::io::Result<()> {
+/// Algorithms to run: the one asked for (refused if it cannot run on a
+/// multi-node cluster), or all that can.
+fn select<T: Copy + PartialEq>(
+    choice: &AlgoChoice<T>,
+    all: &[T],
+    node_only: T,
+    nodes: usize,
+    name: impl Fn(T) -> &'static str,
+) -> Result<Vec<T>, String> {
+    match choice {
+        AlgoChoice::One(a) if *a == node_only && nodes > 1 => Err(format!(
+            "algorithm '{}' runs within one node only, but --nodes is {nodes} (use --nodes 1 or another algorithm)",
+            name(*a)
+        )),
+        AlgoChoice::One(a) => Ok(vec![*a]),
+        AlgoChoice::All => Ok(all
+            .iter()
+            .copied()
+            .filter(|a| *a != node_only || nodes == 1)
+            .collect()),
+    }
+}
+
+fn run_barrier(args: &BarrierArgs) -> i32 {
+    let cfg = args.cluster.config();
+    let algos = match select(
+        &args.algo,
+        &BarrierAlgorithm::ALL,
+        BarrierAlgorithm::Shm,
+        cfg.nodes,
+        BarrierAlgorithm::name,
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let op = |comm: &railcoll_host::Comm, a: usize, _: &railcoll_host::arena::SymBuffer| {
+        comm.barrier_with(algos[a])
+    };
+    let bench = CollBench {
+        collective: "barrier",
+        algorithms: algos.iter().map(|a| a.name()).collect(),
+        sizes: vec![0],
+        iters: args.iters as usize,
+        rounds: args.rounds as usize,
+        op: &op,
+    };
+    run_coll(&args.cluster, &bench)
+}
+
+fn run_bcast(args: &BcastArgs) -> i32 {
+    let cfg = args.cluster.config();
+    let ranks = cfg.nodes * cfg.ranks_per_node;
+    if args.root >= ranks {
+        eprintln!(
+            "error: --root {} is not a rank: the cluster has ranks 0..={}",
+            args.root,
+            ranks - 1
+        );
+        return 2;
+    }
+    let algos = match select(
+        &args.algo,
+        &BcastAlgorithm::ALL,
+        BcastAlgorithm::Shm,
+        cfg.nodes,
+        BcastAlgorithm::name,
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let root = args.root;
+    let op = |comm: &railcoll_host::Comm, a: usize, buf: &railcoll_host::arena::SymBuffer| {
+        comm.broadcast_with(algos[a], buf, root)
+    };
+    let bench = CollBench {
+        collective: "bcast",
+        algorithms: algos.iter().map(|a| a.name()).collect(),
+        sizes: args.sizes.0.clone(),
+        iters: args.iters as usize,
+        rounds: args.rounds as usize,
+        op: &op,
+    };
+    run_coll(&args.cluster, &bench)
+}
+
+fn run_coll(cluster: &ClusterArgs, bench: &CollBench<'_>) -> i32 {
+    let cfg = cluster.config();
+    let quiet = cluster.json;
+    let progress = move |size: usize| {
+        if !quiet {
+            eprint!("\r# measured {size} B          ");
+        }
+    };
+    let records = match bench::coll_bench(cfg, bench, &progress) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return match e {
+                crate::EmuError::Config(_) => 2,
+                _ => 1,
+            };
+        }
+    };
+    if !quiet {
+        eprintln!();
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let result = if cluster.json {
+        print_json(&mut out, &records)
+    } else {
+        print_coll_table(&mut out, &cfg, &records)
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("error: writing output: {e}");
+            1
+        }
+    }
+}
+
+fn print_coll_table(
+    out: &mut impl Write,
+    cfg: &ClusterConfig,
+    records: &[CollRecord],
+) -> std::io::Result<()> {
+    let Some(first) = records.first() else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "# railcoll {}, threads mode: {} nodes x {} ranks, {} rails (latency: mean over ranks, us)",
+        first.collective, cfg.nodes, cfg.ranks_per_node, cfg.rails
+    )?;
+    writeln!(
+        out,
+        "# ratio: latency / cache-line ping-pong round trip measured in the same run"
+    )?;
+    writeln!(
+        out,
+        "{:>10} {:>10} {:>12} {:>12} {:>12} {:>10}",
+        "# size", "algorithm", "latency_us", "max_us", "pingpong_ns", "lat/ping"
+    )?;
+    for r in records {
+        writeln!(
+            out,
+            "{:>10} {:>10} {:>12.2} {:>12.2} {:>12.0} {:>10.1}",
+            r.size,
+            r.algorithm,
+            r.latency_us,
+            r.latency_max_us,
+            r.pingpong_rtt_ns,
+            r.pingpong_ratio
+        )?;
+    }
+    Ok(())
+}
+
+fn print_json<T: serde::Serialize>(out: &mut impl Write, records: &[T]) -> std::io::Result<()> {
     for r in records {
         writeln!(
             out,

@@ -81,3 +81,101 @@ fn bad_arguments_exit_2_with_one_line_naming_the_problem() {
         );
     }
 }
+
+#[test]
+fn bench_barrier_and_bcast_json_lines() {
+    let out = railcoll(&[
+        "bench",
+        "barrier",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+        "--iters",
+        "20",
+        "--rounds",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let algos: Vec<&str> = lines
+        .iter()
+        .map(|v| v["algorithm"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(algos, vec!["rdma", "smp"], "shm is skipped on two nodes");
+    for v in &lines {
+        assert_eq!(v["collective"], "barrier");
+        assert!(v["latency_us"].as_f64().is_some_and(|x| x > 0.0));
+        assert_eq!(v["ranks_per_node"], 2);
+    }
+    let out = railcoll(&[
+        "bench",
+        "bcast",
+        "--nodes",
+        "1",
+        "--ranks-per-node",
+        "3",
+        "--sizes",
+        "8,4K",
+        "--algo",
+        "shm",
+        "--iters",
+        "5",
+        "--rounds",
+        "1",
+        "--root",
+        "2",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert!(
+        lines
+            .iter()
+            .all(|v| v["algorithm"] == "shm" && v["collective"] == "bcast")
+    );
+}
+
+#[test]
+fn bad_collective_arguments_exit_2() {
+    for (args, needle) in [
+        (
+            vec!["bench", "barrier", "--algo", "tree"],
+            "accepted: all, rdma, shm, smp",
+        ),
+        (
+            vec!["bench", "barrier", "--algo", "shm", "--nodes", "2"],
+            "one node",
+        ),
+        (
+            vec!["bench", "bcast", "--algo", "ring"],
+            "accepted: all, binomial, shm, smp",
+        ),
+        (vec!["bench", "bcast", "--root", "9"], "--root 9"),
+        (vec!["bench", "bcast", "--sizes", "0..8"], "LO..HI"),
+    ] {
+        let out = railcoll(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
