@@ -22,6 +22,7 @@ fn decoders(c: &mut Criterion) {
         src_event: Some(EventId(1)),
         dst_event: Some(EventId(2)),
         wake: false,
+        queue: false,
     })
     .emit(7);
     let header = Packet::Data(DataPacket {

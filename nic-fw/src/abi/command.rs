@@ -73,6 +73,8 @@ pub enum Opcode {
     /// Hardware barrier (ABI 1.1, not yet served: completes with
     /// `UnknownOpcode`).
     HwBarrier = 0x07,
+    /// Set up a local input queue: [`QueueInitBody`].
+    QueueInit = 0x08,
 }
 
 impl Opcode {
@@ -86,6 +88,7 @@ impl Opcode {
             0x05 => Self::ArmEvent,
             0x06 => Self::BcastDma,
             0x07 => Self::HwBarrier,
+            0x08 => Self::QueueInit,
             _ => return None,
         })
     }
@@ -97,6 +100,14 @@ pub const DMA_FLAG_GET: u8 = 1 << 0;
 /// landed (for hosts that poll the written memory itself, as the RDMA
 /// barrier does, and may be parked).
 pub const DMA_FLAG_WAKE: u8 = 1 << 1;
+/// RUN_DMA flag: a queued DMA (QDMA, elan-semantics rule 7): the payload
+/// goes into the next free slot of the target's input queue named by the
+/// descriptor's `dst_event` field; `dst_addr` must be 0, the length at most
+/// one slot and one packet. Not combinable with `GET`.
+pub const DMA_FLAG_QUEUE: u8 = 1 << 2;
+
+/// Input queues per context.
+pub const MAX_QUEUES: u32 = 8;
 
 /// Body of RUN_DMA (Elan4's `E4_DMA`, reduced).
 ///
@@ -174,17 +185,45 @@ pub struct ArmEventBody {
     pub reserved1: [u8; 24],
 }
 
+/// Body of QUEUE_INIT.
+///
+/// The queue occupies `64 + slots * slot_size` bytes at `base` in the
+/// context's memory (`LOCAL_READ | LOCAL_WRITE`): a 64-byte header whose
+/// word 0 is the NIC's producer count and word 1 the host's consumer count
+/// (both free-running), then the slots. Each slot starts with an 8-byte
+/// item header (length u32, sender node u16, sender context u8, zero u8)
+/// followed by the payload.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct QueueInitBody {
+    /// Queue index, `0..MAX_QUEUES`.
+    pub queue: U32,
+    /// Number of slots, `1..=65536`.
+    pub slots: U32,
+    /// Slot size in bytes, a multiple of 8 in `16..=4096`.
+    pub slot_size: U32,
+    /// Local event set once per item, or `EventId::NONE`.
+    pub event: U32,
+    /// Virtual base, 64-byte aligned.
+    pub base: U64,
+    /// Reserved, zero.
+    pub reserved: [u8; 32],
+}
+
+const _: () = assert!(core::mem::size_of::<QueueInitBody>() == 56);
 const _: () = assert!(core::mem::size_of::<SetEventBody>() == 56);
 const _: () = assert!(core::mem::size_of::<WriteWordBody>() == 56);
 const _: () = assert!(core::mem::size_of::<ArmEventBody>() == 56);
 
-/// Put or get.
+/// Put, get or queued put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DmaKind {
     /// Local to remote.
     Put,
     /// Remote to local, run by the data owner as a put.
     Get,
+    /// Local to the next slot of the target's input queue `0..MAX_QUEUES`.
+    Queued(u8),
 }
 
 /// A validated RUN_DMA.
@@ -238,6 +277,19 @@ pub enum Command {
         /// What to do on firing.
         action: EventAction,
     },
+    /// QUEUE_INIT.
+    QueueInit {
+        /// Queue index.
+        queue: u8,
+        /// Slots.
+        slots: u32,
+        /// Bytes per slot (item header included).
+        slot_size: u32,
+        /// Event set per item.
+        event: Option<EventId>,
+        /// Virtual base of the header and slots.
+        base: u64,
+    },
 }
 
 fn all_zero(bytes: &[u8]) -> bool {
@@ -253,7 +305,7 @@ impl Command {
             return Err(ErrorCode::ReservedNonZero);
         }
         let flags_allowed = if op == Opcode::RunDma {
-            DMA_FLAG_GET | DMA_FLAG_WAKE
+            DMA_FLAG_GET | DMA_FLAG_WAKE | DMA_FLAG_QUEUE
         } else {
             0
         };
@@ -277,18 +329,32 @@ impl Command {
                 if len > MAX_DMA_LEN {
                     return Err(ErrorCode::BadLength);
                 }
-                Ok(Command::Dma(DmaCommand {
-                    kind: if block.flags & DMA_FLAG_GET != 0 {
+                let (kind, dst_event) = if block.flags & DMA_FLAG_QUEUE != 0 {
+                    // The destination-event field names the remote queue.
+                    let queue = d.dst_event.get();
+                    if block.flags & DMA_FLAG_GET != 0 || d.dst_addr.get() != 0 {
+                        return Err(ErrorCode::ReservedNonZero);
+                    }
+                    if queue >= MAX_QUEUES {
+                        return Err(ErrorCode::BadEvent);
+                    }
+                    (DmaKind::Queued(queue as u8), None)
+                } else {
+                    let kind = if block.flags & DMA_FLAG_GET != 0 {
                         DmaKind::Get
                     } else {
                         DmaKind::Put
-                    },
+                    };
+                    (kind, EventId::decode(d.dst_event.get(), events_per_ctx)?)
+                };
+                Ok(Command::Dma(DmaCommand {
+                    kind,
                     len,
                     vp: d.vp.get(),
                     src_addr: d.src_addr.get(),
                     dst_addr: d.dst_addr.get(),
                     src_event: EventId::decode(d.src_event.get(), events_per_ctx)?,
-                    dst_event: EventId::decode(d.dst_event.get(), events_per_ctx)?,
+                    dst_event,
                     wake: block.flags & DMA_FLAG_WAKE != 0,
                 }))
             }
@@ -340,6 +406,34 @@ impl Command {
                     action,
                 })
             }
+            Opcode::QueueInit => {
+                let b = QueueInitBody::read_from_bytes(&block.body)
+                    .map_err(|_| ErrorCode::BadLength)?;
+                if !all_zero(&b.reserved) {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                let (queue, slots, slot_size) = (b.queue.get(), b.slots.get(), b.slot_size.get());
+                if queue >= MAX_QUEUES {
+                    return Err(ErrorCode::BadEvent);
+                }
+                if !(1..=65_536).contains(&slots)
+                    || !(16..=4096).contains(&slot_size)
+                    || slot_size % 8 != 0
+                {
+                    return Err(ErrorCode::BadLength);
+                }
+                let base = b.base.get();
+                if base % 64 != 0 {
+                    return Err(ErrorCode::Misaligned);
+                }
+                Ok(Command::QueueInit {
+                    queue: queue as u8,
+                    slots,
+                    slot_size,
+                    event: EventId::decode(b.event.get(), events_per_ctx)?,
+                    base,
+                })
+            }
             Opcode::BcastDma | Opcode::HwBarrier => Err(ErrorCode::UnknownOpcode),
         }
     }
@@ -363,13 +457,20 @@ impl Command {
                 if d.wake {
                     block.flags |= DMA_FLAG_WAKE;
                 }
+                let dst_event = match d.kind {
+                    DmaKind::Queued(queue) => {
+                        block.flags |= DMA_FLAG_QUEUE;
+                        u32::from(queue)
+                    }
+                    DmaKind::Put | DmaKind::Get => EventId::encode(d.dst_event),
+                };
                 let desc = DmaDescriptor {
                     len: U32::new(d.len),
                     vp: U32::new(d.vp),
                     src_addr: U64::new(d.src_addr),
                     dst_addr: U64::new(d.dst_addr),
                     src_event: U32::new(EventId::encode(d.src_event)),
-                    dst_event: U32::new(EventId::encode(d.dst_event)),
+                    dst_event: U32::new(dst_event),
                     reserved: [0; 24],
                 };
                 block.body = zerocopy::transmute!(desc);
@@ -380,6 +481,24 @@ impl Command {
                     event: U32::new(event.0),
                     count: U32::new(count),
                     reserved: [0; 48],
+                };
+                block.body = zerocopy::transmute!(b);
+            }
+            Command::QueueInit {
+                queue,
+                slots,
+                slot_size,
+                event,
+                base,
+            } => {
+                block.opcode = Opcode::QueueInit as u8;
+                let b = QueueInitBody {
+                    queue: U32::new(u32::from(queue)),
+                    slots: U32::new(slots),
+                    slot_size: U32::new(slot_size),
+                    event: U32::new(EventId::encode(event)),
+                    base: U64::new(base),
+                    reserved: [0; 32],
                 };
                 block.body = zerocopy::transmute!(b);
             }
@@ -422,6 +541,7 @@ impl Command {
             Command::SetEvent { .. } => Opcode::SetEvent,
             Command::WriteWord { .. } => Opcode::WriteWord,
             Command::ArmEvent { .. } => Opcode::ArmEvent,
+            Command::QueueInit { .. } => Opcode::QueueInit,
         }
     }
 }

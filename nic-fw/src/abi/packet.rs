@@ -63,6 +63,9 @@ pub const FLAG_GET_RESPONSE: u8 = 1 << 1;
 /// Data flag (LAST packets only): wake the target context's host once the
 /// DMA's data has landed.
 pub const FLAG_WAKE: u8 = 1 << 2;
+/// Data flag: a queued DMA's only packet; `event` names the target's input
+/// queue and `addr`, `aux0` are 0.
+pub const FLAG_QUEUE: u8 = 1 << 3;
 
 /// The header layout.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, PartialEq, Eq)]
@@ -193,6 +196,8 @@ pub struct DataPacket {
     pub dma_len: u32,
     /// Wake the target's host after this (last) packet.
     pub wake: bool,
+    /// Queued DMA: `event` is the target queue's index.
+    pub queue: bool,
 }
 
 /// A get request to the owner `route.dst_ctx`, which runs the described
@@ -282,8 +287,12 @@ impl Packet {
                         .checked_add(len)
                         .zip(dma_addr.checked_add(dma_len))
                         .is_some_and(|(e, de)| e <= de);
-                if h.flags & !(FLAG_LAST | FLAG_GET_RESPONSE | FLAG_WAKE) != 0
+                if h.flags & !(FLAG_LAST | FLAG_GET_RESPONSE | FLAG_WAKE | FLAG_QUEUE) != 0
                     || (h.flags & FLAG_WAKE != 0 && h.flags & FLAG_LAST == 0)
+                    || (h.flags & FLAG_QUEUE != 0
+                        && (h.flags & (FLAG_LAST | FLAG_GET_RESPONSE) != FLAG_LAST
+                            || h.addr.get() != 0
+                            || h.aux0.get() != 0))
                     || h.len.get() > MAX_PACKET_SIZE
                     || h.aux2.get() > MAX_DMA_LEN
                     || h.aux1.get() != 0
@@ -303,6 +312,7 @@ impl Packet {
                     dma_addr,
                     dma_len: h.aux2.get(),
                     wake: h.flags & FLAG_WAKE != 0,
+                    queue: h.flags & FLAG_QUEUE != 0,
                 }))
             }
             PacketType::GetRequest => {
@@ -381,12 +391,14 @@ impl Packet {
                 dma_addr,
                 dma_len,
                 wake,
+                queue,
             }) => {
                 h.ptype = PacketType::Data as u8;
                 set_route(&mut h, &route);
                 h.flags = if last { FLAG_LAST } else { 0 }
                     | if get_response { FLAG_GET_RESPONSE } else { 0 }
-                    | if wake { FLAG_WAKE } else { 0 };
+                    | if wake { FLAG_WAKE } else { 0 }
+                    | if queue { FLAG_QUEUE } else { 0 };
                 h.seq = U32::new(seq);
                 h.addr = U64::new(addr);
                 h.len = U32::new(len);
@@ -508,6 +520,7 @@ mod tests {
                 dma_addr: (1 << 44) - 2048,
                 dma_len: 4096,
                 wake: true,
+                queue: false,
             }),
             Packet::GetRequest(GetRequestPacket {
                 route: route(),

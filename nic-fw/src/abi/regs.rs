@@ -136,6 +136,8 @@ bitflags! {
         const WRITE = 1 << 3;
         /// BCAST_DMA and HW_BARRIER (collective hardware).
         const COLLECTIVE = 1 << 4;
+        /// QUEUE_INIT (input queues for queued DMAs).
+        const QUEUE = 1 << 5;
     }
 
     /// Region permissions (a reduced form of Elan4's `PERM_*`): local access

@@ -171,6 +171,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Command::SetEvent { .. } => QueuePerms::SET_EVENT,
             Command::ArmEvent { .. } => QueuePerms::ARM_EVENT,
             Command::WriteWord { .. } => QueuePerms::WRITE,
+            Command::QueueInit { .. } => QueuePerms::QUEUE,
         };
         let op = cmd.opcode() as u8;
         if !cfg.perms.contains(needed) {
@@ -188,7 +189,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 // The issuer's completion event fires with the error, so a
                 // host waiting on it learns of the failure.
                 let local = match d.kind {
-                    DmaKind::Put => d.src_event,
+                    DmaKind::Put | DmaKind::Queued(_) => d.src_event,
                     DmaKind::Get => d.dst_event,
                 };
                 if let Some(ev) = local {
@@ -206,6 +207,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 count,
                 action,
             } => self.arm_event(ctx, event, count, action),
+            Command::QueueInit {
+                queue,
+                slots,
+                slot_size,
+                event,
+                base,
+            } => self.init_queue(ctx, queue, slots, slot_size, event, base),
             Command::WriteWord { addr, value } => self
                 .translate(ctx, addr, 8, RegionPerms::LOCAL_WRITE)
                 .and_then(|phys| {
@@ -273,6 +281,20 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 dma.packets_total = self.packets_for(d.len);
                 dma.wake = d.wake;
             }
+            DmaKind::Queued(queue) => {
+                // One packet into one slot: the length must fit a packet.
+                if d.len > self.params.packet_size {
+                    return Err(ErrorCode::BadLength);
+                }
+                dma.role = DmaRole::Put;
+                dma.src_phys =
+                    self.translate(ctx, d.src_addr, d.len as u64, RegionPerms::LOCAL_READ)?;
+                dma.local_event = d.src_event;
+                dma.peer_event = u32::from(queue);
+                dma.packets_total = 1;
+                dma.queue = Some(queue);
+                dma.wake = d.wake;
+            }
             DmaKind::Get => {
                 dma.role = DmaRole::GetRequest;
                 // Fail early if the data could not land here.
@@ -288,6 +310,50 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
         }
         self.install_dma(dma)
+    }
+
+    /// QUEUE_INIT: check the queue's memory and (re)set its state. The
+    /// producer count restarts at the header's current consumer count, so a
+    /// re-initialised queue starts empty.
+    fn init_queue(
+        &mut self,
+        ctx: ContextIndex,
+        queue: u8,
+        slots: u32,
+        slot_size: u32,
+        event: Option<EventId>,
+        base: u64,
+    ) -> Result<(), ErrorCode> {
+        let len = (slots as u64)
+            .saturating_mul(slot_size as u64)
+            .saturating_add(64);
+        let phys = self.translate(
+            ctx,
+            base,
+            len,
+            RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
+        )?;
+        let mut consumed = [0u8; 8];
+        self.hw
+            .read(phys.wrapping_add(8), &mut consumed)
+            .map_err(|_| ErrorCode::HostBus)?;
+        let produced = u64::from_le_bytes(consumed);
+        self.hw
+            .write_word_release(phys, produced)
+            .map_err(|_| ErrorCode::HostBus)?;
+        let slot = self
+            .queues
+            .get_mut(ctx as usize)
+            .and_then(|q| q.get_mut(queue as usize))
+            .ok_or(ErrorCode::BadEvent)?;
+        *slot = Some(super::InputQueue {
+            base,
+            slots,
+            slot_size,
+            event,
+            produced,
+        });
+        Ok(())
     }
 
     /// Packets a DMA of `len` bytes is split into (a zero-length DMA still

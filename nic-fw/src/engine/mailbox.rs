@@ -68,6 +68,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 if let Some(table) = self.events.get_mut(cfg.ctx as usize) {
                     *table = [Event::RESET; EVENTS];
                 }
+                if let Some(queues) = self.queues.get_mut(cfg.ctx as usize) {
+                    *queues = [None; crate::abi::command::MAX_QUEUES as usize];
+                }
                 for reg in [regs::CQ_TAIL, regs::CQ_HEAD, regs::ERR_COUNT] {
                     if let Some(off) = regs::ctx_reg(cfg.ctx, reg) {
                         self.hw.reg_write(off, 0);

@@ -38,7 +38,7 @@ mod mailbox;
 mod rx;
 mod tx;
 
-use crate::abi::command::CommandBlock;
+use crate::abi::command::{CommandBlock, MAX_QUEUES};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorRecord};
 use crate::abi::event::{EventAction, EventId};
 use crate::abi::regs::{self, ContextConfig, Geometry, RegionPerms, Status};
@@ -134,6 +134,17 @@ struct Region {
     phys: u64,
 }
 
+/// An input queue of a context (QUEUE_INIT).
+#[derive(Clone, Copy, Debug)]
+struct InputQueue {
+    base: u64,
+    slots: u32,
+    slot_size: u32,
+    event: Option<EventId>,
+    /// Items written so far (free-running); mirrored in header word 0.
+    produced: u64,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Event {
     count: i64,
@@ -195,6 +206,8 @@ struct Dma {
     status: ErrorCode,
     /// Wake the target's host after the last packet.
     wake: bool,
+    /// Queued DMA: the target queue.
+    queue: Option<u8>,
 }
 
 impl Dma {
@@ -219,6 +232,7 @@ impl Dma {
         cookie: 0,
         status: ErrorCode::Ok,
         wake: false,
+        queue: None,
     };
 }
 
@@ -319,6 +333,7 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     contexts: [Context; MAX_CONTEXTS],
     regions: [Option<Region>; MAX_REGIONS],
     events: [[Event; EVENTS]; MAX_CONTEXTS],
+    queues: [[Option<InputQueue>; MAX_QUEUES as usize]; MAX_CONTEXTS],
     dmas: [Dma; MAX_DMAS],
     dmas_active: usize,
     dma_cursor: usize,
@@ -387,6 +402,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             contexts: [Context::DETACHED; MAX_CONTEXTS],
             regions: [None; MAX_REGIONS],
             events: [[Event::RESET; EVENTS]; MAX_CONTEXTS],
+            queues: [[None; MAX_QUEUES as usize]; MAX_CONTEXTS],
             dmas: [Dma::IDLE; MAX_DMAS],
             dmas_active: 0,
             dma_cursor: 0,

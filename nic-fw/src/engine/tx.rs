@@ -171,6 +171,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     dma_addr: dma.dst_addr,
                     dma_len: dma.len,
                     wake: e.last && dma.wake,
+                    queue: dma.queue.is_some(),
                 }),
                 Some(PayloadSource {
                     phys: dma.src_phys.wrapping_add(e.offset as u64),
@@ -242,8 +243,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
         }
         if ptype == PacketType::Nack && flow.in_flight > 0 {
-            // The receiver lacked a resource or saw a gap: go back, after a
-            // short pause so that a busy receiver is not hammered.
+            // The receiver is alive but lacked a resource (a full input
+            // queue, a DMA slot) or saw a gap: that is progress, not a
+            // silence that should count towards the retry limit.
+            flow.progress_ns = now;
+            flow.retries = 0;
+            // Go back, after a short pause so that a busy receiver is not
+            // hammered.
             flow.resend = Some(flow.base_seq);
             flow.resend_end = flow.next_seq;
             flow.resend_not_before = now.saturating_add(self.params.retry_timeout_ns / 64);
