@@ -22,7 +22,6 @@ fn decoders(c: &mut Criterion) {
         src_event: Some(EventId(1)),
         dst_event: Some(EventId(2)),
         wake: false,
-        queue: false,
     })
     .emit(7);
     let header = Packet::Data(DataPacket {
@@ -43,6 +42,7 @@ fn decoders(c: &mut Criterion) {
         dma_addr: 0x2000,
         dma_len: 2048,
         wake: false,
+        queue: false,
     })
     .emit();
     let raw = block.to_bytes();

@@ -53,7 +53,7 @@ pub struct BarrierArgs {
     /// Cluster shape.
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Algorithm: rdma, shm, smp, or all.
+    /// Algorithm: rdma, shm, smp, sendrecv, or all.
     #[arg(long, default_value = "all", value_parser = parse_algo::<BarrierAlgorithm>)]
     pub algo: AlgoChoice<BarrierAlgorithm>,
     /// Barriers per timed sample.

@@ -18,6 +18,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use railcoll_fw::abi::MAX_DMA_LEN;
 use railcoll_fw::abi::command::{Command, CommandBlock, DmaCommand, DmaKind};
@@ -149,6 +150,12 @@ pub struct Comm {
     pub(crate) coll: crate::coll::CollBuffers,
     /// Per-communicator collective sequence numbers.
     pub(crate) seq: crate::coll::CollSeq,
+    /// Next input queue index (symmetric).
+    next_queue: Cell<u8>,
+    /// The send/recv barrier's input queue (created with the communicator).
+    pub(crate) barrier_queue: std::cell::OnceCell<InputQueue>,
+    /// Barrier messages that arrived before they were waited for.
+    pub(crate) unexpected: RefCell<Vec<(usize, u64)>>,
 }
 
 impl std::fmt::Debug for Comm {
@@ -294,7 +301,7 @@ impl Comm {
         let mut driver = driver;
         // Reserved before any user allocation, so the same on every rank.
         let coll = crate::coll::CollBuffers::reserve(&mut alloc, &mut driver, cfg.topology.size())?;
-        Ok(Self {
+        let comm = Self {
             cfg,
             node,
             driver: RefCell::new(driver),
@@ -303,7 +310,16 @@ impl Comm {
             shm: RefCell::new(shm),
             coll,
             seq: crate::coll::CollSeq::default(),
-        })
+            next_queue: Cell::new(0),
+            barrier_queue: std::cell::OnceCell::new(),
+            unexpected: RefCell::new(Vec::new()),
+        };
+        // Every barrier step carries one 8-byte message; a rank can be one
+        // barrier ahead of a partner, so 64 slots never limit progress (a
+        // full queue would only delay a sender).
+        let queue = comm.create_queue(64, 8)?;
+        let _ = comm.barrier_queue.set(queue);
+        Ok(comm)
     }
 
     fn check_rank(&self, rank: usize) -> Result<(), Error> {
@@ -731,5 +747,152 @@ impl Comm {
     /// Wait through the environment's hook (for layers built on top).
     pub fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
         Ok(self.driver.borrow().wait_hook().wait_until(ready)?)
+    }
+}
+
+/// An input queue for queued DMAs (QDMA, elan-semantics rule 7): created
+/// collectively (same index and layout on every rank), on rail 0.
+#[derive(Debug)]
+pub struct InputQueue {
+    index: u8,
+    buf: SymBuffer,
+    slots: u32,
+    slot_size: u32,
+    consumed: Cell<u64>,
+}
+
+/// One received queue item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueItem {
+    /// Sending rank.
+    pub src: usize,
+    /// Payload bytes copied out.
+    pub len: usize,
+}
+
+impl InputQueue {
+    /// Largest payload one item carries.
+    pub fn max_payload(&self) -> usize {
+        self.slot_size as usize - 8
+    }
+}
+
+impl Comm {
+    /// Create an input queue of `slots` items of up to `max_payload` bytes.
+    /// Collective: every rank calls it in the same order. When it returns,
+    /// this rank's NIC knows the queue.
+    pub fn create_queue(&self, slots: u32, max_payload: usize) -> Result<InputQueue, Error> {
+        let index = self.next_queue.get();
+        if u32::from(index) >= railcoll_fw::abi::command::MAX_QUEUES {
+            return Err(Error::EventsExhausted("input queue"));
+        }
+        let slot_size = (max_payload + 8).next_multiple_of(8);
+        if !(1..=65_536).contains(&slots) || slot_size > 4096 || max_payload == 0 {
+            return Err(Error::Config(format!(
+                "queues hold 1..=65536 slots of 1..=4088 bytes, asked {slots} x {max_payload}"
+            )));
+        }
+        let buf = self
+            .alloc
+            .borrow_mut()
+            .alloc(64 + slots as usize * slot_size, 64)?;
+        self.next_queue.set(index + 1);
+        let mut driver = self.driver.borrow_mut();
+        let cmd = Command::QueueInit {
+            queue: index,
+            slots,
+            slot_size: slot_size as u32,
+            event: None,
+            base: ARENA_VA + buf.offset() as u64,
+        };
+        driver.push(0, &cmd, 0)?;
+        driver.fence(0)?;
+        Ok(InputQueue {
+            index,
+            buf,
+            slots,
+            slot_size: slot_size as u32,
+            consumed: Cell::new(0),
+        })
+    }
+
+    /// Send `src` (at most `queue.max_payload()` bytes) as one item into
+    /// `dst_rank`'s queue. The handle completes when the item is in a slot
+    /// there; a full queue delays it (the NIC retries), never drops it.
+    pub fn queue_send(
+        &self,
+        queue: &InputQueue,
+        dst_rank: usize,
+        src: &SymBuffer,
+    ) -> Result<PutHandle<'_>, Error> {
+        self.check_rank(dst_rank)?;
+        if src.len() > queue.max_payload() {
+            return Err(Error::TooLarge {
+                len: src.len(),
+                max: queue.max_payload(),
+            });
+        }
+        let mut driver = self.driver.borrow_mut();
+        let ev = driver.take_completion_event(0)?;
+        let generation = driver.push_arm_write(0, ev, 1)?;
+        let cmd = DmaCommand {
+            kind: DmaKind::Queued(queue.index),
+            len: src.len() as u32,
+            vp: dst_rank as u32,
+            src_addr: ARENA_VA + src.offset() as u64,
+            dst_addr: 0,
+            src_event: Some(ev),
+            dst_event: None,
+            wake: false,
+        };
+        driver.push(0, &Command::Dma(cmd), self.rank() as u32)?;
+        driver.ring(0)?;
+        drop(driver);
+        let layout = vec![Part {
+            rail: 0,
+            offset: 0,
+            len: src.len(),
+        }];
+        Ok(PutHandle {
+            comm: self,
+            parts: vec![(0, ev, generation)],
+            layout,
+            done: false,
+        })
+    }
+
+    /// Take the next item, blocking until one arrives; its payload is
+    /// copied into `out` (which must hold `queue.max_payload()` bytes, or at
+    /// least the item).
+    pub fn queue_recv(&self, queue: &InputQueue, out: &mut [u8]) -> Result<QueueItem, Error> {
+        let mem = self.local_memory(&queue.buf)?;
+        let consumed = queue.consumed.get();
+        self.wait_until(&mut || {
+            mem.load_u64(0, Ordering::Acquire)
+                .is_ok_and(|p| p != consumed)
+        })?;
+        let slot = 64 + (consumed % u64::from(queue.slots)) as usize * queue.slot_size as usize;
+        let mut header = [0u8; 8];
+        mem.read(slot, &mut header)
+            .map_err(|e| crate::driver::out_of_range("the queue", e))?;
+        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let node = u16::from_le_bytes([header[4], header[5]]) as usize;
+        let src = self.topology().rank_of(node, header[6] as usize)?;
+        if len > out.len() {
+            return Err(Error::OutOfBounds {
+                what: "the receive buffer",
+                offset: 0,
+                len,
+                limit: out.len(),
+            });
+        }
+        mem.read(slot + 8, &mut out[..len])
+            .map_err(|e| crate::driver::out_of_range("the queue", e))?;
+        // Free the slot: the NIC reads the consumer count when the queue
+        // looks full.
+        queue.consumed.set(consumed + 1);
+        mem.store_u64(8, consumed + 1, Ordering::Release)
+            .map_err(|e| crate::driver::out_of_range("the queue", e))?;
+        Ok(QueueItem { src, len })
     }
 }

@@ -549,6 +549,17 @@ impl Driver {
         result
     }
 
+    /// Wait until the NIC has executed every command queued on `rail` so far
+    /// (commands run in order, so a completion armed last fires last).
+    pub fn fence(&mut self, rail: usize) -> Result<(), Error> {
+        let ev = self.take_completion_event(rail)?;
+        let generation = self.push_arm_write(rail, ev, 0)?;
+        self.ring(rail)?;
+        let result = self.wait_completions(&[(rail, ev, generation)]);
+        self.release_completion_event(rail, ev);
+        result
+    }
+
     /// New NIC error records since the last call, from every rail.
     pub fn take_errors(&mut self) -> Result<Vec<NicError>, Error> {
         let mut out = Vec::new();

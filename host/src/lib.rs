@@ -43,7 +43,10 @@ pub mod shm;
 pub mod stripe;
 pub mod topology;
 
-pub use comm::{Arrivals, ChainedPut, Comm, CommConfig, DestEvent, PutHandle, TransferOptions};
+pub use comm::{
+    Arrivals, ChainedPut, Comm, CommConfig, DestEvent, InputQueue, PutHandle, QueueItem,
+    TransferOptions,
+};
 pub use error::Error;
 pub use stripe::RailPolicy;
 pub use topology::{Placement, Topology};

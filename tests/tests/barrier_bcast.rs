@@ -196,3 +196,73 @@ fn invalid_collective_requests_are_refused() {
         r.expect("ran");
     }
 }
+
+/// Many senders, one small queue: seven ranks send 20 items each into a
+/// 2-slot queue on rank 0, which is full nearly all the time. Every item
+/// arrives exactly once, each sender's items in order.
+#[test]
+fn queued_messages_from_many_senders_into_a_small_queue() {
+    let c = cluster(2, 4, 2, 1 << 20);
+    let per_sender = 20u32;
+    let out = c.run(|comm| -> Result<Vec<(usize, u32)>, Error> {
+        let queue = comm.create_queue(2, 4)?;
+        let msg = comm.alloc(4)?;
+        if comm.rank() == 0 {
+            let mut got = Vec::new();
+            let mut payload = [0u8; 4];
+            for _ in 0..per_sender * 7 {
+                let item = comm.queue_recv(&queue, &mut payload)?;
+                assert_eq!(item.len, 4);
+                got.push((item.src, u32::from_le_bytes(payload)));
+            }
+            return Ok(got);
+        }
+        for i in 0..per_sender {
+            comm.write_local(&msg, 0, &i.to_le_bytes())?;
+            // Waiting for delivery before reusing the source word.
+            comm.queue_send(&queue, 0, &msg)?.wait()?;
+        }
+        Ok(Vec::new())
+    });
+    let got = out
+        .into_iter()
+        .next()
+        .expect("rank 0")
+        .expect("ran")
+        .expect("no error");
+    assert_eq!(got.len(), 140, "no loss");
+    for sender in 1..8 {
+        let seq: Vec<u32> = got
+            .iter()
+            .filter(|(s, _)| *s == sender)
+            .map(|(_, i)| *i)
+            .collect();
+        assert_eq!(
+            seq,
+            (0..per_sender).collect::<Vec<_>>(),
+            "sender {sender}: in order, no duplicates"
+        );
+    }
+}
+
+#[test]
+fn queue_requests_out_of_bounds_are_refused() {
+    let c = cluster(2, 1, 1, 1 << 20);
+    let out = c.run(|comm| {
+        let q = comm.create_queue(4, 16).expect("queue");
+        let big = comm.alloc(17).expect("alloc");
+        assert!(matches!(
+            comm.queue_send(&q, 0, &big),
+            Err(Error::TooLarge { len: 17, max: 16 })
+        ));
+        assert!(matches!(
+            comm.queue_send(&q, 5, &big.slice(0, 1).expect("slice")),
+            Err(Error::RankOutOfRange { .. })
+        ));
+        assert!(matches!(comm.create_queue(0, 8), Err(Error::Config(_))));
+        assert!(matches!(comm.create_queue(4, 5000), Err(Error::Config(_))));
+    });
+    for r in out {
+        r.expect("ran");
+    }
+}

@@ -13,6 +13,11 @@
 //! - [`BarrierAlgorithm::Smp`]: the overall barrier (002 §5.3): flat tree
 //!   arrival on each node, the RDMA barrier among node masters (local rank
 //!   0), flat tree release.
+//! - [`BarrierAlgorithm::SendRecv`]: the message-passing baseline 002
+//!   compares against (MVICH's recursive doubling over send/receive): the
+//!   same schedule, each step a queued DMA (QDMA) into the partner's input
+//!   queue and a receive from one's own, with early messages from other
+//!   partners kept aside, as an MPI library's unexpected queue does.
 
 use std::sync::atomic::Ordering;
 
@@ -30,11 +35,13 @@ pub enum BarrierAlgorithm {
     Shm,
     /// Flat tree within nodes, RDMA among masters.
     Smp,
+    /// Recursive doubling over queued messages (the two-sided baseline).
+    SendRecv,
 }
 
 impl BarrierAlgorithm {
     /// Every algorithm.
-    pub const ALL: [BarrierAlgorithm; 3] = [Self::Rdma, Self::Shm, Self::Smp];
+    pub const ALL: [BarrierAlgorithm; 4] = [Self::Rdma, Self::Shm, Self::Smp, Self::SendRecv];
 
     /// Stable name (CLI, tables).
     pub fn name(self) -> &'static str {
@@ -42,6 +49,7 @@ impl BarrierAlgorithm {
             Self::Rdma => "rdma",
             Self::Shm => "shm",
             Self::Smp => "smp",
+            Self::SendRecv => "sendrecv",
         }
     }
 }
@@ -134,6 +142,10 @@ impl Comm {
                 let sync = self.hook_sync();
                 self.shm.borrow_mut().barrier(&sync, 0, &mut || Ok(()))
             }
+            BarrierAlgorithm::SendRecv => {
+                let members: Vec<usize> = (0..self.size()).collect();
+                self.sendrecv_barrier(&members, self.rank())
+            }
             BarrierAlgorithm::Smp => {
                 let topo = *self.topology();
                 let masters: Vec<usize> = (0..topo.nodes())
@@ -200,6 +212,52 @@ impl Comm {
     }
 }
 
+impl Comm {
+    /// The send/recv barrier among `members`, this rank being `members[id]`.
+    pub(crate) fn sendrecv_barrier(&self, members: &[usize], id: usize) -> Result<(), Error> {
+        let n = members.len();
+        if n <= 1 {
+            return Ok(());
+        }
+        let Some(queue) = self.barrier_queue.get() else {
+            return Err(Error::Config(
+                "the communicator has no barrier queue".into(),
+            ));
+        };
+        let number = self.seq.sendrecv_barrier.get().wrapping_add(1);
+        self.seq.sendrecv_barrier.set(number);
+        self.write_local(&self.coll.barrier_source, 0, &number.to_le_bytes())?;
+        let mut handles = Vec::new();
+        for step in pairwise_exchange_steps(n, id) {
+            match step {
+                BarrierStep::Send(to) => {
+                    handles.push(self.queue_send(queue, members[to], &self.coll.barrier_source)?)
+                }
+                BarrierStep::WaitFrom(from) => {
+                    let want = (members[from], number);
+                    loop {
+                        let mut stash = self.unexpected.borrow_mut();
+                        if let Some(at) = stash.iter().position(|m| *m == want) {
+                            stash.swap_remove(at);
+                            break;
+                        }
+                        drop(stash);
+                        let mut word = [0u8; 8];
+                        let item = self.queue_recv(queue, &mut word)?;
+                        self.unexpected
+                            .borrow_mut()
+                            .push((item.src, u64::from_le_bytes(word)));
+                    }
+                }
+            }
+        }
+        for h in handles {
+            h.wait()?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,7 +268,7 @@ mod tests {
             assert_eq!(a.name().parse::<BarrierAlgorithm>(), Ok(a));
         }
         let err = "tree".parse::<BarrierAlgorithm>().unwrap_err();
-        assert!(err.contains("rdma, shm, smp"), "{err}");
+        assert!(err.contains("rdma, shm, smp, sendrecv"), "{err}");
         assert_eq!(prev_power_of_two(1), 1);
         assert_eq!(prev_power_of_two(17), 16);
         assert_eq!(prev_power_of_two(16), 16);

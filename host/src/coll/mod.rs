@@ -68,6 +68,8 @@ pub struct CollSeq {
     pub(crate) flat_barrier: Cell<u64>,
     /// Number of the current RDMA barrier among node masters.
     pub(crate) master_barrier: Cell<u64>,
+    /// Number of the current send/recv barrier.
+    pub(crate) sendrecv_barrier: Cell<u64>,
 }
 
 /// Which group an RDMA barrier runs in. Each group has its own words and
