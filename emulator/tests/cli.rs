@@ -111,7 +111,11 @@ fn bench_barrier_and_bcast_json_lines() {
         .iter()
         .map(|v| v["algorithm"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(algos, vec!["rdma", "smp", "sendrecv"], "shm is skipped on two nodes");
+    assert_eq!(
+        algos,
+        vec!["rdma", "smp", "sendrecv"],
+        "shm is skipped on two nodes"
+    );
     for v in &lines {
         assert_eq!(v["collective"], "barrier");
         assert!(v["latency_us"].as_f64().is_some_and(|x| x > 0.0));

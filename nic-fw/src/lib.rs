@@ -21,6 +21,9 @@
 //!   file, clock, host wakeup), so the same code runs in the emulator and on
 //!   an FPGA soft core.
 //!
+//! - [`switch`]: what a rail's switch adds to forwarding: broadcast
+//!   replication and hardware-barrier combining.
+//!
 //! `docs/abi.md` at the repository root is the prose version of [`abi`],
 //! written for a team implementing the NIC in hardware.
 #![no_std]
@@ -51,3 +54,4 @@
 pub mod abi;
 pub mod engine;
 pub mod fuzzing;
+pub mod switch;

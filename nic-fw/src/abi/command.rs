@@ -20,7 +20,7 @@
 //! flags, lengths and event indices. Address *ranges* are checked later,
 //! against the region table, when the command runs.
 
-use zerocopy::little_endian::{U32, U64};
+use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::MAX_DMA_LEN;
@@ -67,11 +67,9 @@ pub enum Opcode {
     WriteWord = 0x04,
     /// Arm a local event: [`ArmEventBody`].
     ArmEvent = 0x05,
-    /// Broadcast DMA through the rail's switch (ABI 1.1, not yet served:
-    /// completes with `UnknownOpcode`).
+    /// Broadcast DMA replicated by the rail's switch: [`BcastBody`].
     BcastDma = 0x06,
-    /// Hardware barrier (ABI 1.1, not yet served: completes with
-    /// `UnknownOpcode`).
+    /// Hardware barrier combined by the rail's switch: [`HwBarrierBody`].
     HwBarrier = 0x07,
     /// Set up a local input queue: [`QueueInitBody`].
     QueueInit = 0x08,
@@ -185,6 +183,51 @@ pub struct ArmEventBody {
     pub reserved1: [u8; 24],
 }
 
+/// Body of BCAST_DMA: `len` bytes from `src_addr` to `dst_addr` in the
+/// issuing context's own context number on every node of
+/// `low_node..=high_node` except the sender's (same symmetric address
+/// everywhere, elan-semantics rule 15).
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct BcastBody {
+    /// Bytes.
+    pub len: U32,
+    /// First node of the range.
+    pub low_node: U16,
+    /// Last node of the range (inclusive).
+    pub high_node: U16,
+    /// Local source address.
+    pub src_addr: U64,
+    /// Target address (the same on every node).
+    pub dst_addr: U64,
+    /// Local event: every destination has everything.
+    pub src_event: U32,
+    /// Event set at every destination once its copy is complete.
+    pub dst_event: U32,
+    /// Reserved, zero.
+    pub reserved: [u8; 24],
+}
+
+/// Body of HW_BARRIER: the issuing context's barrier number `seq` in the
+/// group of its context number on nodes `low_node..=high_node`.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct HwBarrierBody {
+    /// First node of the group.
+    pub low_node: U16,
+    /// Last node of the group (inclusive).
+    pub high_node: U16,
+    /// Barrier number (wrapping; consecutive barriers increase by one).
+    pub seq: U32,
+    /// Local event set when the switch releases the barrier.
+    pub event: U32,
+    /// Reserved, zero.
+    pub reserved: [u8; 44],
+}
+
+const _: () = assert!(core::mem::size_of::<BcastBody>() == 56);
+const _: () = assert!(core::mem::size_of::<HwBarrierBody>() == 56);
+
 /// Body of QUEUE_INIT.
 ///
 /// The queue occupies `64 + slots * slot_size` bytes at `base` in the
@@ -276,6 +319,34 @@ pub enum Command {
         count: u32,
         /// What to do on firing.
         action: EventAction,
+    },
+    /// BCAST_DMA.
+    Bcast {
+        /// Bytes.
+        len: u32,
+        /// First node.
+        low_node: u16,
+        /// Last node (inclusive).
+        high_node: u16,
+        /// Local source.
+        src_addr: u64,
+        /// Target address everywhere.
+        dst_addr: u64,
+        /// Local completion event.
+        src_event: Option<EventId>,
+        /// Event at every destination.
+        dst_event: Option<EventId>,
+    },
+    /// HW_BARRIER.
+    HwBarrier {
+        /// First node.
+        low_node: u16,
+        /// Last node (inclusive).
+        high_node: u16,
+        /// Barrier number.
+        seq: u32,
+        /// Local event set at release.
+        event: Option<EventId>,
     },
     /// QUEUE_INIT.
     QueueInit {
@@ -434,7 +505,47 @@ impl Command {
                     base,
                 })
             }
-            Opcode::BcastDma | Opcode::HwBarrier => Err(ErrorCode::UnknownOpcode),
+            Opcode::BcastDma => {
+                let b =
+                    BcastBody::read_from_bytes(&block.body).map_err(|_| ErrorCode::BadLength)?;
+                if !all_zero(&b.reserved) {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                let (low_node, high_node) = (b.low_node.get(), b.high_node.get());
+                if low_node > high_node {
+                    return Err(ErrorCode::NotContiguous);
+                }
+                let len = b.len.get();
+                if len > MAX_DMA_LEN {
+                    return Err(ErrorCode::BadLength);
+                }
+                Ok(Command::Bcast {
+                    len,
+                    low_node,
+                    high_node,
+                    src_addr: b.src_addr.get(),
+                    dst_addr: b.dst_addr.get(),
+                    src_event: EventId::decode(b.src_event.get(), events_per_ctx)?,
+                    dst_event: EventId::decode(b.dst_event.get(), events_per_ctx)?,
+                })
+            }
+            Opcode::HwBarrier => {
+                let b = HwBarrierBody::read_from_bytes(&block.body)
+                    .map_err(|_| ErrorCode::BadLength)?;
+                if !all_zero(&b.reserved) {
+                    return Err(ErrorCode::ReservedNonZero);
+                }
+                let (low_node, high_node) = (b.low_node.get(), b.high_node.get());
+                if low_node > high_node {
+                    return Err(ErrorCode::NotContiguous);
+                }
+                Ok(Command::HwBarrier {
+                    low_node,
+                    high_node,
+                    seq: b.seq.get(),
+                    event: EventId::decode(b.event.get(), events_per_ctx)?,
+                })
+            }
         }
     }
 
@@ -481,6 +592,44 @@ impl Command {
                     event: U32::new(event.0),
                     count: U32::new(count),
                     reserved: [0; 48],
+                };
+                block.body = zerocopy::transmute!(b);
+            }
+            Command::Bcast {
+                len,
+                low_node,
+                high_node,
+                src_addr,
+                dst_addr,
+                src_event,
+                dst_event,
+            } => {
+                block.opcode = Opcode::BcastDma as u8;
+                let b = BcastBody {
+                    len: U32::new(len),
+                    low_node: U16::new(low_node),
+                    high_node: U16::new(high_node),
+                    src_addr: U64::new(src_addr),
+                    dst_addr: U64::new(dst_addr),
+                    src_event: U32::new(EventId::encode(src_event)),
+                    dst_event: U32::new(EventId::encode(dst_event)),
+                    reserved: [0; 24],
+                };
+                block.body = zerocopy::transmute!(b);
+            }
+            Command::HwBarrier {
+                low_node,
+                high_node,
+                seq,
+                event,
+            } => {
+                block.opcode = Opcode::HwBarrier as u8;
+                let b = HwBarrierBody {
+                    low_node: U16::new(low_node),
+                    high_node: U16::new(high_node),
+                    seq: U32::new(seq),
+                    event: U32::new(EventId::encode(event)),
+                    reserved: [0; 44],
                 };
                 block.body = zerocopy::transmute!(b);
             }
@@ -542,6 +691,8 @@ impl Command {
             Command::WriteWord { .. } => Opcode::WriteWord,
             Command::ArmEvent { .. } => Opcode::ArmEvent,
             Command::QueueInit { .. } => Opcode::QueueInit,
+            Command::Bcast { .. } => Opcode::BcastDma,
+            Command::HwBarrier { .. } => Opcode::HwBarrier,
         }
     }
 }

@@ -26,7 +26,9 @@ pub mod regs;
 pub use command::{Command, CommandBlock, DmaDescriptor, DmaKind, Opcode};
 pub use error::{ErrorCode, ErrorKind, ErrorRecord};
 pub use event::{CompletionWord, EventAction, EventId};
-pub use packet::{DataPacket, GetRequestPacket, Packet, PacketHeader, PacketType};
+pub use packet::{
+    BarrierPacket, BcastPacket, DataPacket, GetRequestPacket, Packet, PacketHeader, PacketType,
+};
 
 /// ABI version: major in bits 31:16, minor in bits 15:0. A host driver must
 /// refuse a NIC whose major version differs from the one it was built for.

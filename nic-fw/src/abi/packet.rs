@@ -126,6 +126,14 @@ pub enum PacketType {
     Ack = 3,
     /// Acknowledgement up to `seq`, retransmit the rest.
     Nack = 4,
+    /// Broadcast data, replicated by the switch to a node range.
+    Bcast = 5,
+    /// A broadcast destination's cumulative acknowledgement.
+    BcastAck = 6,
+    /// A member's arrival at a hardware barrier (to the switch).
+    BarrierArrive = 7,
+    /// The switch's release of a hardware barrier (to each member).
+    BarrierRelease = 8,
 }
 
 impl PacketType {
@@ -136,6 +144,10 @@ impl PacketType {
             2 => Self::GetRequest,
             3 => Self::Ack,
             4 => Self::Nack,
+            5 => Self::Bcast,
+            6 => Self::BcastAck,
+            7 => Self::BarrierArrive,
+            8 => Self::BarrierRelease,
             _ => return None,
         })
     }
@@ -222,6 +234,54 @@ pub struct GetRequestPacket {
     pub cookie: u32,
 }
 
+/// A broadcast data packet: replicated by the rail's switch to every node
+/// of `route.dst_node..=high_node` except the sender's. Header mapping:
+/// `seq` = broadcast id, `aux1` = high node (bits 15:0) and packet index
+/// (bits 31:16), `aux0`/`aux2` = the DMA's first target address and total
+/// length, flag bit 0 = last packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BcastPacket {
+    /// Addressing: `dst_node` is the range's first node.
+    pub route: Route,
+    /// Last node of the range (inclusive).
+    pub high_node: NodeId,
+    /// Broadcast id (per sending NIC, wrapping).
+    pub id: u32,
+    /// Packet index within the broadcast.
+    pub index: u16,
+    /// Target address of this packet.
+    pub addr: u64,
+    /// Payload bytes.
+    pub len: u32,
+    /// Raw target event (set after the last packet).
+    pub event: u32,
+    /// Cookie.
+    pub cookie: u32,
+    /// Last packet.
+    pub last: bool,
+    /// First target address of the whole broadcast.
+    pub dma_addr: u64,
+    /// Total bytes of the broadcast.
+    pub dma_len: u32,
+}
+
+/// A hardware-barrier message: a member's arrival (to the switch, with
+/// `route.dst_node` = the group's first node) or the switch's release (to
+/// one member, `route.dst_node` = that member). Group: context
+/// `route.dst_ctx` on nodes `low_node..=high_node`. Header: `seq` = barrier
+/// number, `aux1` = low node (15:0) and high node (31:16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BarrierPacket {
+    /// Addressing.
+    pub route: Route,
+    /// First node of the group.
+    pub low_node: NodeId,
+    /// Last node of the group.
+    pub high_node: NodeId,
+    /// Barrier number.
+    pub seq: u32,
+}
+
 /// A validated packet header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Packet {
@@ -242,6 +302,28 @@ pub enum Packet {
         /// Reason for the most recent rejection.
         err_code: ErrorCode,
     },
+    /// Broadcast data.
+    Bcast(BcastPacket),
+    /// A broadcast destination's acknowledgement: it holds the first
+    /// `received` packets of broadcast `id` (each checked; `err_code` is the
+    /// first rejection, if any). Header: `seq` = id, `aux2` = received,
+    /// `aux1` = error code.
+    BcastAck {
+        /// The destination.
+        src_node: NodeId,
+        /// The broadcast's sender.
+        dst_node: NodeId,
+        /// Broadcast id.
+        id: u32,
+        /// Packets received in order.
+        received: u32,
+        /// First rejection's reason, or `Ok`.
+        err_code: ErrorCode,
+    },
+    /// A member arrived at a hardware barrier.
+    BarrierArrive(BarrierPacket),
+    /// The switch released a hardware barrier.
+    BarrierRelease(BarrierPacket),
     /// Negative acknowledgement: acknowledges like [`Packet::Ack`] (with
     /// the same error bitmap) and asks for everything after `cum_seq` again.
     Nack {
@@ -329,6 +411,88 @@ impl Packet {
                     dst_event: h.event.get(),
                     cookie: h.cookie.get(),
                 }))
+            }
+            PacketType::Bcast => {
+                let aux1 = h.aux1.get();
+                let high_node = aux1 as u16;
+                let (addr, len) = (h.addr.get(), h.len.get() as u64);
+                let (dma_addr, dma_len) = (h.aux0.get(), h.aux2.get() as u64);
+                let inside = addr >= dma_addr
+                    && addr
+                        .checked_add(len)
+                        .zip(dma_addr.checked_add(dma_len))
+                        .is_some_and(|(e, de)| e <= de);
+                if h.flags & !FLAG_LAST != 0
+                    || route.dst_node > high_node
+                    || h.len.get() > MAX_PACKET_SIZE
+                    || h.aux2.get() > MAX_DMA_LEN
+                    || !inside
+                {
+                    return Err(ErrorCode::BadPacket);
+                }
+                Ok(Packet::Bcast(BcastPacket {
+                    route,
+                    high_node,
+                    id: h.seq.get(),
+                    index: (aux1 >> 16) as u16,
+                    addr,
+                    len: h.len.get(),
+                    event: h.event.get(),
+                    cookie: h.cookie.get(),
+                    last: h.flags & FLAG_LAST != 0,
+                    dma_addr,
+                    dma_len: h.aux2.get(),
+                }))
+            }
+            PacketType::BcastAck => {
+                if h.flags != 0
+                    || h.src_ctx != 0
+                    || h.dst_ctx != 0
+                    || h.job_key.get() != 0
+                    || h.len.get() != 0
+                    || h.addr.get() != 0
+                    || h.event.get() != 0
+                    || h.cookie.get() != 0
+                    || h.aux0.get() != 0
+                {
+                    return Err(ErrorCode::BadPacket);
+                }
+                let raw_code = u16::try_from(h.aux1.get()).map_err(|_| ErrorCode::BadPacket)?;
+                Ok(Packet::BcastAck {
+                    src_node: route.src_node,
+                    dst_node: route.dst_node,
+                    id: h.seq.get(),
+                    received: h.aux2.get(),
+                    err_code: ErrorCode::from_u16(raw_code).ok_or(ErrorCode::BadPacket)?,
+                })
+            }
+            PacketType::BarrierArrive | PacketType::BarrierRelease => {
+                let aux1 = h.aux1.get();
+                let (low_node, high_node) = (aux1 as u16, (aux1 >> 16) as u16);
+                if h.flags != 0
+                    || h.len.get() != 0
+                    || h.addr.get() != 0
+                    || h.event.get() != 0
+                    || h.cookie.get() != 0
+                    || h.aux0.get() != 0
+                    || h.aux2.get() != 0
+                    || low_node > high_node
+                    || route.dst_node < low_node
+                    || route.dst_node > high_node
+                {
+                    return Err(ErrorCode::BadPacket);
+                }
+                let b = BarrierPacket {
+                    route,
+                    low_node,
+                    high_node,
+                    seq: h.seq.get(),
+                };
+                Ok(if ptype == PacketType::BarrierArrive {
+                    Packet::BarrierArrive(b)
+                } else {
+                    Packet::BarrierRelease(b)
+                })
             }
             PacketType::Ack | PacketType::Nack => {
                 if h.flags != 0
@@ -441,6 +605,10 @@ impl Packet {
                 h.aux0 = U64::new(err_bits);
                 h.aux1 = U32::new(err_code as u32);
             }
+            Packet::Bcast(_)
+            | Packet::BcastAck { .. }
+            | Packet::BarrierArrive(_)
+            | Packet::BarrierRelease(_) => self.emit_extended(&mut h),
             Packet::Nack {
                 src_node,
                 dst_node,
@@ -461,12 +629,66 @@ impl Packet {
         h
     }
 
+    fn emit_extended(&self, h: &mut PacketHeader) {
+        let set_route = |h: &mut PacketHeader, r: &Route| {
+            h.src_node = U16::new(r.src_node);
+            h.src_ctx = r.src_ctx;
+            h.dst_node = U16::new(r.dst_node);
+            h.dst_ctx = r.dst_ctx;
+            h.job_key = U32::new(r.job_key);
+        };
+        match *self {
+            Packet::Bcast(b) => {
+                h.ptype = PacketType::Bcast as u8;
+                set_route(h, &b.route);
+                h.flags = if b.last { FLAG_LAST } else { 0 };
+                h.seq = U32::new(b.id);
+                h.addr = U64::new(b.addr);
+                h.len = U32::new(b.len);
+                h.event = U32::new(b.event);
+                h.cookie = U32::new(b.cookie);
+                h.aux0 = U64::new(b.dma_addr);
+                h.aux1 = U32::new(u32::from(b.high_node) | (u32::from(b.index) << 16));
+                h.aux2 = U32::new(b.dma_len);
+            }
+            Packet::BcastAck {
+                src_node,
+                dst_node,
+                id,
+                received,
+                err_code,
+            } => {
+                h.ptype = PacketType::BcastAck as u8;
+                h.src_node = U16::new(src_node);
+                h.dst_node = U16::new(dst_node);
+                h.seq = U32::new(id);
+                h.aux2 = U32::new(received);
+                h.aux1 = U32::new(err_code as u32);
+            }
+            Packet::BarrierArrive(b) | Packet::BarrierRelease(b) => {
+                h.ptype = if matches!(self, Packet::BarrierArrive(_)) {
+                    PacketType::BarrierArrive as u8
+                } else {
+                    PacketType::BarrierRelease as u8
+                };
+                set_route(h, &b.route);
+                h.seq = U32::new(b.seq);
+                h.aux1 = U32::new(u32::from(b.low_node) | (u32::from(b.high_node) << 16));
+            }
+            _ => {}
+        }
+    }
+
     /// Destination node.
     pub const fn dst_node(&self) -> NodeId {
         match self {
             Packet::Data(DataPacket { route, .. })
             | Packet::GetRequest(GetRequestPacket { route, .. }) => route.dst_node,
-            Packet::Ack { dst_node, .. } | Packet::Nack { dst_node, .. } => *dst_node,
+            Packet::Ack { dst_node, .. }
+            | Packet::Nack { dst_node, .. }
+            | Packet::BcastAck { dst_node, .. } => *dst_node,
+            Packet::Bcast(b) => b.route.dst_node,
+            Packet::BarrierArrive(b) | Packet::BarrierRelease(b) => b.route.dst_node,
         }
     }
 
@@ -474,6 +696,7 @@ impl Packet {
     pub const fn payload_len(&self) -> u32 {
         match self {
             Packet::Data(d) => d.len,
+            Packet::Bcast(b) => b.len,
             _ => 0,
         }
     }
@@ -506,7 +729,7 @@ mod tests {
         }
     }
 
-    fn samples() -> [Packet; 4] {
+    fn samples() -> [Packet; 8] {
         [
             Packet::Data(DataPacket {
                 route: route(),
@@ -546,6 +769,38 @@ mod tests {
                 err_bits: 1,
                 err_code: ErrorCode::Busy,
             },
+            Packet::Bcast(BcastPacket {
+                route: route(),
+                high_node: 9,
+                id: 77,
+                index: 3,
+                addr: 0x1800,
+                len: 2048,
+                event: 4,
+                cookie: 2,
+                last: false,
+                dma_addr: 0x0,
+                dma_len: 1 << 20,
+            }),
+            Packet::BcastAck {
+                src_node: 4,
+                dst_node: 1,
+                id: 77,
+                received: 5,
+                err_code: ErrorCode::Protection,
+            },
+            Packet::BarrierArrive(BarrierPacket {
+                route: route(),
+                low_node: 2,
+                high_node: 7,
+                seq: u32::MAX,
+            }),
+            Packet::BarrierRelease(BarrierPacket {
+                route: route(),
+                low_node: 3,
+                high_node: 3,
+                seq: 0,
+            }),
         ]
     }
 

@@ -172,6 +172,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Command::ArmEvent { .. } => QueuePerms::ARM_EVENT,
             Command::WriteWord { .. } => QueuePerms::WRITE,
             Command::QueueInit { .. } => QueuePerms::QUEUE,
+            Command::Bcast { .. } | Command::HwBarrier { .. } => QueuePerms::COLLECTIVE,
         };
         let op = cmd.opcode() as u8;
         if !cfg.perms.contains(needed) {
@@ -198,9 +199,51 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
             return Exec::Done;
         }
+        let started = match cmd {
+            Command::Bcast {
+                len,
+                low_node,
+                high_node,
+                src_addr,
+                dst_addr,
+                src_event,
+                dst_event,
+            } => Some((
+                self.start_bcast(
+                    ctx, len, low_node, high_node, src_addr, dst_addr, src_event, dst_event, cookie,
+                ),
+                src_event,
+            )),
+            Command::HwBarrier {
+                low_node,
+                high_node,
+                seq,
+                event,
+            } => Some((
+                self.start_barrier(ctx, low_node, high_node, seq, event),
+                event,
+            )),
+            _ => None,
+        };
+        if let Some((outcome, completion)) = started {
+            match outcome {
+                Ok(false) => return Exec::Stall,
+                Ok(true) => {}
+                Err(code) => {
+                    self.report_command(ctx, origin, code, cookie, op);
+                    if let Some(ev) = completion {
+                        let _ = self.set_event(ctx, ev, 1, code);
+                    }
+                }
+            }
+            self.stats.commands = self.stats.commands.wrapping_add(1);
+            return Exec::Done;
+        }
         self.stats.commands = self.stats.commands.wrapping_add(1);
         let result = match cmd {
-            Command::Nop | Command::Dma(_) => Ok(()),
+            Command::Nop | Command::Dma(_) | Command::Bcast { .. } | Command::HwBarrier { .. } => {
+                Ok(())
+            }
             Command::SetEvent { event, count } => self.set_event(ctx, event, count, ErrorCode::Ok),
             Command::ArmEvent {
                 event,

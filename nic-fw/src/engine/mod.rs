@@ -31,6 +31,7 @@
 //! (flow state), `EVENTS` the events per context; the other sizes are the
 //! ABI's constants.
 
+mod collective;
 mod command;
 mod events;
 pub mod hw;
@@ -236,6 +237,79 @@ impl Dma {
     };
 }
 
+/// The broadcast in flight (one per NIC).
+#[derive(Clone, Copy, Debug)]
+struct BcastTx {
+    active: bool,
+    ctx: ContextIndex,
+    id: u32,
+    low: NodeId,
+    high: NodeId,
+    src_phys: u64,
+    dst_addr: u64,
+    len: u32,
+    total: u32,
+    /// Packets handed to the link (rewound on a go-back).
+    sent: u32,
+    job_key: u32,
+    src_event: Option<EventId>,
+    dst_event: u32,
+    cookie: u32,
+    status: ErrorCode,
+    progress_ns: u64,
+    retries: u32,
+}
+
+impl BcastTx {
+    const IDLE: BcastTx = BcastTx {
+        active: false,
+        ctx: 0,
+        id: 0,
+        low: 0,
+        high: 0,
+        src_phys: 0,
+        dst_addr: 0,
+        len: 0,
+        total: 0,
+        sent: 0,
+        job_key: 0,
+        src_event: None,
+        dst_event: u32::MAX,
+        cookie: 0,
+        status: ErrorCode::Ok,
+        progress_ns: 0,
+        retries: 0,
+    };
+}
+
+/// What one broadcast destination has acknowledged.
+#[derive(Clone, Copy, Debug)]
+struct BcastDest {
+    received: u32,
+    status: ErrorCode,
+}
+
+/// Receiver state of the broadcasts from one source node.
+#[derive(Clone, Copy, Debug)]
+struct BcastRx {
+    id: u32,
+    next: u32,
+    started: bool,
+    status: ErrorCode,
+}
+
+/// A context's barrier waiting for the switch's release.
+#[derive(Clone, Copy, Debug)]
+struct PendingBarrier {
+    seq: u32,
+    event: Option<EventId>,
+    low: NodeId,
+    high: NodeId,
+    job_key: u32,
+    sent_ns: u64,
+    retries: u32,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct TxEntry {
     dma: u8,
@@ -341,6 +415,11 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     rx: [RxFlow; NODES],
     ack_list: [NodeId; NODES],
     ack_list_len: usize,
+    bcast: BcastTx,
+    bcast_next_id: u32,
+    bcast_dest: [BcastDest; NODES],
+    bcast_rx: [BcastRx; NODES],
+    barriers: [Option<PendingBarrier>; MAX_CONTEXTS],
     chain: [Option<ChainEntry>; CHAIN_DEPTH],
     chain_head: usize,
     chain_len: usize,
@@ -410,6 +489,19 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             rx: [RxFlow::NEW; NODES],
             ack_list: [0; NODES],
             ack_list_len: 0,
+            bcast: BcastTx::IDLE,
+            bcast_next_id: 0,
+            bcast_dest: [BcastDest {
+                received: 0,
+                status: ErrorCode::Ok,
+            }; NODES],
+            bcast_rx: [BcastRx {
+                id: 0,
+                next: 0,
+                started: false,
+                status: ErrorCode::Ok,
+            }; NODES],
+            barriers: [None; MAX_CONTEXTS],
             chain: [None; CHAIN_DEPTH],
             chain_head: 0,
             chain_len: 0,
@@ -459,8 +551,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         // Work that can move without an external stimulus. A queue or chain
         // stalled on a full DMA table waits for an ack, which is a stimulus.
         let slots_free = self.dmas_active < MAX_DMAS;
-        let pending =
-            ((self.chain_len > 0 || self.queues_pending != 0) && slots_free) || self.has_unsent();
+        let pending = ((self.chain_len > 0 || self.queues_pending != 0) && slots_free)
+            || self.has_unsent()
+            || self.bcast_sendable();
         PollOutcome {
             progressed,
             pending,
@@ -527,17 +620,23 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     fn next_timer(&self) -> Option<u64> {
+        let collective = self.collective_timer();
         if self.flows_in_flight == 0 {
-            return None;
+            return collective;
         }
-        self.tx
+        let unicast = self
+            .tx
             .iter()
             .filter(|f| f.in_flight > 0 && !f.broken)
             .map(|f| match f.resend {
                 Some(_) => f.resend_not_before,
                 None => f.progress_ns.saturating_add(self.params.retry_timeout_ns),
             })
-            .min()
+            .min();
+        match (unicast, collective) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 

@@ -35,8 +35,20 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     fn on_packet(&mut self, header: &PacketHeader, payload: &H::Payload) {
+        let me = self.loc.node;
         let packet = match Packet::parse(header) {
-            Ok(p) if p.dst_node() == self.loc.node => p,
+            // A broadcast is addressed to its whole range but the sender.
+            Ok(Packet::Bcast(b))
+                if b.route.dst_node <= me && me <= b.high_node && b.route.src_node != me =>
+            {
+                Packet::Bcast(b)
+            }
+            Ok(p)
+                if !matches!(p, Packet::Bcast(_) | Packet::BarrierArrive(_))
+                    && p.dst_node() == me =>
+            {
+                p
+            }
             _ => {
                 // Corrupt or misrouted: drop without effect; the sender's
                 // timer retransmits.
@@ -67,6 +79,20 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             | Packet::GetRequest(GetRequestPacket { route, seq, .. }) => {
                 self.on_sequenced(route.src_node, seq, &packet, payload);
             }
+            Packet::Bcast(b) => self.on_bcast(&b, payload),
+            Packet::BcastAck {
+                src_node,
+                id,
+                received,
+                err_code,
+                ..
+            } => {
+                self.on_bcast_ack(src_node, id, received, err_code);
+            }
+            Packet::BarrierRelease(b) => self.on_barrier_release(&b),
+            // Arrivals are the switch's business; the guard above dropped
+            // them already.
+            Packet::BarrierArrive(_) => {}
         }
     }
 
@@ -91,7 +117,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Packet::Data(data) if data.queue => self.on_queue_data(data, payload),
             Packet::Data(data) => self.on_data(data, payload),
             Packet::GetRequest(request) => self.on_get_request(request),
-            Packet::Ack { .. } | Packet::Nack { .. } => Verdict::Accepted,
+            _ => Verdict::Accepted,
         };
         let Some(flow) = self.rx.get_mut(src as usize) else {
             return;
@@ -331,7 +357,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     /// Context attached and job key matching.
-    fn check_inbound(&self, ctx: u8, job_key: u32) -> Result<(), ErrorCode> {
+    pub(super) fn check_inbound(&self, ctx: u8, job_key: u32) -> Result<(), ErrorCode> {
         let cfg = self.context(ctx).ok_or(ErrorCode::NoContext)?;
         if cfg.job_key != job_key {
             return Err(ErrorCode::JobKeyMismatch);

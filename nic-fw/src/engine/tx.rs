@@ -12,7 +12,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// Send retransmissions, then new packets round-robin over active DMAs.
     pub(super) fn transmit(&mut self) -> bool {
         let mut budget = TX_BUDGET;
-        let mut progressed = false;
+        let mut progressed = self.bcast_transmit();
         if self.flows_in_flight > 0 {
             let now = self.hw.now_ns();
             for node in 0..NODES {
@@ -309,11 +309,19 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// Retransmission timers: go back on a silent flow; give up after the
     /// retry limit.
     pub(super) fn check_timers(&mut self) -> bool {
-        if self.flows_in_flight == 0 {
+        let collective_due = self.collective_timer().is_some();
+        if self.flows_in_flight == 0 && !collective_due {
             return false;
         }
         let now = self.hw.now_ns();
-        let mut progressed = false;
+        let mut progressed = if collective_due {
+            self.collective_timers(now)
+        } else {
+            false
+        };
+        if self.flows_in_flight == 0 {
+            return progressed;
+        }
         for node in 0..NODES {
             let Some(flow) = self.tx.get_mut(node) else {
                 break;

@@ -1,0 +1,436 @@
+//! Hardware-style collectives: broadcast DMA and the hardware barrier.
+//!
+//! Broadcast: one broadcast in flight per NIC. Its packets carry the
+//! broadcast id and their index; the rail's switch replicates each to every
+//! node of the range but the sender's. A destination accepts packets in
+//! order per source (a newer id at index 0 opens the next broadcast),
+//! checks the broadcast's whole target range once per packet like a data
+//! packet, writes, sets its event after the last one, and answers with a
+//! cumulative [`Packet::BcastAck`] carrying its first rejection. The sender
+//! combines the acknowledgements (the worst answer wins, elan-semantics
+//! rule 16), keeps a window of packets ahead of the slowest destination,
+//! retransmits from it on silence, and fires its source event when every
+//! destination holds everything.
+//!
+//! Barrier: a member NIC sends its arrival (barrier number, group) to the
+//! switch and keeps it pending; the switch releases the group once every
+//! member arrived. A member re-sends its arrival on silence; the switch
+//! answers an arrival for a number it already released with the release.
+
+use super::hw::{Hardware, PayloadSource};
+use super::{BcastTx, Engine, PendingBarrier, TX_BUDGET};
+use crate::abi::error::ErrorCode;
+use crate::abi::event::EventId;
+use crate::abi::packet::{BarrierPacket, BcastPacket, Packet, Route};
+use crate::abi::regs::RegionPerms;
+use crate::abi::{ContextIndex, NodeId, TX_WINDOW};
+
+/// `a` is after `b` in wrapping sequence arithmetic.
+fn newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+    /// Check a collective's node range against the context's capability
+    /// and the flow tables.
+    fn check_range(&self, ctx: ContextIndex, low: NodeId, high: NodeId) -> Result<(), ErrorCode> {
+        let cfg = self.context(ctx).ok_or(ErrorCode::NoContext)?;
+        let cap_end = (cfg.cap.low_node as u32).saturating_add(cfg.cap.node_count as u32);
+        if low < cfg.cap.low_node || high as u32 >= cap_end || high as usize >= NODES {
+            return Err(ErrorCode::BadVp);
+        }
+        Ok(())
+    }
+
+    /// BCAST_DMA: `Ok(false)` if the broadcast channel is busy (stall).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start_bcast(
+        &mut self,
+        ctx: ContextIndex,
+        len: u32,
+        low: NodeId,
+        high: NodeId,
+        src_addr: u64,
+        dst_addr: u64,
+        src_event: Option<EventId>,
+        dst_event: Option<EventId>,
+        cookie: u32,
+    ) -> Result<bool, ErrorCode> {
+        if self.bcast.active {
+            return Ok(false);
+        }
+        self.check_range(ctx, low, high)?;
+        let src_phys = self.translate(ctx, src_addr, len as u64, RegionPerms::LOCAL_READ)?;
+        dst_addr
+            .checked_add(len as u64)
+            .ok_or(ErrorCode::AddressOverflow)?;
+        let total = self.packets_for(len);
+        if total > u16::MAX as u32 {
+            return Err(ErrorCode::BadLength);
+        }
+        let job_key = self.context(ctx).map_or(0, |c| c.job_key);
+        self.bcast_next_id = self.bcast_next_id.wrapping_add(1);
+        for node in low..=high {
+            if let Some(d) = self.bcast_dest.get_mut(node as usize) {
+                *d = super::BcastDest {
+                    received: 0,
+                    status: ErrorCode::Ok,
+                };
+            }
+        }
+        self.bcast = BcastTx {
+            active: true,
+            ctx,
+            id: self.bcast_next_id,
+            low,
+            high,
+            src_phys,
+            dst_addr,
+            len,
+            total,
+            sent: 0,
+            job_key,
+            src_event,
+            dst_event: EventId::encode(dst_event),
+            cookie,
+            status: ErrorCode::Ok,
+            progress_ns: self.hw.now_ns(),
+            retries: 0,
+        };
+        self.finish_bcast_if_done();
+        Ok(true)
+    }
+
+    /// Fewest packets any destination (other than this node) has.
+    fn bcast_min_received(&self) -> u32 {
+        let b = &self.bcast;
+        (b.low..=b.high)
+            .filter(|n| *n != self.loc.node)
+            .filter_map(|n| self.bcast_dest.get(n as usize))
+            .map(|d| d.received)
+            .min()
+            .unwrap_or(b.total)
+    }
+
+    /// Can a broadcast packet go out now?
+    pub(super) fn bcast_sendable(&self) -> bool {
+        self.bcast.active
+            && self.bcast.sent < self.bcast.total
+            && self.bcast.sent.saturating_sub(self.bcast_min_received()) < TX_WINDOW as u32
+    }
+
+    /// Send broadcast packets within the window.
+    pub(super) fn bcast_transmit(&mut self) -> bool {
+        let mut progressed = false;
+        for _ in 0..TX_BUDGET {
+            if !self.bcast_sendable() {
+                break;
+            }
+            let b = self.bcast;
+            let size = self.params.packet_size.max(1);
+            let offset = b.sent.saturating_mul(size);
+            let len = b.len.saturating_sub(offset).min(size);
+            let last = b.sent.wrapping_add(1) == b.total;
+            let packet = Packet::Bcast(BcastPacket {
+                route: Route {
+                    src_node: self.loc.node,
+                    src_ctx: b.ctx,
+                    dst_node: b.low,
+                    dst_ctx: b.ctx,
+                    job_key: b.job_key,
+                },
+                high_node: b.high,
+                id: b.id,
+                index: b.sent as u16,
+                addr: b.dst_addr.wrapping_add(offset as u64),
+                len,
+                event: if last { b.dst_event } else { u32::MAX },
+                cookie: b.cookie,
+                last,
+                dma_addr: b.dst_addr,
+                dma_len: b.len,
+            });
+            let payload = PayloadSource {
+                phys: b.src_phys.wrapping_add(offset as u64),
+                len,
+            };
+            self.stats.packets_sent = self.stats.packets_sent.wrapping_add(1);
+            let _ = self.hw.send(&packet.emit(), Some(payload));
+            self.bcast.sent = self.bcast.sent.wrapping_add(1);
+            progressed = true;
+        }
+        progressed
+    }
+
+    /// A destination's acknowledgement.
+    pub(super) fn on_bcast_ack(&mut self, from: NodeId, id: u32, received: u32, code: ErrorCode) {
+        let b = self.bcast;
+        if !b.active || id != b.id || from < b.low || from > b.high || from == self.loc.node {
+            return;
+        }
+        if let Some(d) = self.bcast_dest.get_mut(from as usize) {
+            if received > d.received {
+                d.received = received.min(b.total);
+                self.bcast.progress_ns = self.hw.now_ns();
+                self.bcast.retries = 0;
+            }
+            if !code.is_ok() && d.status.is_ok() {
+                d.status = code;
+                if self.bcast.status.is_ok() {
+                    self.bcast.status = code;
+                }
+            }
+        }
+        self.finish_bcast_if_done();
+    }
+
+    fn finish_bcast_if_done(&mut self) {
+        if !self.bcast.active || self.bcast_min_received() < self.bcast.total {
+            return;
+        }
+        let b = self.bcast;
+        self.bcast.active = false;
+        self.stats.dmas_completed = self.stats.dmas_completed.wrapping_add(1);
+        if let Some(ev) = b.src_event {
+            let _ = self.set_event(b.ctx, ev, 1, b.status);
+        }
+    }
+
+    /// A broadcast packet for this node.
+    pub(super) fn on_bcast(&mut self, p: &BcastPacket, payload: &H::Payload) {
+        let src = p.route.src_node;
+        let Some(rx) = self.bcast_rx.get(src as usize).copied() else {
+            self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
+            return;
+        };
+        let index = p.index as u32;
+        let mut state = rx;
+        if rx.started && p.id == rx.id {
+            if index < rx.next {
+                self.stats.duplicates = self.stats.duplicates.wrapping_add(1);
+                self.send_bcast_ack(src, rx);
+                return;
+            }
+            if index > rx.next {
+                return; // a gap: wait for the sender to go back
+            }
+        } else if !rx.started || newer(p.id, rx.id) {
+            if index != 0 {
+                return; // the start of this broadcast was lost
+            }
+            state = super::BcastRx {
+                id: p.id,
+                next: 0,
+                started: true,
+                status: ErrorCode::Ok,
+            };
+        } else {
+            return; // an older broadcast: already complete everywhere
+        }
+        // In order: check like a data packet (the whole broadcast range),
+        // write, set the event after the last packet.
+        let ctx = p.route.dst_ctx;
+        let event = EventId::decode(p.event, EVENTS as u32);
+        let checked = self.check_inbound(ctx, p.route.job_key).and_then(|()| {
+            if self.hw.payload_len(payload) != p.len as usize {
+                return Err(ErrorCode::BadPacket);
+            }
+            let base =
+                self.translate(ctx, p.dma_addr, p.dma_len as u64, RegionPerms::REMOTE_WRITE)?;
+            event?;
+            base.checked_add(p.addr.wrapping_sub(p.dma_addr))
+                .ok_or(ErrorCode::AddressOverflow)
+        });
+        let status = match checked {
+            Ok(phys) => self
+                .hw
+                .deliver(payload, phys)
+                .map_err(|_| ErrorCode::HostBus)
+                .err(),
+            Err(code) => Some(code),
+        }
+        .unwrap_or(ErrorCode::Ok);
+        if !status.is_ok() {
+            if state.status.is_ok() {
+                state.status = status;
+            }
+            self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
+        } else {
+            self.stats.packets_accepted = self.stats.packets_accepted.wrapping_add(1);
+        }
+        if let Ok(Some(ev)) = event
+            && self.context(ctx).is_some()
+        {
+            if p.last {
+                let _ = self.set_event(ctx, ev, 1, state.status);
+                self.hw.wake(ctx);
+            } else if !status.is_ok() {
+                self.taint_event(ctx, ev, status);
+            }
+        }
+        state.next = state.next.wrapping_add(1);
+        if let Some(r) = self.bcast_rx.get_mut(src as usize) {
+            *r = state;
+        }
+        self.send_bcast_ack(src, state);
+    }
+
+    fn send_bcast_ack(&mut self, to: NodeId, state: super::BcastRx) {
+        let ack = Packet::BcastAck {
+            src_node: self.loc.node,
+            dst_node: to,
+            id: state.id,
+            received: state.next,
+            err_code: state.status,
+        };
+        let _ = self.hw.send(&ack.emit(), None);
+    }
+
+    /// HW_BARRIER: `Ok(false)` if this context already waits on a barrier.
+    pub(super) fn start_barrier(
+        &mut self,
+        ctx: ContextIndex,
+        low: NodeId,
+        high: NodeId,
+        seq: u32,
+        event: Option<EventId>,
+    ) -> Result<bool, ErrorCode> {
+        self.check_range(ctx, low, high)?;
+        if self.loc.node < low || self.loc.node > high {
+            return Err(ErrorCode::BadVp);
+        }
+        let job_key = self.context(ctx).map_or(0, |c| c.job_key);
+        let now = self.hw.now_ns();
+        let Some(slot) = self.barriers.get_mut(ctx as usize) else {
+            return Err(ErrorCode::NoContext);
+        };
+        if slot.is_some() {
+            return Ok(false);
+        }
+        let pending = PendingBarrier {
+            seq,
+            event,
+            low,
+            high,
+            job_key,
+            sent_ns: now,
+            retries: 0,
+        };
+        *slot = Some(pending);
+        self.send_arrival(ctx, pending);
+        Ok(true)
+    }
+
+    fn send_arrival(&mut self, ctx: ContextIndex, b: PendingBarrier) {
+        let packet = Packet::BarrierArrive(BarrierPacket {
+            route: Route {
+                src_node: self.loc.node,
+                src_ctx: ctx,
+                dst_node: b.low,
+                dst_ctx: ctx,
+                job_key: b.job_key,
+            },
+            low_node: b.low,
+            high_node: b.high,
+            seq: b.seq,
+        });
+        let _ = self.hw.send(&packet.emit(), None);
+    }
+
+    /// The switch released a barrier.
+    pub(super) fn on_barrier_release(&mut self, p: &BarrierPacket) {
+        let ctx = p.route.dst_ctx;
+        let Some(slot) = self.barriers.get_mut(ctx as usize) else {
+            return;
+        };
+        let Some(b) = *slot else {
+            return; // a duplicate release of a barrier already completed
+        };
+        if b.seq != p.seq
+            || b.low != p.low_node
+            || b.high != p.high_node
+            || b.job_key != p.route.job_key
+        {
+            return;
+        }
+        *slot = None;
+        if let Some(ev) = b.event {
+            let _ = self.set_event(ctx, ev, 1, ErrorCode::Ok);
+        }
+        self.hw.wake(ctx);
+    }
+
+    /// Broadcast and barrier timers; true if something was resent.
+    pub(super) fn collective_timers(&mut self, now: u64) -> bool {
+        let timeout = self.params.retry_timeout_ns;
+        let mut progressed = false;
+        if self.bcast.active && now >= self.bcast.progress_ns.saturating_add(timeout) {
+            progressed = true;
+            self.bcast.retries = self.bcast.retries.wrapping_add(1);
+            self.bcast.progress_ns = now;
+            if self.bcast.retries > self.params.retry_limit {
+                // Destinations that never answered are unreachable.
+                self.bcast.status = ErrorCode::PeerUnreachable;
+                let total = self.bcast.total;
+                for node in self.bcast.low..=self.bcast.high {
+                    if let Some(d) = self.bcast_dest.get_mut(node as usize) {
+                        d.received = total;
+                    }
+                }
+                self.finish_bcast_if_done();
+            } else {
+                self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
+                self.bcast.sent = self.bcast_min_received();
+            }
+        }
+        for ctx in 0..self.barriers.len() {
+            let Some(Some(b)) = self.barriers.get(ctx).copied() else {
+                continue;
+            };
+            if now < b.sent_ns.saturating_add(timeout) {
+                continue;
+            }
+            progressed = true;
+            let ctx = ctx as ContextIndex;
+            let retries = b.retries.wrapping_add(1);
+            if retries > self.params.retry_limit {
+                if let Some(slot) = self.barriers.get_mut(ctx as usize) {
+                    *slot = None;
+                }
+                if let Some(ev) = b.event {
+                    let _ = self.set_event(ctx, ev, 1, ErrorCode::PeerUnreachable);
+                }
+                continue;
+            }
+            let again = PendingBarrier {
+                sent_ns: now,
+                retries,
+                ..b
+            };
+            if let Some(slot) = self.barriers.get_mut(ctx as usize) {
+                *slot = Some(again);
+            }
+            self.send_arrival(ctx, again);
+        }
+        progressed
+    }
+
+    /// Earliest broadcast or barrier deadline.
+    pub(super) fn collective_timer(&self) -> Option<u64> {
+        let timeout = self.params.retry_timeout_ns;
+        let bcast = self
+            .bcast
+            .active
+            .then(|| self.bcast.progress_ns.saturating_add(timeout));
+        let barrier = self
+            .barriers
+            .iter()
+            .flatten()
+            .map(|b| b.sent_ns.saturating_add(timeout))
+            .min();
+        match (bcast, barrier) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}

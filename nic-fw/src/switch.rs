@@ -1,0 +1,297 @@
+//! What a rail's switch does beyond forwarding: broadcast replication and
+//! hardware-barrier combining (elan-semantics §8, rules 15-17).
+//!
+//! [`Switch::forward`] decides, for each packet entering the switch, where
+//! it goes:
+//! - unicast packets go to their `dst_node` (a corrupt header too: the
+//!   receiver's checksum drops it);
+//! - a broadcast packet is replicated to every node of its contiguous range
+//!   except its sender;
+//! - a barrier arrival is absorbed and counted for its group (context,
+//!   node range, job); when the last member of the group arrives for the
+//!   barrier number being collected, the switch sends a release to every
+//!   member. An arrival for a number already released (a member that lost
+//!   the release and re-sent its arrival) is answered with that release.
+//!
+//! The switch keeps a fixed table of [`GROUPS`] groups of at most
+//! [`MAX_GROUP_NODES`] nodes; a new group takes a free entry or the least
+//! recently completed one.
+
+use crate::abi::NodeId;
+use crate::abi::packet::{BarrierPacket, HEADER_LEN, Packet, PacketHeader, PacketType, Route};
+
+/// Barrier groups the switch tracks at once.
+pub const GROUPS: usize = 32;
+/// Largest barrier group, in nodes.
+pub const MAX_GROUP_NODES: usize = 256;
+
+/// Where a packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forward {
+    /// Nowhere (absorbed, or malformed beyond routing).
+    Drop,
+    /// To one node.
+    Unicast(NodeId),
+    /// To every node of `low..=high` except `except`.
+    Replicate {
+        /// First node.
+        low: NodeId,
+        /// Last node.
+        high: NodeId,
+        /// The sender, which does not get its own broadcast.
+        except: NodeId,
+    },
+    /// A barrier completed: send [`release`] of `barrier` to every member.
+    ReleaseAll(BarrierPacket),
+    /// A late arrival: send [`release`] of `barrier` to `node` only.
+    ReleaseOne(BarrierPacket, NodeId),
+}
+
+/// The release packet of `barrier` for `member`.
+pub fn release(barrier: &BarrierPacket, member: NodeId) -> PacketHeader {
+    Packet::BarrierRelease(BarrierPacket {
+        route: Route {
+            dst_node: member,
+            ..barrier.route
+        },
+        ..*barrier
+    })
+    .emit()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    low: NodeId,
+    high: NodeId,
+    ctx: u8,
+    job_key: u32,
+    collecting: u32,
+    arrived: [u64; MAX_GROUP_NODES / 64],
+    count: u32,
+    released: Option<u32>,
+    /// Completion order, for replacement.
+    stamp: u64,
+}
+
+/// The switch's state.
+#[derive(Debug)]
+pub struct Switch {
+    groups: [Option<Group>; GROUPS],
+    clock: u64,
+}
+
+impl Default for Switch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+impl Switch {
+    /// An empty switch.
+    pub const fn new() -> Self {
+        Self {
+            groups: [None; GROUPS],
+            clock: 0,
+        }
+    }
+
+    /// Route one packet (see the module documentation).
+    pub fn forward(&mut self, header: &PacketHeader) -> Forward {
+        let ptype = PacketType::from_u8(header.ptype);
+        if !matches!(ptype, Some(PacketType::Bcast | PacketType::BarrierArrive)) {
+            return Forward::Unicast(header.dst_node.get());
+        }
+        match Packet::parse(header) {
+            Ok(Packet::Bcast(b)) => Forward::Replicate {
+                low: b.route.dst_node,
+                high: b.high_node,
+                except: b.route.src_node,
+            },
+            Ok(Packet::BarrierArrive(b)) => self.arrive(b),
+            _ => Forward::Drop,
+        }
+    }
+
+    fn arrive(&mut self, b: BarrierPacket) -> Forward {
+        let member = b.route.src_node;
+        let members = (b.high_node as usize)
+            .saturating_sub(b.low_node as usize)
+            .saturating_add(1);
+        if member < b.low_node || member > b.high_node || members > MAX_GROUP_NODES {
+            return Forward::Drop;
+        }
+        let key = |g: &Group| {
+            g.low == b.low_node
+                && g.high == b.high_node
+                && g.ctx == b.route.dst_ctx
+                && g.job_key == b.route.job_key
+        };
+        let index = match self.groups.iter().position(|g| g.as_ref().is_some_and(key)) {
+            Some(i) => i,
+            None => {
+                // A free entry, else the least recently completed group.
+                let victim = self
+                    .groups
+                    .iter()
+                    .position(Option::is_none)
+                    .unwrap_or_else(|| {
+                        self.groups
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, g)| g.is_some_and(|g| g.count == 0))
+                            .min_by_key(|(_, g)| g.map_or(0, |g| g.stamp))
+                            .map_or(0, |(i, _)| i)
+                    });
+                if let Some(slot) = self.groups.get_mut(victim) {
+                    *slot = Some(Group {
+                        low: b.low_node,
+                        high: b.high_node,
+                        ctx: b.route.dst_ctx,
+                        job_key: b.route.job_key,
+                        collecting: b.seq,
+                        arrived: [0; MAX_GROUP_NODES / 64],
+                        count: 0,
+                        released: None,
+                        stamp: 0,
+                    });
+                }
+                victim
+            }
+        };
+        self.clock = self.clock.wrapping_add(1);
+        let clock = self.clock;
+        let Some(Some(g)) = self.groups.get_mut(index) else {
+            return Forward::Drop;
+        };
+        if let Some(r) = g.released
+            && !newer(b.seq, r)
+        {
+            return Forward::ReleaseOne(b, member);
+        }
+        if g.count == 0 || b.seq != g.collecting {
+            g.collecting = b.seq;
+            g.arrived = [0; MAX_GROUP_NODES / 64];
+            g.count = 0;
+        }
+        let bit = (member as usize).wrapping_sub(b.low_node as usize);
+        if let Some(word) = g.arrived.get_mut(bit / 64) {
+            let mask = 1u64 << (bit % 64);
+            if *word & mask == 0 {
+                *word |= mask;
+                g.count = g.count.wrapping_add(1);
+            }
+        }
+        if g.count as usize == members {
+            g.released = Some(b.seq);
+            g.count = 0;
+            g.arrived = [0; MAX_GROUP_NODES / 64];
+            g.stamp = clock;
+            return Forward::ReleaseAll(b);
+        }
+        Forward::Drop
+    }
+}
+
+const _: () = assert!(HEADER_LEN == 64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrival(node: NodeId, seq: u32) -> PacketHeader {
+        Packet::BarrierArrive(BarrierPacket {
+            route: Route {
+                src_node: node,
+                src_ctx: 1,
+                dst_node: 2,
+                dst_ctx: 1,
+                job_key: 5,
+            },
+            low_node: 2,
+            high_node: 4,
+            seq,
+        })
+        .emit()
+    }
+
+    #[test]
+    fn a_barrier_releases_once_all_members_arrived_and_answers_late_duplicates() {
+        let mut s = Switch::new();
+        assert_eq!(s.forward(&arrival(2, 7)), Forward::Drop);
+        assert_eq!(
+            s.forward(&arrival(2, 7)),
+            Forward::Drop,
+            "duplicate counted once"
+        );
+        assert_eq!(s.forward(&arrival(3, 7)), Forward::Drop);
+        let Forward::ReleaseAll(b) = s.forward(&arrival(4, 7)) else {
+            panic!("released");
+        };
+        assert_eq!(b.seq, 7);
+        // A member that lost the release asks again.
+        assert!(matches!(
+            s.forward(&arrival(3, 7)),
+            Forward::ReleaseOne(_, 3)
+        ));
+        // The next barrier, across the wrap of the sequence.
+        let mut s = Switch::new();
+        for n in 2..=3 {
+            assert_eq!(s.forward(&arrival(n, u32::MAX)), Forward::Drop);
+        }
+        assert!(matches!(
+            s.forward(&arrival(4, u32::MAX)),
+            Forward::ReleaseAll(_)
+        ));
+        assert_eq!(
+            s.forward(&arrival(2, 0)),
+            Forward::Drop,
+            "0 follows u32::MAX"
+        );
+        assert_eq!(s.forward(&arrival(3, 0)), Forward::Drop);
+        assert!(matches!(s.forward(&arrival(4, 0)), Forward::ReleaseAll(b) if b.seq == 0));
+    }
+
+    #[test]
+    fn broadcasts_replicate_and_unicasts_pass() {
+        let mut s = Switch::new();
+        let ack = Packet::Nack {
+            src_node: 1,
+            dst_node: 9,
+            cum_seq: 0,
+            err_bits: 0,
+            err_code: crate::abi::ErrorCode::Ok,
+        };
+        assert_eq!(s.forward(&ack.emit()), Forward::Unicast(9));
+        let b = Packet::Bcast(crate::abi::packet::BcastPacket {
+            route: Route {
+                src_node: 3,
+                src_ctx: 0,
+                dst_node: 0,
+                dst_ctx: 0,
+                job_key: 1,
+            },
+            high_node: 7,
+            id: 1,
+            index: 0,
+            addr: 0,
+            len: 0,
+            event: u32::MAX,
+            cookie: 0,
+            last: true,
+            dma_addr: 0,
+            dma_len: 0,
+        });
+        assert_eq!(
+            s.forward(&b.emit()),
+            Forward::Replicate {
+                low: 0,
+                high: 7,
+                except: 3
+            }
+        );
+    }
+}
