@@ -94,13 +94,10 @@ impl Link for EmuBoard {
             phys: p.phys,
             len: p.len,
         });
-        self.rail.deliver(
-            header.dst_node.get() as usize,
-            WirePacket {
-                header: *header,
-                payload,
-            },
-        )
+        self.rail.switch(WirePacket {
+            header: *header,
+            payload,
+        })
     }
 
     fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>)> {

@@ -53,7 +53,7 @@ pub struct BarrierArgs {
     /// Cluster shape.
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Algorithm: rdma, shm, smp, sendrecv, or all.
+    /// Algorithm: rdma, shm, smp, sendrecv, hardware, or all.
     #[arg(long, default_value = "all", value_parser = parse_algo::<BarrierAlgorithm>)]
     pub algo: AlgoChoice<BarrierAlgorithm>,
     /// Barriers per timed sample.
@@ -70,7 +70,7 @@ pub struct BcastArgs {
     /// Cluster shape.
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Algorithm: binomial, shm, smp, or all.
+    /// Algorithm: binomial, shm, smp, hardware, or all.
     #[arg(long, default_value = "all", value_parser = parse_algo::<BcastAlgorithm>)]
     pub algo: AlgoChoice<BcastAlgorithm>,
     /// Message sizes: a list (8,64,1K) or a power-of-two range (8..1M).

@@ -7,7 +7,8 @@
 //! injection of later issues sits here).
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
-use railcoll_fw::abi::packet::PacketHeader;
+use railcoll_fw::abi::packet::{PacketHeader, PacketType};
+use railcoll_fw::switch::{self, Forward, Switch};
 
 use crate::worker::Notifier;
 
@@ -36,6 +37,9 @@ pub struct WirePacket {
 pub struct Rail {
     inboxes: Vec<Sender<WirePacket>>,
     notifiers: Vec<Notifier>,
+    /// Broadcast replication and barrier combining (the firmware crate's
+    /// switch model). Only collective packets take the lock.
+    switch: std::sync::Mutex<Switch>,
 }
 
 impl Rail {
@@ -46,12 +50,65 @@ impl Rail {
             Self {
                 inboxes: senders,
                 notifiers,
+                switch: std::sync::Mutex::new(Switch::new()),
             },
             receivers,
         )
     }
 
-    /// Route a packet to `node`'s NIC. False if there is no such node.
+    /// Switch a packet: unicast to its destination, replicate a broadcast,
+    /// absorb a barrier arrival (and release the group once complete).
+    pub fn switch(&self, packet: WirePacket) -> bool {
+        let collective = matches!(
+            PacketType::from_u8(packet.header.ptype),
+            Some(PacketType::Bcast | PacketType::BarrierArrive)
+        );
+        if !collective {
+            return self.deliver(packet.header.dst_node.get() as usize, packet);
+        }
+        let decision = self
+            .switch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .forward(&packet.header);
+        match decision {
+            Forward::Drop => true,
+            Forward::Unicast(node) => self.deliver(node as usize, packet),
+            Forward::Replicate { low, high, except } => {
+                for node in low..=high {
+                    if node != except {
+                        self.deliver(node as usize, packet);
+                    }
+                }
+                true
+            }
+            Forward::ReleaseAll(barrier) => {
+                for node in barrier.low_node..=barrier.high_node {
+                    let header = switch::release(&barrier, node);
+                    self.deliver(
+                        node as usize,
+                        WirePacket {
+                            header,
+                            payload: None,
+                        },
+                    );
+                }
+                true
+            }
+            Forward::ReleaseOne(barrier, node) => {
+                let header = switch::release(&barrier, node);
+                self.deliver(
+                    node as usize,
+                    WirePacket {
+                        header,
+                        payload: None,
+                    },
+                )
+            }
+        }
+    }
+
+    /// Put a packet in `node`'s inbox. False if there is no such node.
     pub fn deliver(&self, node: usize, packet: WirePacket) -> bool {
         match (self.inboxes.get(node), self.notifiers.get(node)) {
             (Some(inbox), Some(n)) => {

@@ -113,7 +113,7 @@ fn bench_barrier_and_bcast_json_lines() {
         .collect();
     assert_eq!(
         algos,
-        vec!["rdma", "smp", "sendrecv"],
+        vec!["rdma", "smp", "sendrecv", "hardware"],
         "shm is skipped on two nodes"
     );
     for v in &lines {

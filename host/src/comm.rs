@@ -740,6 +740,14 @@ impl Comm {
         driver.ring(rail)
     }
 
+    pub(crate) fn driver_mut(&self) -> std::cell::RefMut<'_, Driver> {
+        self.driver.borrow_mut()
+    }
+
+    pub(crate) fn driver_ref(&self) -> std::cell::Ref<'_, Driver> {
+        self.driver.borrow()
+    }
+
     pub(crate) fn wait_arc(&self) -> Arc<dyn WaitHook> {
         self.driver.borrow().wait_arc()
     }

@@ -13,6 +13,9 @@
 //! - [`BarrierAlgorithm::Smp`]: the overall barrier (002 §5.3): flat tree
 //!   arrival on each node, the RDMA barrier among node masters (local rank
 //!   0), flat tree release.
+//! - [`BarrierAlgorithm::Hardware`]: flat tree within nodes, the rail
+//!   switch's combined barrier (HW_BARRIER) among node masters, flat-tree
+//!   release (elan-semantics rule 17).
 //! - [`BarrierAlgorithm::SendRecv`]: the message-passing baseline 002
 //!   compares against (MVICH's recursive doubling over send/receive): the
 //!   same schedule, each step a queued DMA (QDMA) into the partner's input
@@ -37,11 +40,20 @@ pub enum BarrierAlgorithm {
     Smp,
     /// Recursive doubling over queued messages (the two-sided baseline).
     SendRecv,
+    /// Flat tree within nodes, the switch-combined hardware barrier among
+    /// masters.
+    Hardware,
 }
 
 impl BarrierAlgorithm {
     /// Every algorithm.
-    pub const ALL: [BarrierAlgorithm; 4] = [Self::Rdma, Self::Shm, Self::Smp, Self::SendRecv];
+    pub const ALL: [BarrierAlgorithm; 5] = [
+        Self::Rdma,
+        Self::Shm,
+        Self::Smp,
+        Self::SendRecv,
+        Self::Hardware,
+    ];
 
     /// Stable name (CLI, tables).
     pub fn name(self) -> &'static str {
@@ -50,6 +62,7 @@ impl BarrierAlgorithm {
             Self::Shm => "shm",
             Self::Smp => "smp",
             Self::SendRecv => "sendrecv",
+            Self::Hardware => "hardware",
         }
     }
 }
@@ -141,6 +154,13 @@ impl Comm {
                 }
                 let sync = self.hook_sync();
                 self.shm.borrow_mut().barrier(&sync, 0, &mut || Ok(()))
+            }
+            BarrierAlgorithm::Hardware => {
+                let nodes = self.topology().nodes();
+                let sync = self.hook_sync();
+                self.shm
+                    .borrow_mut()
+                    .barrier(&sync, 0, &mut || self.hw_barrier_masters(nodes))
             }
             BarrierAlgorithm::SendRecv => {
                 let members: Vec<usize> = (0..self.size()).collect();
@@ -258,6 +278,33 @@ impl Comm {
     }
 }
 
+impl Comm {
+    /// The hardware barrier among node masters (local rank 0 = context 0 of
+    /// every node), on rail 0. Called by the master only.
+    pub(crate) fn hw_barrier_masters(&self, nodes: usize) -> Result<(), Error> {
+        if nodes <= 1 {
+            return Ok(());
+        }
+        let seq = self.seq.hw_barrier.get().wrapping_add(1);
+        self.seq.hw_barrier.set(seq);
+        let mut driver = self.driver_mut();
+        let ev = driver.take_completion_event(0)?;
+        let generation = driver.push_arm_write(0, ev, 1)?;
+        let cmd = railcoll_fw::abi::Command::HwBarrier {
+            low_node: 0,
+            high_node: (nodes - 1) as u16,
+            seq,
+            event: Some(ev),
+        };
+        driver.push(0, &cmd, self.rank() as u32)?;
+        driver.ring(0)?;
+        drop(driver);
+        let result = self.driver_ref().wait_completions(&[(0, ev, generation)]);
+        self.driver_mut().release_completion_event(0, ev);
+        result
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,7 +315,7 @@ mod tests {
             assert_eq!(a.name().parse::<BarrierAlgorithm>(), Ok(a));
         }
         let err = "tree".parse::<BarrierAlgorithm>().unwrap_err();
-        assert!(err.contains("rdma, shm, smp, sendrecv"), "{err}");
+        assert!(err.contains("rdma, shm, smp, sendrecv, hardware"), "{err}");
         assert_eq!(prev_power_of_two(1), 1);
         assert_eq!(prev_power_of_two(17), 16);
         assert_eq!(prev_power_of_two(16), 16);

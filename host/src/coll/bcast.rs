@@ -8,6 +8,10 @@
 //! - [`BcastAlgorithm::Shm`]: through the node segment (single node only).
 //! - [`BcastAlgorithm::Smp`]: binomial tree among node leaders (the root,
 //!   and local rank 0 of every other node), then shm within each node.
+//! - [`BcastAlgorithm::Hardware`]: the ranks with the root's local index
+//!   (its context on every node) tell the root they are ready; the root's
+//!   NIC sends one BCAST_DMA that the rail's switch replicates to every
+//!   node (elan-semantics rule 15); then shm within each node.
 
 use crate::arena::SymBuffer;
 use crate::comm::{Arrivals, Comm, TransferOptions};
@@ -22,11 +26,14 @@ pub enum BcastAlgorithm {
     Shm,
     /// Binomial among node leaders, then shared memory.
     Smp,
+    /// The rail switch's broadcast (BCAST_DMA) to the root's context on
+    /// every node, then shared memory.
+    Hardware,
 }
 
 impl BcastAlgorithm {
     /// Every algorithm.
-    pub const ALL: [BcastAlgorithm; 3] = [Self::Binomial, Self::Shm, Self::Smp];
+    pub const ALL: [BcastAlgorithm; 4] = [Self::Binomial, Self::Shm, Self::Smp, Self::Hardware];
 
     /// Stable name.
     pub fn name(self) -> &'static str {
@@ -34,6 +41,7 @@ impl BcastAlgorithm {
             Self::Binomial => "binomial",
             Self::Shm => "shm",
             Self::Smp => "smp",
+            Self::Hardware => "hardware",
         }
     }
 }
@@ -90,6 +98,14 @@ impl Comm {
                     });
                 }
                 let (_, root_local) = self.topology().locate(root)?;
+                self.node_bcast(buf, root_local)
+            }
+            BcastAlgorithm::Hardware => {
+                let topo = *self.topology();
+                let (_, root_local) = topo.locate(root)?;
+                if topo.locate(self.rank())?.1 == root_local {
+                    self.hw_bcast_leaders(buf, root)?;
+                }
                 self.node_bcast(buf, root_local)
             }
             BcastAlgorithm::Smp => {
@@ -259,5 +275,45 @@ impl Comm {
         self.shm
             .borrow_mut()
             .gather(&sync, root_local, block, &mut own, &mut fill, &mut collect)
+    }
+}
+
+impl Comm {
+    /// The hardware broadcast among the ranks sharing the root's local index
+    /// (one per node), on rail 0. This rank must be one of them.
+    pub(crate) fn hw_bcast_leaders(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
+        let nodes = self.topology().nodes();
+        if nodes <= 1 {
+            return Ok(());
+        }
+        let coll = &self.coll;
+        let mut one = Arrivals::new();
+        one.add(0, 1);
+        if self.rank() != root {
+            self.notify(root, &coll.bcast_ready, &coll.scratch)?;
+            return self.wait_arrivals(&coll.bcast_data, &one);
+        }
+        let mut ready = Arrivals::new();
+        ready.add(0, (nodes - 1) as u32);
+        self.wait_arrivals(&coll.bcast_ready, &ready)?;
+        let mut driver = self.driver_mut();
+        let ev = driver.take_completion_event(0)?;
+        let generation = driver.push_arm_write(0, ev, 1)?;
+        let va = crate::driver::ARENA_VA + buf.offset() as u64;
+        let cmd = railcoll_fw::abi::Command::Bcast {
+            len: buf.len() as u32,
+            low_node: 0,
+            high_node: (nodes - 1) as u16,
+            src_addr: va,
+            dst_addr: va,
+            src_event: Some(ev),
+            dst_event: Some(coll.bcast_data.id()),
+        };
+        driver.push(0, &cmd, self.rank() as u32)?;
+        driver.ring(0)?;
+        drop(driver);
+        let result = self.driver_ref().wait_completions(&[(0, ev, generation)]);
+        self.driver_mut().release_completion_event(0, ev);
+        result
     }
 }

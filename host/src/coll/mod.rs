@@ -70,6 +70,8 @@ pub struct CollSeq {
     pub(crate) master_barrier: Cell<u64>,
     /// Number of the current send/recv barrier.
     pub(crate) sendrecv_barrier: Cell<u64>,
+    /// Number of the current hardware barrier (wrapping, 32-bit on the wire).
+    pub(crate) hw_barrier: Cell<u32>,
 }
 
 /// Which group an RDMA barrier runs in. Each group has its own words and

@@ -14,8 +14,10 @@
 //!
 //! Barrier: a member NIC sends its arrival (barrier number, group) to the
 //! switch and keeps it pending; the switch releases the group once every
-//! member arrived. A member re-sends its arrival on silence; the switch
-//! answers an arrival for a number it already released with the release.
+//! member arrived. A member re-sends its arrival every retransmission
+//! timeout until released, with no retry limit (waiting for a slow member
+//! is not a failure); the switch answers an arrival for a number it already
+//! released with the release.
 
 use super::hw::{Hardware, PayloadSource};
 use super::{BcastTx, Engine, PendingBarrier, TX_BUDGET};
@@ -392,16 +394,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
             progressed = true;
             let ctx = ctx as ContextIndex;
+            // No retry limit: a barrier may legitimately wait for a slow
+            // member for as long as it takes. The arrival is re-announced
+            // every timeout (the switch answers a released one with the
+            // release); a dead switch is the host's wait deadline to catch.
             let retries = b.retries.wrapping_add(1);
-            if retries > self.params.retry_limit {
-                if let Some(slot) = self.barriers.get_mut(ctx as usize) {
-                    *slot = None;
-                }
-                if let Some(ev) = b.event {
-                    let _ = self.set_event(ctx, ev, 1, ErrorCode::PeerUnreachable);
-                }
-                continue;
-            }
             let again = PendingBarrier {
                 sent_ns: now,
                 retries,

@@ -129,6 +129,7 @@ struct Faults {
 }
 
 struct Net {
+    switch: crate::switch::Switch,
     nics: Vec<TestEngine>,
     tails: Vec<u64>,
     rng: u64,
@@ -140,6 +141,7 @@ impl Net {
     /// `nodes` nodes, one context (ctx 0) each, one rank per node.
     fn new(nodes: usize, seed: u64) -> Net {
         let mut net = Net {
+            switch: crate::switch::Switch::new(),
             nics: Vec::new(),
             tails: vec![0; nodes],
             rng: seed | 1,
@@ -283,10 +285,28 @@ impl Net {
                         h2 = PacketHeader::from_bytes(&b);
                     }
                     let dup = self.next_rand() % 1000 < self.faults.duplicate;
-                    if let Some(n) = self.nics.get_mut(dst) {
-                        n.hardware_mut().inbox.push_back((h2, p.clone()));
-                        if dup {
-                            n.hardware_mut().inbox.push_back((h, p));
+                    // The rail switch: replication and barrier combining.
+                    let targets: Vec<(usize, PacketHeader)> = match self.switch.forward(&h2) {
+                        crate::switch::Forward::Drop => Vec::new(),
+                        crate::switch::Forward::Unicast(n) => vec![(n as usize, h2)],
+                        crate::switch::Forward::Replicate { low, high, except } => (low..=high)
+                            .filter(|n| *n != except)
+                            .map(|n| (n as usize, h2))
+                            .collect(),
+                        crate::switch::Forward::ReleaseAll(b) => (b.low_node..=b.high_node)
+                            .map(|n| (n as usize, crate::switch::release(&b, n)))
+                            .collect(),
+                        crate::switch::Forward::ReleaseOne(b, n) => {
+                            vec![(n as usize, crate::switch::release(&b, n))]
+                        }
+                    };
+                    let _ = dst;
+                    for (node, header) in targets {
+                        if let Some(n) = self.nics.get_mut(node) {
+                            n.hardware_mut().inbox.push_back((header, p.clone()));
+                            if dup {
+                                n.hardware_mut().inbox.push_back((header, p.clone()));
+                            }
                         }
                     }
                 }
@@ -929,4 +949,163 @@ fn queued_dmas_fill_a_small_queue_without_loss_or_reordering() {
             "sender {sender} in order"
         );
     }
+}
+
+/// A broadcast from node 1 to nodes 0..=4 under loss, duplication and
+/// corruption: every other node gets every byte and its event, the sender's
+/// event fires once, and a hardware barrier of the 5 nodes releases all of
+/// them only after the last arrival.
+#[test]
+fn broadcast_and_hardware_barrier_survive_a_lossy_rail() {
+    for seed in 1..4 {
+        let mut net = Net::new(5, 20 + seed);
+        net.faults = Faults {
+            drop: 80,
+            duplicate: 40,
+            corrupt: 40,
+        };
+        let data = pattern(20_000, 5);
+        net.fill(1, DATA, &data);
+        for node in 0..5 {
+            if node != 1 {
+                net.post(
+                    node,
+                    Command::ArmEvent {
+                        event: EventId(2),
+                        count: 1,
+                        action: write_action(2, 20),
+                    },
+                );
+            }
+        }
+        net.post(
+            1,
+            Command::ArmEvent {
+                event: EventId(1),
+                count: 1,
+                action: write_action(1, 10),
+            },
+        );
+        net.post(
+            1,
+            Command::Bcast {
+                len: 20_000,
+                low_node: 0,
+                high_node: 4,
+                src_addr: VA_DATA,
+                dst_addr: VA_DATA + 0x8000,
+                src_event: Some(EventId(1)),
+                dst_event: Some(EventId(2)),
+            },
+        );
+        net.run(200_000);
+        assert_eq!(
+            net.word(1, 1),
+            CompletionWord {
+                value: 10,
+                status: Some(ErrorCode::Ok)
+            }
+        );
+        for node in [0, 2, 3, 4] {
+            assert_eq!(net.mem(node, DATA + 0x8000, 20_000), data, "node {node}");
+            assert_eq!(net.word(node, 2).value, 20);
+        }
+        assert_eq!(
+            net.mem(1, DATA + 0x8000, 16),
+            vec![0; 16],
+            "the sender is not its own target"
+        );
+        // Barrier 1: four nodes arrive; nobody is released until the fifth.
+        for node in 0..4 {
+            net.post(
+                node,
+                Command::ArmEvent {
+                    event: EventId(3),
+                    count: 1,
+                    action: write_action(3, 30),
+                },
+            );
+            net.post(
+                node,
+                Command::HwBarrier {
+                    low_node: 0,
+                    high_node: 4,
+                    seq: 1,
+                    event: Some(EventId(3)),
+                },
+            );
+        }
+        net.run_for(5_000);
+        let early: Vec<_> = (0..5).map(|n| (net.word(n, 3), net.errors(n))).collect();
+        assert!(
+            (0..4).all(|n| net.word(n, 3).value == 0),
+            "released before the last arrival: {early:?}"
+        );
+        net.post(
+            4,
+            Command::ArmEvent {
+                event: EventId(3),
+                count: 1,
+                action: write_action(3, 30),
+            },
+        );
+        net.post(
+            4,
+            Command::HwBarrier {
+                low_node: 0,
+                high_node: 4,
+                seq: 1,
+                event: Some(EventId(3)),
+            },
+        );
+        net.run(200_000);
+        assert!((0..5).all(|n| net.word(n, 3)
+            == CompletionWord {
+                value: 30,
+                status: Some(ErrorCode::Ok)
+            }));
+    }
+}
+
+#[test]
+fn collective_commands_refuse_bad_ranges() {
+    let mut net = Net::new(3, 30);
+    net.post(
+        0,
+        Command::Bcast {
+            len: 8,
+            low_node: 0,
+            high_node: 7,
+            src_addr: VA_DATA,
+            dst_addr: VA_DATA,
+            src_event: None,
+            dst_event: None,
+        },
+    );
+    net.post(
+        0,
+        Command::HwBarrier {
+            low_node: 1,
+            high_node: 2,
+            seq: 1,
+            event: None,
+        },
+    );
+    let mut inverted = Command::HwBarrier {
+        low_node: 0,
+        high_node: 2,
+        seq: 1,
+        event: None,
+    }
+    .emit(0)
+    .to_bytes();
+    inverted[8..10].copy_from_slice(&2u16.to_le_bytes());
+    inverted[10..12].copy_from_slice(&0u16.to_le_bytes());
+    net.post_raw(0, inverted);
+    net.run(1000);
+    let codes: Vec<ErrorCode> = net.errors(0).iter().map(|e| e.code).collect();
+    assert_eq!(
+        codes,
+        vec![ErrorCode::BadVp, ErrorCode::BadVp, ErrorCode::NotContiguous]
+    );
 }
