@@ -264,3 +264,22 @@ fn queue_requests_out_of_bounds_are_refused() {
         r.expect("ran");
     }
 }
+
+/// Every broadcast algorithm from every root of the paper's 4 x 4 platform
+/// (2 rails) at every size class from 0 to 1 MiB.
+#[test]
+fn every_broadcast_from_every_root_at_every_size() {
+    let c = cluster(4, 4, 2, 4 << 20);
+    let out = c.run(|comm| -> Result<(), Error> {
+        let buf = comm.alloc(1 << 20)?;
+        let roots: Vec<usize> = (0..comm.size()).collect();
+        for algo in bcasts(4) {
+            check_broadcasts(comm, algo, &buf, &[0, 1, 4099, 65_537, 1 << 20], &roots)?;
+        }
+        Ok(())
+    });
+    for (rank, r) in out.into_iter().enumerate() {
+        r.expect("ran")
+            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+}
