@@ -70,16 +70,7 @@ impl BarrierAlgorithm {
 impl std::str::FromStr for BarrierAlgorithm {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|a| a.name()).collect();
-                format!(
-                    "unknown barrier algorithm '{s}' (accepted: {})",
-                    names.join(", ")
-                )
-            })
+        super::parse_named(&Self::ALL, Self::name, "barrier", s)
     }
 }
 

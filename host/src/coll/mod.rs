@@ -85,6 +85,22 @@ pub(crate) enum BarrierGroup {
     Masters,
 }
 
+/// Parse an algorithm by name; the error names the accepted ones.
+pub(crate) fn parse_named<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    kind: &str,
+    s: &str,
+) -> Result<T, String> {
+    all.iter().copied().find(|a| name(*a) == s).ok_or_else(|| {
+        let names: Vec<&str> = all.iter().map(|a| name(*a)).collect();
+        format!(
+            "unknown {kind} algorithm '{s}' (accepted: {})",
+            names.join(", ")
+        )
+    })
+}
+
 /// The shm protocol's blocking and waking, through the rank's wait hook.
 pub(crate) struct HookSync {
     hook: Arc<dyn WaitHook>,

@@ -20,6 +20,7 @@
 //! released with the release.
 
 use super::hw::{Hardware, PayloadSource};
+use super::rx::InboundWrite;
 use super::{BcastTx, Engine, PendingBarrier, TX_BUDGET};
 use crate::abi::error::ErrorCode;
 use crate::abi::event::EventId;
@@ -233,25 +234,16 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         // write, set the event after the last packet.
         let ctx = p.route.dst_ctx;
         let event = EventId::decode(p.event, EVENTS as u32);
-        let checked = self.check_inbound(ctx, p.route.job_key).and_then(|()| {
-            if self.hw.payload_len(payload) != p.len as usize {
-                return Err(ErrorCode::BadPacket);
-            }
-            let base =
-                self.translate(ctx, p.dma_addr, p.dma_len as u64, RegionPerms::REMOTE_WRITE)?;
-            event?;
-            base.checked_add(p.addr.wrapping_sub(p.dma_addr))
-                .ok_or(ErrorCode::AddressOverflow)
-        });
-        let status = match checked {
-            Ok(phys) => self
-                .hw
-                .deliver(payload, phys)
-                .map_err(|_| ErrorCode::HostBus)
-                .err(),
-            Err(code) => Some(code),
-        }
-        .unwrap_or(ErrorCode::Ok);
+        let target = InboundWrite {
+            route: p.route,
+            addr: p.addr,
+            len: p.len,
+            dma_addr: p.dma_addr,
+            dma_len: p.dma_len,
+            perm: RegionPerms::REMOTE_WRITE,
+            event,
+        };
+        let status = self.write_inbound(&target, payload);
         if !status.is_ok() {
             if state.status.is_ok() {
                 state.status = status;

@@ -9,6 +9,17 @@ use crate::abi::event::EventId;
 use crate::abi::packet::{DataPacket, GetRequestPacket, Packet, PacketHeader, PacketType, Route};
 use crate::abi::regs::RegionPerms;
 
+/// An inbound write to check and apply (data and broadcast packets).
+pub(super) struct InboundWrite {
+    pub(super) route: Route,
+    pub(super) addr: u64,
+    pub(super) len: u32,
+    pub(super) dma_addr: u64,
+    pub(super) dma_len: u32,
+    pub(super) perm: RegionPerms,
+    pub(super) event: Result<Option<EventId>, ErrorCode>,
+}
+
 /// What the receiver did with an in-order packet.
 enum Verdict {
     /// Applied; consumes the sequence number.
@@ -160,35 +171,21 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         } = *d;
         let ctx = route.dst_ctx;
         let event = EventId::decode(raw_event, EVENTS as u32);
-        let checked = self.check_inbound(ctx, route.job_key).and_then(|()| {
-            if self.hw.payload_len(payload) != len as usize {
-                return Err(ErrorCode::BadPacket);
-            }
-            let perm = if get_response {
-                RegionPerms::LOCAL_WRITE
-            } else {
-                RegionPerms::REMOTE_WRITE
-            };
-            let dma_phys = self.translate(ctx, dma_addr, dma_len as u64, perm)?;
-            // Parse guaranteed the packet lies inside its DMA, and one region
-            // holds the whole DMA, so the packet's bytes are covered too.
-            let phys = dma_phys
-                .checked_add(addr.wrapping_sub(dma_addr))
-                .ok_or(ErrorCode::AddressOverflow)?;
-            // An event index the table cannot hold is refused before any
-            // byte is written.
-            event?;
-            Ok(phys)
-        });
-        let status = match checked {
-            Ok(phys) => self
-                .hw
-                .deliver(payload, phys)
-                .map_err(|_| ErrorCode::HostBus)
-                .err(),
-            Err(code) => Some(code),
+        let perm = if get_response {
+            RegionPerms::LOCAL_WRITE
+        } else {
+            RegionPerms::REMOTE_WRITE
         };
-        let status = status.unwrap_or(ErrorCode::Ok);
+        let target = InboundWrite {
+            route,
+            addr,
+            len,
+            dma_addr,
+            dma_len,
+            perm,
+            event,
+        };
+        let status = self.write_inbound(&target, payload);
         if let Ok(Some(ev)) = event
             && self.context(ctx).is_some()
         {
@@ -206,6 +203,36 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         self.report_inbound(route, status, cookie, addr, len, PacketType::Data);
         Verdict::Rejected(status)
+    }
+
+    /// Check an inbound write (context, job key, payload length, the whole
+    /// DMA range with `perm`, the event index) and, only if every check
+    /// passes, deliver the payload. Returns the outcome; nothing is written
+    /// on failure. Shared by data and broadcast packets.
+    pub(super) fn write_inbound(&mut self, t: &InboundWrite, payload: &H::Payload) -> ErrorCode {
+        let ctx = t.route.dst_ctx;
+        let checked = self.check_inbound(ctx, t.route.job_key).and_then(|()| {
+            if self.hw.payload_len(payload) != t.len as usize {
+                return Err(ErrorCode::BadPacket);
+            }
+            let dma_phys = self.translate(ctx, t.dma_addr, t.dma_len as u64, t.perm)?;
+            // Parse guaranteed the packet lies inside its DMA, and one region
+            // holds the whole DMA, so the packet's bytes are covered too.
+            let phys = dma_phys
+                .checked_add(t.addr.wrapping_sub(t.dma_addr))
+                .ok_or(ErrorCode::AddressOverflow)?;
+            // An event index the table cannot hold is refused before any
+            // byte is written.
+            t.event?;
+            Ok(phys)
+        });
+        match checked {
+            Ok(phys) => match self.hw.deliver(payload, phys) {
+                Ok(()) => ErrorCode::Ok,
+                Err(_) => ErrorCode::HostBus,
+            },
+            Err(code) => code,
+        }
     }
 
     /// A queued DMA: claim the next slot of the target queue (in flow
