@@ -118,10 +118,8 @@ impl DmaMemory {
     /// Copy bytes out.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), OutOfRange> {
         self.check(offset, out.len())?;
-        // SAFETY: the range is in bounds (checked above) and `out` is a
-        // distinct Rust buffer, so the regions cannot overlap. A concurrent
-        // writer to this range would be a protocol violation by the caller
-        // (see the module contract), not a reference aliasing issue.
+        // Concurrent writers to this range are excluded by the module contract.
+        // SAFETY: in bounds (checked above); `out` is a separate Rust buffer.
         unsafe {
             std::ptr::copy_nonoverlapping(self.base.add(offset), out.as_mut_ptr(), out.len())
         };
@@ -156,10 +154,9 @@ impl DmaMemory {
     ) -> Result<(), OutOfRange> {
         self.check(dst_offset, len)?;
         src.check(src_offset, len)?;
-        // SAFETY: both ranges are in bounds (checked). Overlap is excluded by
-        // the caller's protocol: a DMA never targets its own source range.
-        // ptr::copy (memmove) is used so that even a faulty overlap cannot be
-        // undefined behaviour, only wrong data.
+        // memmove: even a faulty overlap (a DMA onto its own source, which the
+        // protocol excludes) gives wrong data, never undefined behaviour.
+        // SAFETY: both ranges are in bounds (checked above).
         unsafe { std::ptr::copy(src.base.add(src_offset), self.base.add(dst_offset), len) };
         Ok(())
     }
@@ -176,10 +173,9 @@ impl DmaMemory {
                 size: self.len,
             });
         }
-        // SAFETY: the 8 bytes are in bounds, aligned, and live as long as
-        // `self`; AtomicU64 has the layout of u64, and every access to this
-        // word by any agent is atomic (module contract), so a shared
-        // reference to the *atomic* is sound.
+        // Every agent accesses this word atomically (module contract), so a
+        // shared reference to the *atomic* is sound.
+        // SAFETY: 8 in-bounds, aligned bytes that live as long as `self`.
         Ok(unsafe { AtomicU64::from_ptr(ptr.cast::<u64>()) })
     }
 

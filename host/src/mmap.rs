@@ -87,9 +87,8 @@ impl SharedMapping {
     /// A view of the whole mapping.
     pub fn memory(&self) -> DmaMemory {
         let owner: Arc<dyn Send + Sync> = self.inner.clone();
-        // SAFETY: the mapping is valid for len bytes, page-aligned (so
-        // 8-aligned), kept alive by `owner`, and this crate never creates
-        // references into it.
+        // SAFETY: valid for len bytes, page-aligned, kept alive by `owner`;
+        // this crate never creates references into it.
         unsafe { DmaMemory::from_raw_parts(self.inner.base, self.inner.len, owner) }
     }
 }

@@ -77,9 +77,8 @@ mod tests {
         let map = SharedMapping::new(4096).expect("mmap");
         let mem = map.memory();
         let ptr = NonNull::new(map_ptr(&map)).expect("non-null");
-        // SAFETY: the mapping is 4096 bytes, page aligned, outlives `regs`
-        // (both live in this scope), and is accessed only via `regs` and
-        // DmaMemory copies here.
+        // SAFETY: 4096 page-aligned bytes that outlive `regs` (same scope),
+        // accessed only through `regs` and DmaMemory here.
         let regs = unsafe { MmioRegisters::new(ptr, 4096) };
         regs.write(0x10, 0xdead_beef);
         assert_eq!(regs.read(0x10), 0xdead_beef);
