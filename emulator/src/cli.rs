@@ -270,21 +270,9 @@ fn run_put(args: &PutArgs) -> i32 {
     if !quiet {
         eprintln!();
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let result = if args.cluster.json {
-        print_json(&mut out, &records)
-    } else {
-        print_put_table(&mut out, &cfg, &records)
-    };
-    match result {
-        Ok(()) => 0,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        Err(e) => {
-            eprintln!("error: writing output: {e}");
-            1
-        }
-    }
+    write_output(args.cluster.json, &records, |out| {
+        print_put_table(out, &cfg, &records)
+    })
 }
 
 /// Algorithms to run: the one asked for (refused if it cannot run on a
@@ -399,21 +387,9 @@ fn run_coll(cluster: &ClusterArgs, bench: &CollBench<'_>) -> i32 {
     if !quiet {
         eprintln!();
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let result = if cluster.json {
-        print_json(&mut out, &records)
-    } else {
-        print_coll_table(&mut out, &cfg, &records)
-    };
-    match result {
-        Ok(()) => 0,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        Err(e) => {
-            eprintln!("error: writing output: {e}");
-            1
-        }
-    }
+    write_output(cluster.json, &records, |out| {
+        print_coll_table(out, &cfg, &records)
+    })
 }
 
 fn print_coll_table(
@@ -451,6 +427,29 @@ fn print_coll_table(
         )?;
     }
     Ok(())
+}
+
+/// Print `records` as JSON lines or with `table`; the exit status (a
+/// closed pipe is not an error).
+fn write_output<T: serde::Serialize>(
+    json: bool,
+    records: &[T],
+    table: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>,
+) -> i32 {
+    let mut out = std::io::stdout().lock();
+    let result = if json {
+        print_json(&mut out, records)
+    } else {
+        table(&mut out)
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("error: writing output: {e}");
+            1
+        }
+    }
 }
 
 fn print_json<T: serde::Serialize>(out: &mut impl Write, records: &[T]) -> std::io::Result<()> {
