@@ -282,6 +282,36 @@ pub struct BarrierPacket {
     pub seq: u32,
 }
 
+/// `[addr, addr + len)` lies within `[dma_addr, dma_addr + dma_len)`.
+fn within_dma(addr: u64, len: u64, dma_addr: u64, dma_len: u64) -> bool {
+    addr >= dma_addr
+        && addr
+            .checked_add(len)
+            .zip(dma_addr.checked_add(dma_len))
+            .is_some_and(|(e, de)| e <= de)
+}
+
+/// Header fields an acknowledgement (plain or broadcast) leaves zero.
+fn control_fields_clear(h: &PacketHeader) -> bool {
+    h.flags == 0
+        && h.src_ctx == 0
+        && h.dst_ctx == 0
+        && h.job_key.get() == 0
+        && h.len.get() == 0
+        && h.addr.get() == 0
+        && h.event.get() == 0
+        && h.cookie.get() == 0
+}
+
+/// Write the addressing fields.
+fn set_route(h: &mut PacketHeader, r: &Route) {
+    h.src_node = U16::new(r.src_node);
+    h.src_ctx = r.src_ctx;
+    h.dst_node = U16::new(r.dst_node);
+    h.dst_ctx = r.dst_ctx;
+    h.job_key = U32::new(r.job_key);
+}
+
 /// A validated packet header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Packet {
@@ -364,11 +394,7 @@ impl Packet {
                 let (addr, len) = (h.addr.get(), h.len.get() as u64);
                 let (dma_addr, dma_len) = (h.aux0.get(), h.aux2.get() as u64);
                 // The packet must lie within its DMA's range.
-                let inside = addr >= dma_addr
-                    && addr
-                        .checked_add(len)
-                        .zip(dma_addr.checked_add(dma_len))
-                        .is_some_and(|(e, de)| e <= de);
+                let inside = within_dma(addr, len, dma_addr, dma_len);
                 if h.flags & !(FLAG_LAST | FLAG_GET_RESPONSE | FLAG_WAKE | FLAG_QUEUE) != 0
                     || (h.flags & FLAG_WAKE != 0 && h.flags & FLAG_LAST == 0)
                     || (h.flags & FLAG_QUEUE != 0
@@ -417,11 +443,7 @@ impl Packet {
                 let high_node = aux1 as u16;
                 let (addr, len) = (h.addr.get(), h.len.get() as u64);
                 let (dma_addr, dma_len) = (h.aux0.get(), h.aux2.get() as u64);
-                let inside = addr >= dma_addr
-                    && addr
-                        .checked_add(len)
-                        .zip(dma_addr.checked_add(dma_len))
-                        .is_some_and(|(e, de)| e <= de);
+                let inside = within_dma(addr, len, dma_addr, dma_len);
                 if h.flags & !FLAG_LAST != 0
                     || route.dst_node > high_node
                     || h.len.get() > MAX_PACKET_SIZE
@@ -445,16 +467,7 @@ impl Packet {
                 }))
             }
             PacketType::BcastAck => {
-                if h.flags != 0
-                    || h.src_ctx != 0
-                    || h.dst_ctx != 0
-                    || h.job_key.get() != 0
-                    || h.len.get() != 0
-                    || h.addr.get() != 0
-                    || h.event.get() != 0
-                    || h.cookie.get() != 0
-                    || h.aux0.get() != 0
-                {
+                if !control_fields_clear(h) || h.aux0.get() != 0 {
                     return Err(ErrorCode::BadPacket);
                 }
                 let raw_code = u16::try_from(h.aux1.get()).map_err(|_| ErrorCode::BadPacket)?;
@@ -495,16 +508,7 @@ impl Packet {
                 })
             }
             PacketType::Ack | PacketType::Nack => {
-                if h.flags != 0
-                    || h.src_ctx != 0
-                    || h.dst_ctx != 0
-                    || h.job_key.get() != 0
-                    || h.len.get() != 0
-                    || h.addr.get() != 0
-                    || h.event.get() != 0
-                    || h.cookie.get() != 0
-                    || h.aux2.get() != 0
-                {
+                if !control_fields_clear(h) || h.aux2.get() != 0 {
                     return Err(ErrorCode::BadPacket);
                 }
                 let (src_node, dst_node, cum_seq) = (route.src_node, route.dst_node, h.seq.get());
@@ -535,13 +539,6 @@ impl Packet {
     pub fn emit(&self) -> PacketHeader {
         let mut h = PacketHeader::new_zeroed();
         h.version = WIRE_VERSION;
-        let set_route = |h: &mut PacketHeader, r: &Route| {
-            h.src_node = U16::new(r.src_node);
-            h.src_ctx = r.src_ctx;
-            h.dst_node = U16::new(r.dst_node);
-            h.dst_ctx = r.dst_ctx;
-            h.job_key = U32::new(r.job_key);
-        };
         match *self {
             Packet::Data(DataPacket {
                 route,
@@ -630,13 +627,6 @@ impl Packet {
     }
 
     fn emit_extended(&self, h: &mut PacketHeader) {
-        let set_route = |h: &mut PacketHeader, r: &Route| {
-            h.src_node = U16::new(r.src_node);
-            h.src_ctx = r.src_ctx;
-            h.dst_node = U16::new(r.dst_node);
-            h.dst_ctx = r.dst_ctx;
-            h.job_key = U32::new(r.job_key);
-        };
         match *self {
             Packet::Bcast(b) => {
                 h.ptype = PacketType::Bcast as u8;
