@@ -9,6 +9,14 @@ fn railcoll(args: &[&str]) -> std::process::Output {
         .expect("run railcoll")
 }
 
+/// stdout as one JSON value per line (each line must parse).
+fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
 #[test]
 fn bench_put_json_lines_parse_and_carry_the_required_keys() {
     let out = railcoll(&[
@@ -19,11 +27,7 @@ fn bench_put_json_lines_parse_and_carry_the_required_keys() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).expect("utf-8");
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let lines = json_lines(&out);
     // Two sizes x (one rail, striped over two).
     assert_eq!(lines.len(), 4);
     for v in &lines {
@@ -102,11 +106,7 @@ fn bench_barrier_and_bcast_json_lines() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let lines: Vec<serde_json::Value> = json_lines(&out);
     let algos: Vec<&str> = lines
         .iter()
         .map(|v| v["algorithm"].as_str().unwrap_or(""))
@@ -145,11 +145,7 @@ fn bench_barrier_and_bcast_json_lines() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect();
+    let lines: Vec<serde_json::Value> = json_lines(&out);
     assert_eq!(lines.len(), 2);
     assert!(
         lines

@@ -60,6 +60,24 @@ impl shm::Sync for Monitor<'_> {
     fn wake(&self, _: usize) {}
 }
 
+/// Run `body(i, shared)` on `n` loom threads, each with its own clone of
+/// `shared`, and join them all.
+fn run_threads<T: Clone + Send + 'static>(
+    n: usize,
+    shared: T,
+    body: impl Fn(usize, T) + Clone + Send + 'static,
+) {
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let (shared, body) = (shared.clone(), body.clone());
+            thread::spawn(move || body(i, shared))
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("thread");
+    }
+}
+
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     // Exhaustive up to 2 involuntary switches per execution (where most
@@ -82,34 +100,30 @@ fn node_barrier_model(locals: usize, rounds: u64) {
         let map = FlagMap::new(locals);
         let flags = LoomFlags::new(map.count());
         let entered = Arc::new((0..locals).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
-        let handles: Vec<_> = (0..locals)
-            .map(|me| {
-                let (flags, entered) = (flags.clone(), entered.clone());
-                thread::spawn(move || {
-                    for epoch in 1..=rounds {
-                        entered[me].store(epoch, Ordering::SeqCst);
-                        let round = Round {
-                            flags: &*flags,
-                            sync: &Monitor(&flags),
-                            map,
-                            me,
-                            root: 0,
-                            epoch,
-                        };
-                        shm::barrier(&round, &mut || Ok(())).expect("barrier");
-                        for e in entered.iter() {
-                            assert!(
-                                e.load(Ordering::SeqCst) >= epoch,
-                                "left barrier {epoch} early"
-                            );
-                        }
+        run_threads(
+            locals,
+            (flags.clone(), entered.clone()),
+            move |me, (flags, entered)| {
+                for epoch in 1..=rounds {
+                    entered[me].store(epoch, Ordering::SeqCst);
+                    let round = Round {
+                        flags: &*flags,
+                        sync: &Monitor(&flags),
+                        map,
+                        me,
+                        root: 0,
+                        epoch,
+                    };
+                    shm::barrier(&round, &mut || Ok(())).expect("barrier");
+                    for e in entered.iter() {
+                        assert!(
+                            e.load(Ordering::SeqCst) >= epoch,
+                            "left barrier {epoch} early"
+                        );
                     }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().expect("thread");
-        }
+                }
+            },
+        );
     });
 }
 
@@ -124,36 +138,32 @@ fn broadcast_rounds_with_changing_roots_deliver_each_value() {
         let map = FlagMap::new(locals);
         let flags = LoomFlags::new(map.count());
         let buffer = Arc::new(AtomicU64::new(0));
-        let handles: Vec<_> = (0..locals)
-            .map(|me| {
-                let (flags, buffer) = (flags.clone(), buffer.clone());
-                thread::spawn(move || {
-                    for (epoch, root) in [(1u64, 0usize), (2, 1), (3, 1)] {
-                        let round = Round {
-                            flags: &*flags,
-                            sync: &Monitor(&flags),
-                            map,
-                            me,
-                            root,
-                            epoch,
-                        };
-                        let value = epoch * 100;
-                        let mut fill = || {
-                            buffer.store(value, Ordering::Relaxed);
-                            Ok(())
-                        };
-                        let mut drain = || {
-                            assert_eq!(buffer.load(Ordering::Relaxed), value, "round {epoch}");
-                            Ok(())
-                        };
-                        shm::broadcast_round(&round, &mut fill, &mut drain).expect("bcast");
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().expect("thread");
-        }
+        run_threads(
+            locals,
+            (flags.clone(), buffer.clone()),
+            move |me, (flags, buffer)| {
+                for (epoch, root) in [(1u64, 0usize), (2, 1), (3, 1)] {
+                    let round = Round {
+                        flags: &*flags,
+                        sync: &Monitor(&flags),
+                        map,
+                        me,
+                        root,
+                        epoch,
+                    };
+                    let value = epoch * 100;
+                    let mut fill = || {
+                        buffer.store(value, Ordering::Relaxed);
+                        Ok(())
+                    };
+                    let mut drain = || {
+                        assert_eq!(buffer.load(Ordering::Relaxed), value, "round {epoch}");
+                        Ok(())
+                    };
+                    shm::broadcast_round(&round, &mut fill, &mut drain).expect("bcast");
+                }
+            },
+        );
     });
 }
 
@@ -166,41 +176,37 @@ fn gather_rounds_collect_exactly_the_current_round() {
         let map = FlagMap::new(locals);
         let flags = LoomFlags::new(map.count());
         let slots = Arc::new((0..locals).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
-        let handles: Vec<_> = (0..locals)
-            .map(|me| {
-                let (flags, slots) = (flags.clone(), slots.clone());
-                thread::spawn(move || {
-                    for (epoch, root) in [(1u64, 0usize), (2, 1), (3, 0)] {
-                        let round = Round {
-                            flags: &*flags,
-                            sync: &Monitor(&flags),
-                            map,
-                            me,
-                            root,
-                            epoch,
-                        };
-                        let mut fill = || {
-                            if me != root {
-                                slots[me].store(epoch * 10 + me as u64, Ordering::Relaxed);
+        run_threads(
+            locals,
+            (flags.clone(), slots.clone()),
+            move |me, (flags, slots)| {
+                for (epoch, root) in [(1u64, 0usize), (2, 1), (3, 0)] {
+                    let round = Round {
+                        flags: &*flags,
+                        sync: &Monitor(&flags),
+                        map,
+                        me,
+                        root,
+                        epoch,
+                    };
+                    let mut fill = || {
+                        if me != root {
+                            slots[me].store(epoch * 10 + me as u64, Ordering::Relaxed);
+                        }
+                        Ok(())
+                    };
+                    let mut collect = || {
+                        for (r, s) in slots.iter().enumerate() {
+                            if r != root {
+                                assert_eq!(s.load(Ordering::Relaxed), epoch * 10 + r as u64);
                             }
-                            Ok(())
-                        };
-                        let mut collect = || {
-                            for (r, s) in slots.iter().enumerate() {
-                                if r != root {
-                                    assert_eq!(s.load(Ordering::Relaxed), epoch * 10 + r as u64);
-                                }
-                            }
-                            Ok(())
-                        };
-                        shm::gather_round(&round, &mut fill, &mut collect).expect("gather");
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().expect("thread");
-        }
+                        }
+                        Ok(())
+                    };
+                    shm::gather_round(&round, &mut fill, &mut collect).expect("gather");
+                }
+            },
+        );
     });
 }
 
@@ -219,33 +225,29 @@ fn rdma_barrier_model(n: usize, rounds: u64) {
         // words[target * n + writer]
         let words = LoomFlags::new(n * n);
         let entered = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
-        let handles: Vec<_> = (0..n)
-            .map(|id| {
-                let (words, entered) = (words.clone(), entered.clone());
-                thread::spawn(move || {
-                    for number in 1..=rounds {
-                        entered[id].store(number, Ordering::SeqCst);
-                        for step in pairwise_exchange_steps(n, id) {
-                            match step {
-                                BarrierStep::Send(to) => words.store(to * n + id, number),
-                                BarrierStep::WaitFrom(from) => {
-                                    words.wait(&mut || reached(words.load(id * n + from), number))
-                                }
+        run_threads(
+            n,
+            (words.clone(), entered.clone()),
+            move |id, (words, entered)| {
+                for number in 1..=rounds {
+                    entered[id].store(number, Ordering::SeqCst);
+                    for step in pairwise_exchange_steps(n, id) {
+                        match step {
+                            BarrierStep::Send(to) => words.store(to * n + id, number),
+                            BarrierStep::WaitFrom(from) => {
+                                words.wait(&mut || reached(words.load(id * n + from), number))
                             }
                         }
-                        for e in entered.iter() {
-                            assert!(
-                                e.load(Ordering::SeqCst) >= number,
-                                "left barrier {number} early"
-                            );
-                        }
                     }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().expect("thread");
-        }
+                    for e in entered.iter() {
+                        assert!(
+                            e.load(Ordering::SeqCst) >= number,
+                            "left barrier {number} early"
+                        );
+                    }
+                }
+            },
+        );
     });
 }
 
