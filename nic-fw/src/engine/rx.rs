@@ -241,53 +241,52 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// the host. A full queue is not an error: the packet is refused for
     /// now (nack) and the sender retries; nothing is dropped or overwritten.
     fn on_queue_data(&mut self, d: &DataPacket, payload: &H::Payload) -> Verdict {
-        let ctx = d.route.dst_ctx;
-        let checked = self.check_inbound(ctx, d.route.job_key).and_then(|()| {
-            if self.hw.payload_len(payload) != d.len as usize {
-                return Err(ErrorCode::BadPacket);
-            }
-            let q = self
-                .queues
-                .get(ctx as usize)
-                .and_then(|t| t.get(d.event as usize))
-                .copied()
-                .flatten()
-                .ok_or(ErrorCode::BadEvent)?;
-            if d.len > q.slot_size.saturating_sub(8) {
-                return Err(ErrorCode::BadLength);
-            }
-            let len = (q.slots as u64)
-                .saturating_mul(q.slot_size as u64)
-                .saturating_add(64);
-            let phys = self.translate(
-                ctx,
-                q.base,
-                len,
-                RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
-            )?;
-            Ok((q, phys))
-        });
-        let (q, phys) = match checked {
-            Ok(v) => v,
+        match self.write_queue_item(d, payload) {
+            Ok(true) => Verdict::Accepted,
+            Ok(false) => Verdict::Retry,
             Err(code) => {
                 self.report_inbound(d.route, code, d.cookie, 0, d.len, PacketType::Data);
-                return Verdict::Rejected(code);
+                Verdict::Rejected(code)
             }
-        };
-        let mut consumed = [0u8; 8];
-        if self.hw.read(phys.wrapping_add(8), &mut consumed).is_err() {
-            self.report_inbound(
-                d.route,
-                ErrorCode::HostBus,
-                d.cookie,
-                0,
-                d.len,
-                PacketType::Data,
-            );
-            return Verdict::Rejected(ErrorCode::HostBus);
         }
+    }
+
+    /// The queued-DMA steps; `Ok(false)` if the queue is full.
+    fn write_queue_item(
+        &mut self,
+        d: &DataPacket,
+        payload: &H::Payload,
+    ) -> Result<bool, ErrorCode> {
+        let ctx = d.route.dst_ctx;
+        self.check_inbound(ctx, d.route.job_key)?;
+        if self.hw.payload_len(payload) != d.len as usize {
+            return Err(ErrorCode::BadPacket);
+        }
+        let q = self
+            .queues
+            .get(ctx as usize)
+            .and_then(|t| t.get(d.event as usize))
+            .copied()
+            .flatten()
+            .ok_or(ErrorCode::BadEvent)?;
+        if d.len > q.slot_size.saturating_sub(8) {
+            return Err(ErrorCode::BadLength);
+        }
+        let len = (q.slots as u64)
+            .saturating_mul(q.slot_size as u64)
+            .saturating_add(64);
+        let phys = self.translate(
+            ctx,
+            q.base,
+            len,
+            RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
+        )?;
+        let mut consumed = [0u8; 8];
+        self.hw
+            .read(phys.wrapping_add(8), &mut consumed)
+            .map_err(|_| ErrorCode::HostBus)?;
         if q.produced.wrapping_sub(u64::from_le_bytes(consumed)) >= q.slots as u64 {
-            return Verdict::Retry;
+            return Ok(false);
         }
         let index = q.produced.checked_rem(q.slots as u64).unwrap_or(0);
         let slot = phys
@@ -298,22 +297,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         header[4..6].copy_from_slice(&d.route.src_node.to_le_bytes());
         header[6] = d.route.src_ctx;
         let produced = q.produced.wrapping_add(1);
-        let written = self
-            .hw
+        self.hw
             .deliver(payload, slot.wrapping_add(8))
             .and_then(|()| self.hw.write(slot, &header))
-            .and_then(|()| self.hw.write_word_release(phys, produced));
-        if written.is_err() {
-            self.report_inbound(
-                d.route,
-                ErrorCode::HostBus,
-                d.cookie,
-                0,
-                d.len,
-                PacketType::Data,
-            );
-            return Verdict::Rejected(ErrorCode::HostBus);
-        }
+            .and_then(|()| self.hw.write_word_release(phys, produced))
+            .map_err(|_| ErrorCode::HostBus)?;
         if let Some(Some(entry)) = self
             .queues
             .get_mut(ctx as usize)
@@ -325,7 +313,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             let _ = self.set_event(ctx, ev, 1, ErrorCode::Ok);
         }
         self.hw.wake(ctx);
-        Verdict::Accepted
+        Ok(true)
     }
 
     /// A get request: validate the owner's side and queue the put back.
