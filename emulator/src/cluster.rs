@@ -179,6 +179,17 @@ impl Device for EmuDevice {
         self.admin.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn dma_view(&self, phys: u64, len: usize) -> Result<DmaMemory, DeviceError> {
+        let whole = self.memory.memory();
+        usize::try_from(phys)
+            .ok()
+            .filter(|&p| p >= crate::memory::PHYS_BASE)
+            .and_then(|p| whole.slice(p, len).ok())
+            .ok_or_else(|| {
+                DeviceError::Backend(format!("no DMA memory at {phys:#x} + {len} on this node"))
+            })
+    }
+
     fn node_segment(&self, key: u64, len: usize) -> Result<DmaMemory, DeviceError> {
         let mut segments = self.segments.lock().unwrap_or_else(|p| p.into_inner());
         // The device keeps only a weak handle: the segment lives exactly as

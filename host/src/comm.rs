@@ -50,8 +50,10 @@ pub struct CommConfig {
     pub job_key: u32,
     /// Default rail policy for puts and gets.
     pub policy: RailPolicy,
-    /// log2 of command ring entries per rail.
+        /// log2 of command ring entries per rail.
     pub cq_log2: u8,
+    /// Sockets per node (multi-leader all-gather: one leader per socket).
+    pub sockets: usize,
 }
 
 impl CommConfig {
@@ -64,7 +66,8 @@ impl CommConfig {
             arena_size: 64 << 20,
             job_key: 0x5241_494c,
             policy: RailPolicy::default(),
-            cq_log2: 8,
+                        cq_log2: 8,
+            sockets: 1,
         }
     }
 }
@@ -155,7 +158,10 @@ pub struct Comm {
     /// The send/recv barrier's input queue (created with the communicator).
     pub(crate) barrier_queue: std::cell::OnceCell<InputQueue>,
     /// Barrier messages that arrived before they were waited for.
-    pub(crate) unexpected: RefCell<Vec<(usize, u64)>>,
+        pub(crate) unexpected: RefCell<Vec<(usize, u64)>>,
+    /// State of the schedule executor (counters, scratch, flags, peers,
+    /// cached schedules).
+    pub(crate) sched: crate::sched::exec::ExecState,
 }
 
 impl std::fmt::Debug for Comm {
@@ -311,9 +317,17 @@ impl Comm {
             coll,
             seq: crate::coll::CollSeq::default(),
             next_queue: Cell::new(0),
-            barrier_queue: std::cell::OnceCell::new(),
+                        barrier_queue: std::cell::OnceCell::new(),
             unexpected: RefCell::new(Vec::new()),
+            sched: crate::sched::exec::ExecState::new(cfg.topology.ranks_per_node()),
         };
+        {
+            let driver = comm.driver.borrow();
+            let arena = driver.arena();
+            comm.shm
+                .borrow()
+                .publish_arena(arena.phys, arena.mem.len())?;
+        }
         // Every barrier step carries one 8-byte message; a rank can be one
         // barrier ahead of a partner, so 64 slots never limit progress (a
         // full queue would only delay a sender).
@@ -725,6 +739,109 @@ impl Comm {
             layout,
             done: false,
         })
+    }
+
+        /// Like [`Comm::chain_put`], with a handle that completes when the NIC
+    /// has run the chained put and it was delivered.
+    pub fn chain_put_tracked(&self, chain: &ChainedPut) -> Result<PutHandle<'_>, Error> {
+        let ChainedPut {
+            trigger,
+            rail,
+            count,
+            src,
+            dst_rank,
+            dst,
+            dst_event,
+        } = *chain;
+        self.check_rank(dst_rank)?;
+        self.check_rail(rail)?;
+        if src.len() != dst.len() {
+            return Err(Error::OutOfBounds {
+                what: "the remote buffer",
+                offset: 0,
+                len: src.len(),
+                limit: dst.len(),
+            });
+        }
+        let mut driver = self.driver.borrow_mut();
+        let ev = driver.take_completion_event(rail)?;
+        let generation = driver.push_arm_write(rail, ev, 1)?;
+        let block: CommandBlock = Command::Dma(DmaCommand {
+            kind: DmaKind::Put,
+            len: src.len() as u32,
+            vp: dst_rank as u32,
+            src_addr: ARENA_VA + src.offset() as u64,
+            dst_addr: ARENA_VA + dst.offset() as u64,
+            src_event: Some(ev),
+            dst_event: dst_event.map(|d| d.0),
+            wake: false,
+        })
+        .emit(self.rank() as u32);
+        let index = driver.store_chain_block(&block)?;
+        driver.push_arm_copy(rail, trigger.0, count, index)?;
+        driver.ring(rail)?;
+        drop(driver);
+        Ok(PutHandle {
+            comm: self,
+            parts: vec![(rail, ev, generation)],
+            layout: vec![Part {
+                rail,
+                offset: 0,
+                len: src.len(),
+            }],
+            done: false,
+        })
+    }
+
+    /// Post a hardware broadcast (BCAST_DMA on rail 0) of `src` into `dst`
+    /// at the rank with this rank's local index on every other node; each
+    /// target's `dst_event` is set once. No readiness handshake: the caller
+    /// knows the targets are ready.
+    pub fn hw_bcast_post(
+        &self,
+        src: &SymBuffer,
+        dst: &SymBuffer,
+        dst_event: Option<DestEvent>,
+    ) -> Result<PutHandle<'_>, Error> {
+        let nodes = self.topology().nodes();
+        if src.len() != dst.len() {
+            return Err(Error::OutOfBounds {
+                what: "the broadcast target",
+                offset: 0,
+                len: src.len(),
+                limit: dst.len(),
+            });
+        }
+        let mut driver = self.driver.borrow_mut();
+        let ev = driver.take_completion_event(0)?;
+        let generation = driver.push_arm_write(0, ev, 1)?;
+        let cmd = Command::Bcast {
+            len: src.len() as u32,
+            low_node: 0,
+            high_node: (nodes - 1) as u16,
+            src_addr: ARENA_VA + src.offset() as u64,
+            dst_addr: ARENA_VA + dst.offset() as u64,
+            src_event: Some(ev),
+            dst_event: dst_event.map(|d| d.0),
+        };
+        driver.push(0, &cmd, self.rank() as u32)?;
+        driver.ring(0)?;
+        drop(driver);
+        Ok(PutHandle {
+            comm: self,
+            parts: vec![(0, ev, generation)],
+            layout: vec![Part {
+                rail: 0,
+                offset: 0,
+                len: src.len(),
+            }],
+            done: false,
+        })
+    }
+
+    /// The whole local arena's memory.
+    pub(crate) fn arena_memory(&self) -> crate::dma_mem::DmaMemory {
+        self.driver.borrow().arena().mem.clone()
     }
 
     /// NIC error records reported to this rank since the last call.

@@ -63,4 +63,9 @@ pub trait Device: Send + Sync {
     /// the same memory (a real `mmap` shared by the node's ranks). A later
     /// call with a larger `len` fails with `OutOfMemory`.
     fn node_segment(&self, key: u64, len: usize) -> Result<DmaMemory, DeviceError>;
+    /// The CPU's view of DMA memory that any rank of this node allocated
+    /// (`phys`, `len` as [`DmaBuffer`] reported them): how a rank reaches a
+    /// node peer's arena for the shared-memory phases. On hardware the
+    /// node's DMA pool is one memfd mapped by every rank.
+    fn dma_view(&self, phys: u64, len: usize) -> Result<DmaMemory, DeviceError>;
 }

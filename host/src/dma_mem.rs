@@ -184,6 +184,13 @@ impl DmaMemory {
         Ok(u64::from_le(self.atomic(offset)?.load(order)))
     }
 
+    /// Atomic add to an aligned little-endian 64-bit word (wrapping);
+    /// returns the previous value. Only meaningful on little-endian hosts
+    /// (every platform railcoll targets).
+    pub fn fetch_add_u64(&self, offset: usize, value: u64, order: Ordering) -> Result<u64, OutOfRange> {
+        Ok(self.atomic(offset)?.fetch_add(value, order))
+    }
+
     /// Atomic store of an aligned little-endian 64-bit word.
     pub fn store_u64(&self, offset: usize, value: u64, order: Ordering) -> Result<(), OutOfRange> {
         self.atomic(offset)?.store(value.to_le(), order);

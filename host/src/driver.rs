@@ -315,6 +315,11 @@ impl Driver {
         &self.arena
     }
 
+    /// The CPU view of a node peer's DMA memory (see [`Device::dma_view`]).
+    pub fn dma_view(&self, phys: u64, len: usize) -> Result<crate::dma_mem::DmaMemory, Error> {
+        Ok(self.device.dma_view(phys, len)?)
+    }
+
     /// The wait hook, shared.
     pub fn wait_arc(&self) -> Arc<dyn WaitHook> {
         Arc::clone(&self.wait)

@@ -25,6 +25,9 @@
 //! - [`driver`]: command rings, the admin mailbox, events and completion
 //!   words of one rank on every rail.
 //! - [`coll`]: collectives (barriers, broadcasts) and their algorithms.
+//! - [`sched`]: gather, all-gather and all-to-all algorithms as per-rank
+//!   schedules: generators, verifier, Hockney cost model, executor and
+//!   tuning table.
 //! - [`comm`]: the public API (`Comm::put`, `get`, destination events,
 //!   chained puts, NIC error records).
 //! - [`error`]: typed errors.
@@ -39,6 +42,7 @@ pub mod env;
 pub mod error;
 pub mod mmap;
 pub mod regio;
+pub mod sched;
 pub mod shm;
 pub mod stripe;
 pub mod topology;
@@ -48,6 +52,7 @@ pub use comm::{
     TransferOptions,
 };
 pub use error::Error;
+pub use sched::{Algorithm, Collective};
 pub use stripe::RailPolicy;
 pub use topology::{Placement, Topology};
 

@@ -256,6 +256,8 @@ pub struct NodeShm {
     bcast_len: usize,
     slot_offset: usize,
     slot_len: usize,
+    dir_offset: usize,
+    sched_offset: usize,
     barrier_epoch: u64,
     bcast_epoch: u64,
     gather_epoch: u64,
@@ -266,11 +268,17 @@ pub struct NodeShm {
 pub const BCAST_BUFFER: usize = 256 << 10;
 /// Gather slot size per rank (larger blocks run in rounds).
 pub const GATHER_SLOT: usize = 64 << 10;
+/// Schedule flags per local rank (counting flags raised by node peers).
+pub const SCHED_FLAG_LINES: usize = 16;
 
 impl NodeShm {
     /// Segment size for `locals` ranks.
     pub fn segment_len(locals: usize) -> usize {
-        FlagMap::new(locals).count() * LINE + BCAST_BUFFER + locals * GATHER_SLOT
+        FlagMap::new(locals).count() * LINE
+            + BCAST_BUFFER
+            + locals * GATHER_SLOT
+            + locals * LINE
+            + locals * SCHED_FLAG_LINES * LINE
     }
 
     /// Use `mem` (the node segment) as local rank `me` of `locals`.
@@ -292,6 +300,8 @@ impl NodeShm {
             bcast_len: BCAST_BUFFER,
             slot_offset: bcast_offset + BCAST_BUFFER,
             slot_len: GATHER_SLOT,
+            dir_offset: bcast_offset + BCAST_BUFFER + locals * GATHER_SLOT,
+            sched_offset: bcast_offset + BCAST_BUFFER + locals * GATHER_SLOT + locals * LINE,
             barrier_epoch: 0,
             bcast_epoch: 0,
             gather_epoch: 0,
@@ -425,6 +435,59 @@ impl NodeShm {
                 return Ok(());
             }
         }
+    }
+
+    /// Publish this rank's arena (physical address and length) in the node
+    /// directory, for node peers' shared-memory copies.
+    pub fn publish_arena(&self, phys: u64, len: usize) -> Result<(), Error> {
+        let at = self.dir_offset + self.me * LINE;
+        let err = |e| crate::driver::out_of_range("the node directory", e);
+        self.mem
+            .store_u64(at + 8, len as u64, std::sync::atomic::Ordering::Relaxed)
+            .map_err(err)?;
+        // Release: a peer that sees the address also sees the length.
+        self.mem
+            .store_u64(at, phys + 1, std::sync::atomic::Ordering::Release)
+            .map_err(err)
+    }
+
+    /// Local rank `local`'s published arena, if it has published it.
+    pub fn arena_of(&self, local: usize) -> Option<(u64, usize)> {
+        let at = self.dir_offset + local.checked_mul(LINE)?;
+        if local >= self.locals() {
+            return None;
+        }
+        let phys = self.mem.load_u64(at, std::sync::atomic::Ordering::Acquire).ok()?;
+        let len = self.mem.load_u64(at + 8, std::sync::atomic::Ordering::Relaxed).ok()?;
+        (phys != 0).then(|| (phys - 1, len as usize))
+    }
+
+    fn sched_line(&self, local: usize, flag: usize) -> Result<usize, Error> {
+        if local >= self.locals() || flag >= SCHED_FLAG_LINES {
+            return Err(Error::Config(format!(
+                "schedule flag {flag} of local rank {local}: the node has {} ranks and {SCHED_FLAG_LINES} flags each",
+                self.locals()
+            )));
+        }
+        Ok(self.sched_offset + (local * SCHED_FLAG_LINES + flag) * LINE)
+    }
+
+    /// Raise schedule flag `flag` of local rank `local` by one (Release).
+    pub fn sched_raise(&self, local: usize, flag: usize) -> Result<(), Error> {
+        let at = self.sched_line(local, flag)?;
+        self.mem
+            .fetch_add_u64(at, 1, std::sync::atomic::Ordering::Release)
+            .map(|_| ())
+            .map_err(|e| crate::driver::out_of_range("the node segment", e))
+    }
+
+    /// This rank's schedule flag `flag` (Acquire): how many times it was
+    /// raised since the segment was created (wrapping).
+    pub fn sched_count(&self, flag: usize) -> Result<u64, Error> {
+        let at = self.sched_line(self.me, flag)?;
+        self.mem
+            .load_u64(at, std::sync::atomic::Ordering::Acquire)
+            .map_err(|e| crate::driver::out_of_range("the node segment", e))
     }
 
     fn segment(&self, offset: usize, len: usize) -> Result<DmaMemory, Error> {

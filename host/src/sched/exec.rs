@@ -1,0 +1,426 @@
+//! The host executor: runs one rank's schedule on the driver and the node
+//! segment, and the public collective calls built on it
+//! (`Comm::gather`, `allgather`, `alltoall` and their `_with` forms).
+//!
+//! Execution is in program order with non-blocking puts: every put is
+//! posted as soon as the steps before it have been, so a multi-port step
+//! has its k puts (one per rail) in flight together, and the copies that
+//! follow a put in the schedule overlap it (001 §5.2.2). A step waits only
+//! for the puts it names in `after`, for the counters and flags it names,
+//! and, at the end, for every put of the schedule. At most
+//! [`MAX_OUTSTANDING`] puts are in flight; beyond that the oldest is
+//! completed first (a put's completion never depends on its target's host,
+//! so this never deadlocks).
+//!
+//! Counters map to a pool of symmetric destination events that grows on
+//! demand; flags are counting lines in the node segment, and the executor
+//! remembers how many raises of each it has consumed, so flags are never
+//! reset between calls. A failed call leaves that bookkeeping undefined:
+//! an error from a collective is fatal to the communicator.
+
+use std::cell::{OnceCell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use super::tuning::TuningTable;
+use super::*;
+use crate::arena::SymBuffer;
+use crate::coll::BarrierAlgorithm;
+use crate::comm::{Arrivals, ChainedPut, Comm, DestEvent, PutHandle, TransferOptions};
+use crate::dma_mem::DmaMemory;
+
+/// Schedule flags per local rank.
+pub const SCHED_FLAGS: usize = crate::shm::SCHED_FLAG_LINES;
+/// Most puts the executor keeps in flight.
+pub const MAX_OUTSTANDING: usize = 48;
+/// Schedules a communicator caches (persistent collectives reuse theirs).
+const CACHE_LIMIT: usize = 256;
+
+/// Per-communicator executor state.
+#[derive(Debug)]
+pub struct ExecState {
+    /// Two counter pools, used by alternate calls: a rank can be one call
+    /// ahead of another, never two, in a collective where every rank's
+    /// completion needs every rank's data (all-gather, all-to-all).
+    events: RefCell<[Vec<DestEvent>; 2]>,
+    calls: std::cell::Cell<u64>,
+    scratch: RefCell<Option<SymBuffer>>,
+    flag_consumed: RefCell<[u64; SCHED_FLAGS]>,
+    peers: RefCell<Vec<Option<DmaMemory>>>,
+    cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
+    tuning: OnceCell<Arc<TuningTable>>,
+}
+
+impl ExecState {
+    pub(crate) fn new(locals: usize) -> Self {
+        Self {
+                        events: RefCell::new([Vec::new(), Vec::new()]),
+            calls: std::cell::Cell::new(0),
+            scratch: RefCell::new(None),
+            flag_consumed: RefCell::new([0; SCHED_FLAGS]),
+            peers: RefCell::new(vec![None; locals]),
+            cache: RefCell::new(HashMap::new()),
+            tuning: OnceCell::new(),
+        }
+    }
+}
+
+fn region_of(base: &SymBuffer, r: &Region, block: usize) -> Result<SymBuffer, Error> {
+    base.slice(r.block as usize * block, r.count as usize * block)
+}
+
+fn mem_err(e: crate::dma_mem::OutOfRange) -> Error {
+    crate::driver::out_of_range("a schedule buffer", e)
+}
+
+impl Comm {
+    /// The schedules of `collective` with `algorithm` for this
+    /// communicator, `block_bytes` per block (cached).
+    pub fn schedule(
+        &self,
+        collective: Collective,
+        algorithm: Algorithm,
+        block_bytes: usize,
+        root: usize,
+    ) -> Result<Arc<ScheduleSet>, Error> {
+        let mut params = Params::new(collective, algorithm, self.shape()?, root, block_bytes);
+        if let crate::stripe::RailPolicy::Stripe { threshold } = self.config().policy {
+            params.stripe_threshold = threshold;
+        }
+        if let Some(s) = self.sched.cache.borrow().get(&params) {
+            return Ok(Arc::clone(s));
+        }
+        let set = Arc::new(generate(&params)?);
+        let mut cache = self.sched.cache.borrow_mut();
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(params, Arc::clone(&set));
+        Ok(set)
+    }
+
+    /// This communicator's shape as the generators see it.
+    pub fn shape(&self) -> Result<Shape, Error> {
+        Shape::new(
+            self.topology().nodes(),
+            self.topology().ranks_per_node(),
+            self.config().sockets,
+            self.rails(),
+            self.topology().placement(),
+        )
+    }
+
+    /// The tuning table in use: the file named by `RAILCOLL_TUNING`, else
+    /// the built-in default ([`super::tuning::DEFAULT`]).
+    pub fn tuning(&self) -> Result<Arc<TuningTable>, Error> {
+        if let Some(t) = self.sched.tuning.get() {
+            return Ok(Arc::clone(t));
+        }
+        let table = Arc::new(TuningTable::from_env()?);
+        let _ = self.sched.tuning.set(Arc::clone(&table));
+        Ok(table)
+    }
+
+    /// Use `table` for this communicator's algorithm choices (every rank
+    /// must use the same table).
+    pub fn set_tuning(&self, table: Arc<TuningTable>) -> Result<(), Error> {
+        self.sched
+            .tuning
+            .set(table)
+            .map_err(|_| Error::Config("the tuning table was already chosen".into()))
+    }
+
+    /// The algorithm the tuning table picks for `collective` with blocks of
+    /// `block_bytes` on this communicator (the first applicable rule whose
+    /// algorithm can run here; Direct otherwise).
+    pub fn tuned_algorithm(&self, collective: Collective, block_bytes: usize) -> Result<Algorithm, Error> {
+        let shape = self.shape()?;
+        let table = self.tuning()?;
+        Ok(table.select(collective, block_bytes, &shape, &mut |a| {
+            self.schedule(collective, a, block_bytes, 0).is_ok()
+        }))
+    }
+
+    /// Gather `send` (one block) of every rank into `recv` (one block per
+    /// rank, in rank order) on `root`, with the tuned algorithm. See the
+    /// buffer contract in [`crate::sched`].
+    pub fn gather(&self, send: &SymBuffer, recv: &SymBuffer, root: usize) -> Result<(), Error> {
+        let a = self.tuned_algorithm(Collective::Gather, send.len())?;
+        self.gather_with(a, send, recv, root)
+    }
+
+    /// Gather with a chosen algorithm.
+    pub fn gather_with(&self, algorithm: Algorithm, send: &SymBuffer, recv: &SymBuffer, root: usize) -> Result<(), Error> {
+        self.collective_with(Collective::Gather, algorithm, send, recv, root)
+    }
+
+    /// All-gather `send` (one block) of every rank into `recv` of every
+    /// rank (one block per rank, in rank order), with the tuned algorithm.
+    pub fn allgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+        let a = self.tuned_algorithm(Collective::Allgather, send.len())?;
+        self.allgather_with(a, send, recv)
+    }
+
+    /// All-gather with a chosen algorithm.
+    pub fn allgather_with(&self, algorithm: Algorithm, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+        self.collective_with(Collective::Allgather, algorithm, send, recv, 0)
+    }
+
+    /// All-to-all: block `j` of `send` (N equal blocks) goes to block
+    /// `rank` of rank `j`'s `recv`, with the tuned algorithm.
+    pub fn alltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+        let block = self.alltoall_block(send)?;
+        let a = self.tuned_algorithm(Collective::Alltoall, block)?;
+        self.alltoall_with(a, send, recv)
+    }
+
+    /// All-to-all with a chosen algorithm.
+    pub fn alltoall_with(&self, algorithm: Algorithm, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+        self.collective_with(Collective::Alltoall, algorithm, send, recv, 0)
+    }
+
+    fn alltoall_block(&self, send: &SymBuffer) -> Result<usize, Error> {
+        let n = self.size();
+        if !send.len().is_multiple_of(n) {
+            return Err(Error::Config(format!(
+                "an all-to-all send buffer holds one equal block per rank: {} bytes is not a multiple of {n}",
+                send.len()
+            )));
+        }
+        Ok(send.len() / n)
+    }
+
+    /// Run `collective` with `algorithm`.
+    pub fn collective_with(
+        &self,
+        collective: Collective,
+        algorithm: Algorithm,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root: usize,
+    ) -> Result<(), Error> {
+        let block = match collective {
+            Collective::Alltoall => self.alltoall_block(send)?,
+            _ => send.len(),
+        };
+        let set = self.schedule(collective, algorithm, block, root)?;
+        self.run_schedule(&set, send, recv)
+    }
+
+    /// Execute this rank's part of `set` on `send` and `recv` (every rank
+    /// of the communicator must run the same set).
+    pub fn run_schedule(&self, set: &ScheduleSet, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+        let p = &set.params;
+        let b = p.block_bytes;
+        let me = self.rank();
+        let sched = set.rank(me).ok_or(Error::RankOutOfRange {
+            rank: me,
+            size: set.ranks.len(),
+        })?;
+        for (what, buf, blocks) in [
+            ("the send buffer", send, p.send_blocks()),
+            ("the receive buffer", recv, p.recv_blocks()),
+        ] {
+            let need = blocks as usize * b;
+            if buf.len() < need {
+                return Err(Error::OutOfBounds {
+                    what,
+                    offset: 0,
+                    len: need,
+                    limit: buf.len(),
+                });
+            }
+        }
+        self.prepare(set)?;
+                let parity = (self.sched.calls.get() % 2) as usize;
+        self.sched.calls.set(self.sched.calls.get().wrapping_add(1));
+        let events = self.sched.events.borrow()[parity].clone();
+        let scratch = self
+            .sched
+            .scratch
+            .borrow()
+            .clone()
+            .unwrap_or(self.coll.scratch);
+        let arena = self.arena_memory();
+        let region = |r: &Region| -> Result<SymBuffer, Error> {
+            let base = match r.buf {
+                Buf::Send => send,
+                Buf::Recv => recv,
+                Buf::Scratch => &scratch,
+            };
+            region_of(base, r, b)
+        };
+        let event = |c: Counter| -> Result<DestEvent, Error> {
+            events
+                .get(usize::from(c))
+                .copied()
+                .ok_or(Error::EventsExhausted("schedule counter"))
+        };
+        let mut handles: Vec<Option<PutHandle<'_>>> = (0..sched.steps.len()).map(|_| None).collect();
+        let mut order: VecDeque<usize> = VecDeque::new();
+        for (i, step) in sched.steps.iter().enumerate() {
+            for &a in &step.after {
+                if let Some(h) = handles.get_mut(a as usize).and_then(Option::take) {
+                    h.wait()?;
+                }
+            }
+            match &step.op {
+                Op::Put {
+                    to,
+                    src,
+                    dst,
+                    lane,
+                    signal,
+                } => {
+                    while order.len() >= MAX_OUTSTANDING {
+                        if let Some(h) = order.pop_front().and_then(|j| handles[j].take()) {
+                            h.wait()?;
+                        }
+                    }
+                    let policy = match lane {
+                        Lane::Rail(r) => crate::stripe::RailPolicy::Rail(usize::from(*r)),
+                        Lane::Stripe => crate::stripe::RailPolicy::Stripe {
+                            threshold: p.stripe_threshold,
+                        },
+                    };
+                    let opts = TransferOptions {
+                        policy: Some(policy),
+                        dest_event: signal.map(event).transpose()?,
+                        wake: false,
+                    };
+                    handles[i] = Some(self.put_with(&region(src)?, *to as usize, &region(dst)?, opts)?);
+                    order.push_back(i);
+                }
+                Op::ChainPut {
+                    trigger,
+                    count,
+                    rail,
+                    to,
+                    src,
+                    dst,
+                    signal,
+                } => {
+                    let chain = ChainedPut {
+                        trigger: event(*trigger)?,
+                        rail: usize::from(*rail),
+                        count: *count,
+                        src: region(src)?,
+                        dst_rank: *to as usize,
+                        dst: region(dst)?,
+                        dst_event: signal.map(event).transpose()?,
+                    };
+                    handles[i] = Some(self.chain_put_tracked(&chain)?);
+                    order.push_back(i);
+                }
+                Op::Wait { counter, arrivals } => {
+                    let mut a = Arrivals::new();
+                    for (rail, &n) in arrivals.iter().enumerate() {
+                        a.add(rail, n);
+                    }
+                    self.wait_arrivals(&event(*counter)?, &a)?;
+                }
+                Op::Copy { src, dst } => {
+                    let (s, d) = (region(src)?, region(dst)?);
+                    arena
+                        .copy_from(d.offset(), &arena, s.offset(), s.len().min(d.len()))
+                        .map_err(mem_err)?;
+                }
+                Op::PeerCopy {
+                    peer,
+                    dir,
+                    local,
+                    remote,
+                } => {
+                    let peer_mem = self.peer_memory(*peer as usize)?;
+                    let (l, r) = (region(local)?, region(remote)?);
+                    let len = l.len().min(r.len());
+                    match dir {
+                        PeerDir::Push => peer_mem.copy_from(r.offset(), &arena, l.offset(), len),
+                        PeerDir::Pull => arena.copy_from(l.offset(), &peer_mem, r.offset(), len),
+                    }
+                    .map_err(mem_err)?;
+                }
+                Op::Signal { to, flag } => {
+                    let (_, local) = self.topology().locate(*to as usize)?;
+                    self.shm.borrow().sched_raise(local, usize::from(*flag))?;
+                    self.wait_arc().wake_local(local);
+                }
+                Op::WaitFlag { flag, count } => {
+                    if *count == 0 {
+                        continue;
+                    }
+                    let f = usize::from(*flag);
+                    let target = {
+                        let mut consumed = self.sched.flag_consumed.borrow_mut();
+                        let slot = consumed
+                            .get_mut(f)
+                            .ok_or(Error::EventsExhausted("schedule flag"))?;
+                        *slot = slot.wrapping_add(u64::from(*count));
+                        *slot
+                    };
+                    let shm = self.shm.borrow();
+                    self.wait_until(&mut || {
+                        shm.sched_count(f)
+                            .is_ok_and(|v| crate::shm::reached(v, target))
+                    })?;
+                }
+                Op::Barrier => self.barrier_with(BarrierAlgorithm::Hardware)?,
+                Op::HwBcast { src, dst, signal } => {
+                    let h = self.hw_bcast_post(&region(src)?, &region(dst)?, signal.map(event).transpose()?)?;
+                    handles[i] = Some(h);
+                    order.push_back(i);
+                }
+            }
+        }
+        for h in handles.into_iter().flatten() {
+            h.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Grow the counter pool and the scratch buffer to what `set` needs
+    /// (symmetric: every rank runs the same sets in the same order).
+    fn prepare(&self, set: &ScheduleSet) -> Result<(), Error> {
+        {
+                        let mut pools = self.sched.events.borrow_mut();
+            for events in pools.iter_mut() {
+                while events.len() < usize::from(set.counters) {
+                    events.push(self.alloc_dest_event()?);
+                }
+            }
+        }
+        let need = set.scratch_blocks as usize * set.params.block_bytes;
+        let mut scratch = self.sched.scratch.borrow_mut();
+        if scratch.as_ref().is_none_or(|s| s.len() < need) {
+            *scratch = Some(self.alloc(need)?);
+        }
+        Ok(())
+    }
+
+    /// The arena of node peer `rank`, through the node directory.
+    fn peer_memory(&self, rank: usize) -> Result<DmaMemory, Error> {
+        let (node, local) = self.topology().locate(rank)?;
+        if node != self.node() {
+            return Err(Error::Config(format!(
+                "rank {rank} is not on this rank's node: no shared memory with it"
+            )));
+        }
+        if let Some(m) = self.sched.peers.borrow().get(local).cloned().flatten() {
+            return Ok(m);
+        }
+        let mut found = None;
+        {
+            let shm = self.shm.borrow();
+            self.wait_until(&mut || {
+                found = shm.arena_of(local);
+                found.is_some()
+            })?;
+        }
+        let (phys, len) = found.ok_or(Error::Config("node directory entry vanished".into()))?;
+        let mem = self.driver_ref().dma_view(phys, len)?;
+        if let Some(slot) = self.sched.peers.borrow_mut().get_mut(local) {
+            *slot = Some(mem.clone());
+        }
+        Ok(mem)
+    }
+}

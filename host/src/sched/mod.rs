@@ -1,0 +1,611 @@
+//! Collective algorithms as data: per-rank *schedules*.
+//!
+//! A generator ([`generate()`]) turns (collective, algorithm, shape, root,
+//! block size) into one [`Schedule`] per rank: a list of [`Step`]s in
+//! program order, each an [`Op`] (put, wait on a destination counter, local
+//! copy, copy to or from a node peer's memory, shm flag signal and wait,
+//! hardware barrier and broadcast, a NIC-chained put) with explicit
+//! dependencies on earlier puts' local completion. Regions are counted in
+//! *blocks* of the collective's block size, so the same schedule describes
+//! every size except for rail striping, which depends on bytes.
+//!
+//! One [`ScheduleSet`] serves four uses:
+//! - [`exec`]: the host executor runs a rank's schedule on the driver and
+//!   the node segment;
+//! - [`verify`]: proves a set correct without running it (no unsatisfiable
+//!   wait, no signal counted twice or ambiguously, every output block
+//!   written exactly once with the right source block, no unordered
+//!   conflicting accesses, budgets);
+//! - [`cost`]: evaluates it under Hockney (t_s, tau, k ports) next to the
+//!   papers' closed forms;
+//! - [`sim`]: the discrete-event replay both of those are built on.
+//!
+//! Contract of every collective (as OpenSHMEM's): on entry, every rank's
+//! `send`, `recv` and the communicator's scratch may be written by any
+//! rank that has entered the same call; a program that reads or rewrites
+//! a collective's buffers and then runs another collective on them must
+//! separate the two with a barrier (the benchmarks do, as 001's did).
+//!
+//! Submodules: [`algo`] (names and applicability), [`generate`] (generators),
+//! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
+
+#![forbid(unsafe_code)]
+
+pub mod algo;
+pub mod cost;
+pub mod exec;
+pub mod generate;
+pub mod sim;
+pub mod tuning;
+pub mod verify;
+
+use std::fmt;
+
+use crate::comm::MAX_RAILS;
+use crate::error::Error;
+use crate::stripe::{self, RailPolicy};
+use crate::topology::{Placement, Topology};
+
+pub use algo::{Algorithm, Collective};
+
+/// A rank index.
+pub type Rank = u32;
+
+/// Which of a rank's buffers a region is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Buf {
+    /// The caller's send buffer.
+    Send,
+    /// The caller's receive buffer.
+    Recv,
+    /// The communicator's symmetric scratch buffer.
+    Scratch,
+}
+
+/// `count` blocks from block `block` of buffer `buf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Region {
+    /// Buffer.
+    pub buf: Buf,
+    /// First block.
+    pub block: u32,
+    /// Blocks.
+    pub count: u32,
+}
+
+impl Region {
+    /// `count` blocks of `buf` from `block`.
+    pub const fn new(buf: Buf, block: u32, count: u32) -> Self {
+        Self { buf, block, count }
+    }
+
+    /// One block.
+    pub const fn one(buf: Buf, block: u32) -> Self {
+        Self::new(buf, block, 1)
+    }
+
+    /// One past the last block.
+    pub fn end(&self) -> u32 {
+        self.block + self.count
+    }
+}
+
+/// Which rails a put uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// All of it on this rail (multi-port algorithms: one message per port).
+    Rail(u8),
+    /// Striped over every rail above the threshold, one rail below it
+    /// ([`crate::stripe::plan`]).
+    Stripe,
+}
+
+/// Direction of a copy between node peers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PeerDir {
+    /// Local region -> peer's region.
+    Push,
+    /// Peer's region -> local region.
+    Pull,
+}
+
+/// A destination counter: the same NIC destination event on every rank.
+pub type Counter = u16;
+/// An shm flag: a line in the node segment, one set per local rank.
+pub type Flag = u8;
+
+/// One operation of a schedule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// RDMA write of `src` (local) into `dst` of rank `to`; every rail part
+    /// sets counter `signal` there once. Non-blocking: later steps wait for
+    /// its local completion only if they name it in `after`.
+    Put {
+        /// Target rank.
+        to: Rank,
+        /// Local source.
+        src: Region,
+        /// Target region.
+        dst: Region,
+        /// Rails.
+        lane: Lane,
+        /// Counter set at the target per part.
+        signal: Option<Counter>,
+    },
+    /// A put that this rank's NIC starts by itself once `trigger` has
+    /// collected `count` sets on `rail` (elan-semantics §5.4: the event's
+    /// COPY action injects the command). Arming is non-blocking.
+    ChainPut {
+        /// Local counter that starts it.
+        trigger: Counter,
+        /// Sets of `trigger` needed (filled by [`ScheduleSet::seal`]).
+        count: u32,
+        /// Rail of the trigger and of the put.
+        rail: u8,
+        /// Target rank.
+        to: Rank,
+        /// Local source.
+        src: Region,
+        /// Target region.
+        dst: Region,
+        /// Counter set at the target.
+        signal: Option<Counter>,
+    },
+    /// Block until `counter` has collected `arrivals[rail]` sets on each
+    /// rail (filled by [`ScheduleSet::seal`]: every part addressed to it).
+    Wait {
+        /// Counter.
+        counter: Counter,
+        /// Sets per rail.
+        arrivals: [u32; MAX_RAILS],
+    },
+    /// Local copy.
+    Copy {
+        /// Source.
+        src: Region,
+        /// Destination.
+        dst: Region,
+    },
+    /// Copy between this rank's memory and a node peer's (shared memory).
+    PeerCopy {
+        /// Peer on the same node.
+        peer: Rank,
+        /// Direction.
+        dir: PeerDir,
+        /// This rank's region.
+        local: Region,
+        /// The peer's region.
+        remote: Region,
+    },
+    /// Raise `flag` of node peer `to` by one (Release), waking it.
+    Signal {
+        /// Peer on the same node (may be this rank).
+        to: Rank,
+        /// Flag.
+        flag: Flag,
+    },
+    /// Block until this rank's `flag` was raised `count` times (filled by
+    /// [`ScheduleSet::seal`]).
+    WaitFlag {
+        /// Flag.
+        flag: Flag,
+        /// Raises.
+        count: u32,
+    },
+    /// The hardware barrier of all ranks.
+    Barrier,
+    /// Hardware broadcast (BCAST_DMA, rail 0) of `src` to `dst` of the rank
+    /// with this rank's local index on every other node; each sets
+    /// `signal` once.
+    HwBcast {
+        /// Local source.
+        src: Region,
+        /// Targets' region.
+        dst: Region,
+        /// Counter set at each target.
+        signal: Option<Counter>,
+    },
+}
+
+/// A step: an operation and the earlier puts whose local completion it
+/// needs (indices into the same schedule).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// The operation.
+    pub op: Op,
+    /// Put or chained-put steps that must have completed locally first.
+    pub after: Vec<u32>,
+}
+
+/// One rank's plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// The rank.
+    pub rank: Rank,
+    /// Steps in program order.
+    pub steps: Vec<Step>,
+}
+
+/// The cluster shape a schedule is generated for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// Nodes and ranks per node, with placement.
+    pub topology: Topology,
+    /// Sockets per node (multi-leader algorithms: at most one leader per
+    /// socket).
+    pub sockets: usize,
+    /// Rails = k ports.
+    pub rails: usize,
+}
+
+impl Shape {
+    /// Validate a shape.
+    pub fn new(
+        nodes: usize,
+        ranks_per_node: usize,
+        sockets: usize,
+        rails: usize,
+        placement: Placement,
+    ) -> Result<Self, Error> {
+        let topology = Topology::new(nodes, ranks_per_node, placement)?;
+        if !(1..=MAX_RAILS).contains(&rails) {
+            return Err(Error::BadRails(rails));
+        }
+        if !(1..=64).contains(&sockets) {
+            return Err(Error::BadShape(format!(
+                "sockets must be 1..=64, got {sockets}"
+            )));
+        }
+        Ok(Self {
+            topology,
+            sockets,
+            rails,
+        })
+    }
+
+    /// Ranks.
+    pub fn size(&self) -> usize {
+        self.topology.size()
+    }
+
+    /// Socket of local rank `local` (ranks spread evenly over sockets).
+    pub fn socket_of(&self, local: usize) -> usize {
+        local * self.sockets / self.topology.ranks_per_node()
+    }
+}
+
+/// What to generate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Params {
+    /// Collective.
+    pub collective: Collective,
+    /// Algorithm.
+    pub algorithm: Algorithm,
+    /// Cluster shape.
+    pub shape: Shape,
+    /// Root (gather; ignored otherwise).
+    pub root: usize,
+    /// Bytes per block (the per-rank contribution; all-to-all: per pair).
+    pub block_bytes: usize,
+    /// Striping threshold for [`Lane::Stripe`] puts.
+    pub stripe_threshold: usize,
+}
+
+impl Params {
+    /// Parameters with the default striping threshold.
+    pub fn new(
+        collective: Collective,
+        algorithm: Algorithm,
+        shape: Shape,
+        root: usize,
+        block_bytes: usize,
+    ) -> Self {
+        Self {
+            collective,
+            algorithm,
+            shape,
+            root,
+            block_bytes,
+            stripe_threshold: stripe::DEFAULT_STRIPE_THRESHOLD,
+        }
+    }
+
+    /// Blocks of each rank's send buffer.
+    pub fn send_blocks(&self) -> u32 {
+        match self.collective {
+            Collective::Alltoall => self.shape.size() as u32,
+            _ => 1,
+        }
+    }
+
+    /// Blocks of the receive buffer (at every rank; for gather only the
+    /// root's is written).
+    pub fn recv_blocks(&self) -> u32 {
+        self.shape.size() as u32
+    }
+}
+
+/// The schedules of every rank, plus what they need from the communicator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleSet {
+    /// What was generated.
+    pub params: Params,
+    /// Scratch blocks every rank needs (the largest over ranks: scratch is
+    /// symmetric).
+    pub scratch_blocks: u32,
+    /// Destination counters used (ids `0..counters`).
+    pub counters: u16,
+    /// Shm flags used per local rank (ids `0..flags`).
+    pub flags: u8,
+    /// One schedule per rank, indexed by rank.
+    pub ranks: Vec<Schedule>,
+}
+
+/// One rail part of a put, as the target counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartShape {
+    /// Rail.
+    pub rail: usize,
+    /// Byte offset within the put.
+    pub offset: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// How a put from `from` to `to` of `bytes` is split over rails: the same
+/// computation the executor's put makes.
+pub fn put_parts(
+    lane: Lane,
+    rails: usize,
+    threshold: usize,
+    from: usize,
+    to: usize,
+    bytes: usize,
+) -> Vec<PartShape> {
+    let policy = match lane {
+        Lane::Rail(r) => RailPolicy::Rail(usize::from(r)),
+        Lane::Stripe => RailPolicy::Stripe { threshold },
+    };
+    stripe::plan(policy, rails, from, to, bytes, 0)
+        .into_iter()
+        .map(|p| PartShape {
+            rail: p.rail,
+            offset: p.offset,
+            len: p.len,
+        })
+        .collect()
+}
+
+impl ScheduleSet {
+    /// Fill every wait's arrival counts and every flag wait's count from the
+    /// signals addressed to it, and compute the budgets. A rank may wait on
+    /// each counter and each flag at most once per schedule (what makes the
+    /// counts unambiguous); a generator that breaks this gets an error.
+    pub fn seal(mut self) -> Result<Self, Error> {
+        let n = self.ranks.len();
+        let rails = self.params.shape.rails;
+        let b = self.params.block_bytes;
+        let threshold = self.params.stripe_threshold;
+        let mut incoming: std::collections::HashMap<(usize, Counter), [u32; MAX_RAILS]> =
+            std::collections::HashMap::new();
+        let mut raises: std::collections::HashMap<(usize, Flag), u32> =
+            std::collections::HashMap::new();
+        let mut counters: u16 = 0;
+        let mut flags: u8 = 0;
+        let mut add = |to: usize, c: Counter, rail: usize, counters: &mut u16| {
+            *counters = (*counters).max(c + 1);
+            if let Some(slot) = incoming.entry((to, c)).or_default().get_mut(rail) {
+                *slot += 1;
+            }
+        };
+        for s in &self.ranks {
+            let me = s.rank as usize;
+            for step in &s.steps {
+                match step.op {
+                    Op::Put {
+                        to,
+                        src,
+                        lane,
+                        signal: Some(c),
+                        ..
+                    } => {
+                        let bytes = src.count as usize * b;
+                        for p in put_parts(lane, rails, threshold, me, to as usize, bytes) {
+                            add(to as usize, c, p.rail, &mut counters);
+                        }
+                    }
+                    Op::ChainPut {
+                        to,
+                        rail,
+                        signal: Some(c),
+                        trigger,
+                        ..
+                    } => {
+                        counters = counters.max(trigger + 1);
+                        add(to as usize, c, usize::from(rail), &mut counters);
+                    }
+                    Op::HwBcast { signal: Some(c), .. } => {
+                        let topo = self.params.shape.topology;
+                        let (my_node, local) = topo.locate(me)?;
+                        for node in (0..topo.nodes()).filter(|&x| x != my_node) {
+                            add(topo.rank_of(node, local)?, c, 0, &mut counters);
+                        }
+                    }
+                    Op::Signal { to, flag } => {
+                        flags = flags.max(flag + 1);
+                        *raises.entry((to as usize, flag)).or_default() += 1;
+                    }
+                    Op::Wait { counter, .. } => counters = counters.max(counter + 1),
+                    Op::ChainPut { trigger, .. } => counters = counters.max(trigger + 1),
+                    Op::WaitFlag { flag, .. } => flags = flags.max(flag + 1),
+                    _ => {}
+                }
+            }
+        }
+        for s in &mut self.ranks {
+            let me = s.rank as usize;
+            let mut seen_counters = std::collections::HashSet::new();
+            let mut seen_flags = std::collections::HashSet::new();
+            for step in &mut s.steps {
+                match &mut step.op {
+                    Op::Wait { counter, arrivals } => {
+                        if !seen_counters.insert(*counter) {
+                            return Err(Error::Config(format!(
+                                "rank {me} waits on counter {counter} twice"
+                            )));
+                        }
+                        *arrivals = incoming.get(&(me, *counter)).copied().unwrap_or_default();
+                    }
+                    Op::ChainPut {
+                        trigger,
+                        count,
+                        rail,
+                        ..
+                    } => {
+                        if !seen_counters.insert(*trigger) {
+                            return Err(Error::Config(format!(
+                                "rank {me} consumes counter {trigger} twice"
+                            )));
+                        }
+                        let per_rail = incoming.get(&(me, *trigger)).copied().unwrap_or_default();
+                        *count = per_rail.get(usize::from(*rail)).copied().unwrap_or(0);
+                    }
+                    Op::WaitFlag { flag, count } => {
+                        if !seen_flags.insert(*flag) {
+                            return Err(Error::Config(format!(
+                                "rank {me} waits on flag {flag} twice"
+                            )));
+                        }
+                        *count = raises.get(&(me, *flag)).copied().unwrap_or(0);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        debug_assert_eq!(self.ranks.len(), n);
+        self.counters = counters;
+        self.flags = flags;
+        Ok(self)
+    }
+
+    /// The schedule of `rank`.
+    pub fn rank(&self, rank: usize) -> Option<&Schedule> {
+        self.ranks.get(rank)
+    }
+}
+
+/// Generate the schedules of every rank (see [`gen`]).
+pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
+    generate::generate(params)
+}
+
+impl fmt::Display for Buf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Buf::Send => "send",
+            Buf::Recv => "recv",
+            Buf::Scratch => "scratch",
+        })
+    }
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.count == 1 {
+            write!(f, "{}[{}]", self.buf, self.block)
+        } else {
+            write!(f, "{}[{}..{}]", self.buf, self.block, self.end())
+        }
+    }
+}
+
+impl fmt::Display for Lane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lane::Rail(r) => write!(f, "rail {r}"),
+            Lane::Stripe => f.write_str("striped"),
+        }
+    }
+}
+
+fn fmt_signal(signal: Option<Counter>) -> String {
+    signal.map_or(String::new(), |c| format!(", signal c{c}"))
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Put {
+                to,
+                src,
+                dst,
+                lane,
+                signal,
+            } => write!(
+                f,
+                "put      {src} -> rank {to} {dst} ({lane}{})",
+                fmt_signal(*signal)
+            ),
+            Op::ChainPut {
+                trigger,
+                count,
+                rail,
+                to,
+                src,
+                dst,
+                signal,
+            } => write!(
+                f,
+                "chain    when c{trigger} x{count} on rail {rail}: NIC puts {src} -> rank {to} {dst}{}",
+                fmt_signal(*signal)
+            ),
+            Op::Wait { counter, arrivals } => {
+                let parts: Vec<String> = arrivals
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(r, n)| format!("{n} on rail {r}"))
+                    .collect();
+                let parts = if parts.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    parts.join(", ")
+                };
+                write!(f, "wait     c{counter}: {parts}")
+            }
+            Op::Copy { src, dst } => write!(f, "copy     {src} -> {dst}"),
+            Op::PeerCopy {
+                peer,
+                dir,
+                local,
+                remote,
+            } => match dir {
+                PeerDir::Push => write!(f, "shm copy {local} -> rank {peer} {remote}"),
+                PeerDir::Pull => write!(f, "shm copy rank {peer} {remote} -> {local}"),
+            },
+            Op::Signal { to, flag } => write!(f, "signal   flag f{flag} of rank {to}"),
+            Op::WaitFlag { flag, count } => write!(f, "wait     flag f{flag} x{count}"),
+            Op::Barrier => f.write_str("barrier  (hardware, all ranks)"),
+            Op::HwBcast { src, dst, signal } => write!(
+                f,
+                "hw bcast {src} -> every node's {dst} (rail 0{})",
+                fmt_signal(*signal)
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "rank {}: {} steps", self.rank, self.steps.len())?;
+        for (i, s) in self.steps.iter().enumerate() {
+            write!(f, "  {i:>4}  {}", s.op)?;
+            if !s.after.is_empty() {
+                let after: Vec<String> = s.after.iter().map(|a| format!("#{a}")).collect();
+                write!(f, "   [after {} complete]", after.join(", "))?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,217 @@
+//! The tuning table: which algorithm a plain `comm.gather()`,
+//! `allgather()` or `alltoall()` uses, by collective, block size and
+//! cluster shape.
+//!
+//! The table is a TOML file of rules, tried in order; the first rule whose
+//! bounds contain the call and whose algorithm can run on the
+//! communicator wins; Direct is the fallback. Every bound is optional and
+//! inclusive:
+//!
+//! ```toml
+//! [[rule]]
+//! collective = "allgather"
+//! algorithm = "smp-bruck"
+//! max_bytes = 8192        # block size
+//! min_ranks_per_node = 2
+//! ```
+//!
+//! Other bounds: `min_bytes`, `min_nodes`, `max_nodes`, `max_ranks_per_node`,
+//! `min_rails`, `max_rails`, `min_ranks`, `max_ranks`. The built-in table
+//! ([`DEFAULT`]) encodes the cut-offs 001 measured on its platform; `railcoll
+//! tuning show` prints the table in use and `RAILCOLL_TUNING=FILE` selects
+//! another.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+/// The built-in table.
+pub const DEFAULT: &str = include_str!("../../tuning/default.toml");
+
+/// Environment variable naming a tuning file.
+pub const ENV: &str = "RAILCOLL_TUNING";
+
+/// One rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// `gather`, `allgather` or `alltoall`.
+    pub collective: String,
+    /// An algorithm name valid for the collective.
+    pub algorithm: String,
+    /// Smallest block size, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bytes: Option<usize>,
+    /// Largest block size, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<usize>,
+    /// Fewest nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_nodes: Option<usize>,
+    /// Most nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<usize>,
+    /// Fewest ranks per node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_ranks_per_node: Option<usize>,
+    /// Most ranks per node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ranks_per_node: Option<usize>,
+    /// Fewest rails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rails: Option<usize>,
+    /// Most rails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rails: Option<usize>,
+    /// Fewest ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_ranks: Option<usize>,
+    /// Most ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ranks: Option<usize>,
+}
+
+fn within(v: usize, lo: Option<usize>, hi: Option<usize>) -> bool {
+    lo.is_none_or(|l| v >= l) && hi.is_none_or(|h| v <= h)
+}
+
+impl Rule {
+    fn matches(&self, bytes: usize, s: &Shape) -> bool {
+        within(bytes, self.min_bytes, self.max_bytes)
+            && within(s.topology.nodes(), self.min_nodes, self.max_nodes)
+            && within(s.topology.ranks_per_node(), self.min_ranks_per_node, self.max_ranks_per_node)
+            && within(s.rails, self.min_rails, self.max_rails)
+            && within(s.size(), self.min_ranks, self.max_ranks)
+    }
+}
+
+/// A parsed, validated table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuningTable {
+    /// Rules, tried in order.
+    #[serde(default)]
+    pub rule: Vec<Rule>,
+    /// How the table was made (free text, kept with the results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+impl TuningTable {
+    /// Parse and validate a table (every collective and algorithm name must
+    /// exist; the error names the rule).
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let table: TuningTable =
+            toml::from_str(text).map_err(|e| Error::Config(format!("tuning table: {}", e.message())))?;
+        for (i, r) in table.rule.iter().enumerate() {
+            let c: Collective = r
+                .collective
+                .parse()
+                .map_err(|e: String| Error::Config(format!("tuning rule {}: {e}", i + 1)))?;
+            c.parse_algorithm(&r.algorithm)
+                .map_err(|e| Error::Config(format!("tuning rule {}: {e}", i + 1)))?;
+        }
+        Ok(table)
+    }
+
+    /// The built-in table.
+    pub fn builtin() -> Self {
+        // The default is validated by a test; an invalid edit fails CI.
+        Self::parse(DEFAULT).unwrap_or(TuningTable {
+            rule: Vec::new(),
+            origin: None,
+        })
+    }
+
+    /// The table named by `RAILCOLL_TUNING`, or the built-in one.
+    pub fn from_env() -> Result<Self, Error> {
+        match std::env::var_os(ENV) {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    Error::Config(format!("{ENV}={}: {e}", path.to_string_lossy()))
+                })?;
+                Self::parse(&text)
+            }
+            None => Ok(Self::builtin()),
+        }
+    }
+
+    /// The table as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    /// The algorithm for `collective` with `bytes`-byte blocks on `shape`:
+    /// the first matching rule whose algorithm `runs` accepts, else Direct.
+    pub fn select(
+        &self,
+        collective: Collective,
+        bytes: usize,
+        shape: &Shape,
+        runs: &mut dyn FnMut(Algorithm) -> bool,
+    ) -> Algorithm {
+        for r in &self.rule {
+            if r.collective != collective.name() || !r.matches(bytes, shape) {
+                continue;
+            }
+            if let Ok(a) = collective.parse_algorithm(&r.algorithm)
+                && runs(a)
+            {
+                return a;
+            }
+        }
+        Algorithm::Direct
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(nodes: usize, rpn: usize) -> Shape {
+        Shape::new(nodes, rpn, 1, 2, crate::topology::Placement::Block).expect("shape")
+    }
+
+    #[test]
+    fn the_builtin_table_parses_and_covers_every_collective() {
+        let t = TuningTable::parse(DEFAULT).expect("default table");
+        for c in Collective::ALL {
+            assert!(t.rule.iter().any(|r| r.collective == c.name()), "{c}");
+        }
+        assert_eq!(TuningTable::builtin(), t);
+    }
+
+    #[test]
+    fn first_applicable_rule_wins_and_direct_is_the_fallback() {
+        let t = TuningTable::parse(
+            r#"
+            [[rule]]
+            collective = "allgather"
+            algorithm = "smp-bruck"
+            max_bytes = 1024
+            min_ranks_per_node = 2
+            [[rule]]
+            collective = "allgather"
+            algorithm = "ring"
+            "#,
+        )
+        .expect("table");
+        let all = &mut |_| true;
+        assert_eq!(t.select(Collective::Allgather, 64, &shape(4, 4), all), Algorithm::SmpBruck);
+        assert_eq!(t.select(Collective::Allgather, 64, &shape(4, 1), all), Algorithm::Ring);
+        assert_eq!(t.select(Collective::Allgather, 4096, &shape(4, 4), all), Algorithm::Ring);
+        assert_eq!(t.select(Collective::Gather, 64, &shape(4, 4), all), Algorithm::Direct);
+        let none = &mut |a| a != Algorithm::SmpBruck;
+        assert_eq!(t.select(Collective::Allgather, 64, &shape(4, 4), none), Algorithm::Ring);
+    }
+
+    #[test]
+    fn bad_tables_are_refused_with_the_rule_named() {
+        let e = TuningTable::parse("[[rule]]\ncollective = \"allgather\"\nalgorithm = \"nope\"\n")
+            .expect_err("bad algorithm");
+        assert!(e.to_string().contains("rule 1") && e.to_string().contains("accepted"), "{e}");
+        assert!(TuningTable::parse("[[rule]]\ncollective = \"scan\"\nalgorithm = \"direct\"\n").is_err());
+        assert!(TuningTable::parse("[[rule]]\ncollective = \"gather\"\nalgorithm = \"direct\"\nmax_byte = 3\n").is_err());
+        assert!(TuningTable::parse("not toml [").is_err());
+    }
+}

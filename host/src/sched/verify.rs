@@ -1,0 +1,399 @@
+//! The schedule verifier: proves, without running anything, that a
+//! [`ScheduleSet`] implements its collective.
+//!
+//! It replays the set with no timing ([`super::sim`]) and then checks, in
+//! this order, reporting the first violation in words (rank, step, block):
+//! 1. budgets: destination counters, shm flags, scratch bytes per node;
+//! 2. every region lies in its buffer, shm partners share a node;
+//! 3. every wait can be satisfied (no deadlock) and every signal is
+//!    consumed (none is left to be counted by a later operation);
+//! 4. a wait consumes all rail parts of a put or none, and where several
+//!    waits share a counter, a signal meant for a later one cannot arrive
+//!    before an earlier one completes (no signal can be counted twice);
+//! 5. no two accesses to the same bytes, one of them a write, are
+//!    unordered by happens-before (no concurrent overlapping writes, no
+//!    read racing a write), and nothing writes a send buffer;
+//! 6. every output block holds the block the MPI definition says and was
+//!    written exactly once (for gather, only the root's receive buffer is
+//!    written);
+//! 7. in-flight puts per rail stay within budget.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::sim::{self, Access, NodeId, Replay};
+use super::*;
+
+/// Limits a set of schedules must respect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Destination counters (NIC events) per rank.
+    pub counters: u16,
+    /// Shm flags per local rank.
+    pub flags: u8,
+    /// Puts a rank may have in flight on one rail.
+    pub in_flight_per_rail: u32,
+    /// Scratch bytes per node (all its ranks together).
+    pub scratch_bytes_per_node: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            counters: generate::MAX_COUNTERS,
+            flags: exec::SCHED_FLAGS as u8,
+            in_flight_per_rail: 4096,
+            scratch_bytes_per_node: 4 << 30,
+        }
+    }
+}
+
+/// The first thing found wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Rank concerned (if one).
+    pub rank: Option<Rank>,
+    /// Step concerned (if one).
+    pub step: Option<u32>,
+    /// What, in words.
+    pub what: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.rank, self.step) {
+            (Some(r), Some(s)) => write!(f, "rank {r}, step {s}: {}", self.what),
+            (Some(r), None) => write!(f, "rank {r}: {}", self.what),
+            _ => f.write_str(&self.what),
+        }
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// What a verified set uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// Steps over all ranks.
+    pub steps: usize,
+    /// Puts (hardware broadcast targets counted one each).
+    pub puts: usize,
+    /// Most puts in flight on one rail of one rank.
+    pub max_in_flight: u32,
+    /// Scratch bytes per rank.
+    pub scratch_bytes: usize,
+}
+
+fn fail(rank: Option<Rank>, step: Option<u32>, what: String) -> Violation {
+    Violation { rank, step, what }
+}
+
+/// Verify `set` against `budget`.
+pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
+    let p = &set.params;
+    let b = p.block_bytes;
+    if set.counters > budget.counters {
+        return Err(fail(
+            None,
+            None,
+            format!(
+                "uses {} destination counters, the budget is {}",
+                set.counters, budget.counters
+            ),
+        ));
+    }
+    if set.flags > budget.flags {
+        return Err(fail(
+            None,
+            None,
+            format!("uses {} shm flags, the budget is {}", set.flags, budget.flags),
+        ));
+    }
+    let scratch_bytes = set.scratch_blocks as usize * b;
+    let per_node = scratch_bytes * p.shape.topology.ranks_per_node();
+    if per_node > budget.scratch_bytes_per_node {
+        return Err(fail(
+            None,
+            None,
+            format!(
+                "needs {per_node} scratch bytes per node, the budget is {}",
+                budget.scratch_bytes_per_node
+            ),
+        ));
+    }
+    if set.ranks.len() != p.shape.size()
+        || set.ranks.iter().enumerate().any(|(i, s)| s.rank as usize != i)
+    {
+        return Err(fail(
+            None,
+            None,
+            format!("has {} schedules for {} ranks, or out of rank order", set.ranks.len(), p.shape.size()),
+        ));
+    }
+    let replay = sim::replay(set, &sim::Untimed);
+    if let Some(f) = replay.faults.first() {
+        return Err(fail(Some(f.rank), Some(f.step), f.what.clone()));
+    }
+    if let Some((r, s, what)) = replay.blocked.first() {
+        return Err(fail(
+            Some(*r),
+            Some(*s),
+            format!("can never proceed (deadlock): {what}"),
+        ));
+    }
+    if let Some(&(r, c, put, _)) = replay.leftover_parts.first() {
+        let rec = &replay.puts[put as usize];
+        return Err(fail(
+            Some(r),
+            None,
+            format!(
+                "counter c{c} receives a signal from rank {} step {} that no wait consumes (a later operation would count it)",
+                rec.from, rec.step
+            ),
+        ));
+    }
+    if let Some(&(r, f, n)) = replay.leftover_flags.first() {
+        return Err(fail(
+            Some(r),
+            None,
+            format!("flag f{f} is raised {n} more times than it is waited for"),
+        ));
+    }
+    whole_puts(&replay)?;
+    let anc = Ancestors::new(&replay);
+    unambiguous(&replay, &anc)?;
+    races(set, &replay, &anc)?;
+    outputs(set, &replay)?;
+    let max_in_flight = replay
+        .max_in_flight
+        .iter()
+        .flat_map(|r| r.iter().copied())
+        .max()
+        .unwrap_or(0);
+    if max_in_flight > budget.in_flight_per_rail {
+        let (r, _) = replay
+            .max_in_flight
+            .iter()
+            .enumerate()
+            .find(|(_, m)| m.contains(&max_in_flight))
+            .unwrap_or((0, &[0; MAX_RAILS]));
+        return Err(fail(
+            Some(r as Rank),
+            None,
+            format!(
+                "has {max_in_flight} puts in flight on one rail, the budget is {}",
+                budget.in_flight_per_rail
+            ),
+        ));
+    }
+    Ok(Report {
+        steps: set.ranks.iter().map(|s| s.steps.len()).sum(),
+        puts: replay.puts.len(),
+        max_in_flight,
+        scratch_bytes,
+    })
+}
+
+/// Strict ancestor sets of every graph node, as bitsets (node ids are
+/// created in topological order).
+struct Ancestors {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl Ancestors {
+    fn new(replay: &Replay) -> Self {
+        let n = replay.nodes.len();
+        let words = n.div_ceil(64).max(1);
+        let mut bits = vec![0u64; n * words];
+        for (i, node) in replay.nodes.iter().enumerate() {
+            for &pr in &node.preds {
+                let pr = pr as usize;
+                if pr >= i {
+                    continue;
+                }
+                let (head, tail) = bits.split_at_mut(i * words);
+                let mine = &mut tail[..words];
+                let theirs = &head[pr * words..(pr + 1) * words];
+                for (m, t) in mine.iter_mut().zip(theirs) {
+                    *m |= *t;
+                }
+                mine[pr / 64] |= 1 << (pr % 64);
+            }
+        }
+        Self { words, bits }
+    }
+
+    /// `a` happens strictly before `b`.
+    fn before(&self, a: NodeId, b: NodeId) -> bool {
+        let (a, b) = (a as usize, b as usize);
+        self.bits
+            .get(b * self.words + a / 64)
+            .is_some_and(|w| w & (1 << (a % 64)) != 0)
+    }
+}
+
+fn whole_puts(replay: &Replay) -> Result<(), Violation> {
+    let mut owner: HashMap<u32, usize> = HashMap::new();
+    for (i, c) in replay.consumed.iter().enumerate() {
+        for &(put, _) in &c.parts {
+            if let Some(&j) = owner.get(&put)
+                && j != i
+            {
+                let rec = &replay.puts[put as usize];
+                return Err(fail(
+                    Some(c.rank),
+                    Some(c.step),
+                    format!(
+                        "counts only some rail parts of the put from rank {} step {} (another wait counts the rest)",
+                        rec.from, rec.step
+                    ),
+                ));
+            }
+            owner.insert(put, i);
+        }
+    }
+    Ok(())
+}
+
+fn unambiguous(replay: &Replay, anc: &Ancestors) -> Result<(), Violation> {
+    let mut by: HashMap<(Rank, Counter), Vec<usize>> = HashMap::new();
+    for (i, c) in replay.consumed.iter().enumerate() {
+        by.entry((c.rank, c.counter)).or_default().push(i);
+    }
+    let mut keys: Vec<_> = by.keys().copied().collect();
+    keys.sort_unstable();
+    for key in keys {
+        let mut list = by[&key].clone();
+        list.sort_by_key(|&i| replay.consumed[i].step);
+        for (j, &earlier) in list.iter().enumerate() {
+            let e = &replay.consumed[earlier];
+            for &later in &list[j + 1..] {
+                for &(put, _) in &replay.consumed[later].parts {
+                    let issue = replay.puts[put as usize].issue;
+                    if issue != e.node && !anc.before(e.node, issue) {
+                        let rec = &replay.puts[put as usize];
+                        return Err(fail(
+                            Some(e.rank),
+                            Some(e.step),
+                            format!(
+                                "the wait on c{} may count the signal of rank {} step {}, meant for step {} (signals on one counter are not ordered)",
+                                e.counter, rec.from, rec.step, replay.consumed[later].step
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn describe(set: &ScheduleSet, a: &Access) -> String {
+    let op = set.ranks[a.rank as usize].steps[a.step as usize].op.to_string();
+    format!("rank {} step {} ({})", a.rank, a.step, op.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn races(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Violation> {
+    let mut per_block: HashMap<(sim::Mem, u32), Vec<usize>> = HashMap::new();
+    for (i, a) in replay.accesses.iter().enumerate() {
+        if a.write && a.mem.buf == Buf::Send {
+            return Err(fail(
+                Some(a.rank),
+                Some(a.step),
+                format!("writes rank {}'s send buffer", a.mem.rank),
+            ));
+        }
+        for blk in a.block..a.block + a.count {
+            per_block.entry((a.mem, blk)).or_default().push(i);
+        }
+    }
+    let mut keys: Vec<_> = per_block.keys().copied().collect();
+    keys.sort_unstable();
+    for key in keys {
+        let list = &per_block[&key];
+        for (x, &i) in list.iter().enumerate() {
+            for &j in &list[x + 1..] {
+                let (a, b) = (&replay.accesses[i], &replay.accesses[j]);
+                if !a.write && !b.write {
+                    continue;
+                }
+                let ordered = anc.before(a.end, b.start) || anc.before(b.end, a.start);
+                if !ordered {
+                    let kind = if a.write && b.write { "write" } else { "read and write" };
+                    return Err(fail(
+                        Some(a.rank),
+                        Some(a.step),
+                        format!(
+                            "{} and {} {kind} rank {}'s {} block {} concurrently",
+                            describe(set, a),
+                            describe(set, b),
+                            key.0.rank,
+                            key.0.buf,
+                            key.1
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The block the MPI definition puts at `rank`'s receive block `i`, or
+/// `None` if that block is not an output.
+pub fn expected(p: &Params, rank: usize, i: usize) -> Option<u64> {
+    match p.collective {
+        Collective::Gather => (rank == p.root).then(|| sim::val(i as u32, 0)),
+        Collective::Allgather => Some(sim::val(i as u32, 0)),
+        Collective::Alltoall => Some(sim::val(i as u32, rank as u32)),
+    }
+}
+
+fn show(v: u64) -> String {
+    if v == sim::UNSET {
+        "nothing".into()
+    } else {
+        format!("rank {}'s send block {}", v >> 32, v & 0xffff_ffff)
+    }
+}
+
+fn outputs(set: &ScheduleSet, replay: &Replay) -> Result<(), Violation> {
+    let p = &set.params;
+    for r in 0..set.ranks.len() {
+        let recv = &replay.content[&sim::Mem {
+            rank: r as Rank,
+            buf: Buf::Recv,
+        }];
+        for (i, &got) in recv.iter().enumerate() {
+            let writes = replay.recv_writes[r][i];
+            match expected(p, r, i) {
+                Some(want) => {
+                    if writes != 1 {
+                        return Err(fail(
+                            Some(r as Rank),
+                            None,
+                            format!("receive block {i} is written {writes} times (once expected)"),
+                        ));
+                    }
+                    if got != want {
+                        return Err(fail(
+                            Some(r as Rank),
+                            None,
+                            format!("receive block {i} holds {}, expected {}", show(got), show(want)),
+                        ));
+                    }
+                }
+                None if writes != 0 => {
+                    return Err(fail(
+                        Some(r as Rank),
+                        None,
+                        format!("receive block {i} is not an output here but is written {writes} times"),
+                    ));
+                }
+                None => {}
+            }
+        }
+    }
+    Ok(())
+}

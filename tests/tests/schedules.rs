@@ -1,0 +1,208 @@
+//! The schedule verifier over the catalogue: every algorithm, every shape
+//! of the property space (nodes 1..=9 and 16, ranks per node 1..=4, rails
+//! 1..=3, block and cyclic placement), roots, and block sizes on both sides
+//! of every size-dependent switch. Also: deliberately broken schedules are
+//! rejected, and the Hockney replay agrees with the papers' formulas.
+
+use railcoll_host::Placement;
+use railcoll_host::sched::cost::{self, Hockney};
+use railcoll_host::sched::verify::{self, Budget};
+use railcoll_host::sched::{Algorithm, Collective, Op, Params, Shape, generate};
+
+const NODES: [usize; 10] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 16];
+/// Block sizes: the property sizes, which straddle the striping threshold
+/// and every native switch (2 KB, 4 KB, 8 KB, 32 KB).
+const SIZES: [usize; 7] = [0, 1, 3, 64, 1000, 4096, 65537];
+
+fn shapes() -> impl Iterator<Item = Shape> {
+    NODES.into_iter().flat_map(|nodes| {
+        (1..=4).flat_map(move |rpn| {
+            (1..=3).flat_map(move |rails| {
+                [Placement::Block, Placement::Cyclic]
+                    .into_iter()
+                    .map(move |pl| Shape::new(nodes, rpn, 2, rails, pl).expect("shape"))
+            })
+        })
+    })
+}
+
+fn refuses_clearly(p: &Params) -> bool {
+    // The only refusals the catalogue makes: SE all-to-all off powers of
+    // k + 1, and rings longer than the counter pool.
+    let n = p.shape.size();
+    let radix = p.shape.rails + 1;
+    let mut x = 1;
+    while x < n {
+        x *= radix;
+    }
+    (p.collective == Collective::Alltoall && p.algorithm == Algorithm::Exchange && x != n)
+        || n > 120
+}
+
+#[test]
+fn every_algorithm_verifies_on_every_shape() {
+    let mut checked = 0;
+    for shape in shapes() {
+        let n = shape.size();
+        for c in Collective::ALL {
+            for &a in c.algorithms() {
+                // Sizes only change striping and the native switches; each
+                // shape gets a rotating pair, and the root rotates too.
+                let sizes = [SIZES[checked % 7], SIZES[(checked + 3) % 7]];
+                for (i, &bytes) in sizes.iter().enumerate() {
+                    let root = if c == Collective::Gather { (checked + i * 5) % n } else { 0 };
+                    let p = Params::new(c, a, shape, root, bytes);
+                    match generate(&p) {
+                        Ok(set) => {
+                            if let Err(v) = verify::verify(&set, &Budget::default()) {
+                                panic!("{c} {a} on {shape:?} root {root} block {bytes}: {v}");
+                            }
+                        }
+                        Err(e) => assert!(refuses_clearly(&p), "{c} {a} {shape:?}: {e}"),
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 5000, "{checked}");
+}
+
+#[test]
+fn every_root_and_size_of_every_gather_verifies() {
+    for shape in [
+        Shape::new(3, 3, 1, 2, Placement::Cyclic).expect("shape"),
+        Shape::new(5, 2, 1, 3, Placement::Block).expect("shape"),
+    ] {
+        for &a in Collective::Gather.algorithms() {
+            for root in 0..shape.size() {
+                for bytes in SIZES {
+                    let set = generate(&Params::new(Collective::Gather, a, shape, root, bytes)).expect("generate");
+                    verify::verify(&set, &Budget::default())
+                        .unwrap_or_else(|v| panic!("gather {a} root {root} block {bytes}: {v}"));
+                }
+            }
+        }
+    }
+}
+
+fn allgather_set(a: Algorithm) -> railcoll_host::sched::ScheduleSet {
+    let shape = Shape::new(3, 2, 1, 2, Placement::Block).expect("shape");
+    generate(&Params::new(Collective::Allgather, a, shape, 0, 64)).expect("generate")
+}
+
+#[test]
+fn a_missing_wait_is_rejected() {
+    let mut set = allgather_set(Algorithm::Direct);
+    let steps = &mut set.ranks[2].steps;
+    let at = steps.iter().position(|s| matches!(s.op, Op::Wait { .. })).expect("a wait");
+    steps.remove(at);
+    let v = verify::verify(&set, &Budget::default()).expect_err("must fail");
+    assert_eq!(v.rank, Some(2), "{v}");
+    assert!(v.to_string().contains("no wait consumes"), "{v}");
+}
+
+#[test]
+fn a_double_write_is_rejected() {
+    let mut set = allgather_set(Algorithm::Direct);
+    // Rank 1 also writes its block into rank 0's slot of rank 3.
+        let mut extra = set.ranks[1].steps.iter().find(|s| matches!(s.op, Op::Put { to: 3, .. })).cloned().expect("put");
+    if let Op::Put { signal, .. } = &mut extra.op {
+        *signal = None;
+    }
+    set.ranks[1].steps.insert(0, extra);
+    let v = verify::verify(&set, &Budget::default()).expect_err("must fail");
+    assert!(v.to_string().contains("concurrently") || v.to_string().contains("written 2 times"), "{v}");
+}
+
+#[test]
+fn a_wrong_source_block_is_rejected() {
+    let mut set = allgather_set(Algorithm::Bruck);
+    // Shift one final copy by a block.
+    let steps = &mut set.ranks[4].steps;
+    let last = steps.iter_mut().rev().find(|s| matches!(s.op, Op::Copy { .. })).expect("copy");
+    if let Op::Copy { src, .. } = &mut last.op {
+        src.block = (src.block + 1) % 6;
+    }
+    let v = verify::verify(&set, &Budget::default()).expect_err("must fail");
+    assert!(v.to_string().contains("rank 4"), "{v}");
+}
+
+#[test]
+fn an_over_budget_plan_is_rejected() {
+    let set = allgather_set(Algorithm::Ring);
+    let tight = Budget {
+        counters: 2,
+        ..Budget::default()
+    };
+    let v = verify::verify(&set, &tight).expect_err("ring needs 5 counters");
+    assert!(v.to_string().contains("budget"), "{v}");
+    let set = allgather_set(Algorithm::Direct);
+    let tight = Budget {
+        in_flight_per_rail: 1,
+        ..Budget::default()
+    };
+    assert!(verify::verify(&set, &tight).is_err());
+    let tight = Budget {
+        scratch_bytes_per_node: 10,
+        ..Budget::default()
+    };
+    assert!(verify::verify(&allgather_set(Algorithm::Bruck), &tight).is_err());
+}
+
+#[test]
+fn a_deadlock_is_reported_with_the_blocked_rank() {
+        let mut set = allgather_set(Algorithm::Ring);
+    // Every rank waits for step 0's block before sending its own: a cycle.
+    for s in &mut set.ranks {
+        let steps = &mut s.steps;
+        let put = steps.iter().position(|s| matches!(s.op, Op::Put { .. })).expect("put");
+        let wait = steps.iter().position(|s| matches!(s.op, Op::Wait { .. })).expect("wait");
+        steps.swap(put, wait);
+    }
+    let v = verify::verify(&set, &Budget::default()).expect_err("deadlock");
+    assert!(v.to_string().contains("deadlock"), "{v}");
+}
+
+#[test]
+fn a_race_between_a_put_and_a_copy_is_rejected() {
+    let mut set = allgather_set(Algorithm::Bruck);
+    // Move rank 0's first wait to the end: its final shift reads scratch
+    // that peers are still writing.
+    let steps = &mut set.ranks[0].steps;
+    let wait = steps.iter().position(|s| matches!(s.op, Op::Wait { .. })).expect("wait");
+    let w = steps.remove(wait);
+    steps.push(w);
+    let v = verify::verify(&set, &Budget::default()).expect_err("race");
+    assert!(v.to_string().contains("concurrently"), "{v}");
+}
+
+/// Under Hockney, every algorithm whose paper formula holds for N
+/// reproduces it exactly (to rounding), for several N, k and sizes.
+#[test]
+fn hockney_replay_equals_the_papers_formulas() {
+    let h = Hockney { t_s: 1.7, tau: 0.0013 };
+    let mut compared = 0;
+    for rails in 1..=3 {
+        for n in [2, 3, 4, 8, 9, 16, 27] {
+            let shape = Shape::new(n, 1, 1, rails, Placement::Block).expect("shape");
+            for c in Collective::ALL {
+                for &a in c.algorithms() {
+                    for bytes in [0, 8, 1000, 4096, 65536] {
+                        let p = Params::new(c, a, shape, 0, bytes);
+                        let Some(f) = cost::formula(&p, &h) else { continue };
+                        if !f.exact {
+                            continue;
+                        }
+                        let Ok(set) = generate(&p) else { continue };
+                        let t = cost::hockney(&set, &h).expect("replay");
+                        let tol = 1e-9 * f.value.max(1.0);
+                        assert!((t - f.value).abs() <= tol, "{c} {a} n={n} k={rails} m={bytes}: replay {t} vs {} {}", f.label, f.value);
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 300, "{compared}");
+}
