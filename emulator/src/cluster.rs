@@ -68,6 +68,9 @@ pub struct ClusterConfig {
     /// How long a rank waits for one completion before giving up with
     /// `Error::Timeout` (a deadlock detector for tests).
     pub wait_timeout: std::time::Duration,
+    /// Sockets per node (multi-leader all-gather places one leader per
+    /// socket; local ranks are spread evenly over sockets).
+    pub sockets: usize,
 }
 
 /// Default packet size in threads mode. Elan4 used 2 KiB packets; emulating
@@ -89,6 +92,7 @@ impl Default for ClusterConfig {
             policy: RailPolicy::default(),
             cq_log2: 8,
             wait_timeout: std::time::Duration::from_secs(120),
+            sockets: 1,
         }
     }
 }
@@ -112,6 +116,12 @@ impl ClusterConfig {
             return Err(EmuError::Config(format!(
                 "rails must be 1..=4, got {}",
                 self.rails
+            )));
+        }
+        if !(1..=64).contains(&self.sockets) {
+            return Err(EmuError::Config(format!(
+                "sockets must be 1..=64, got {}",
+                self.sockets
             )));
         }
         if self.workers == Some(0) {
@@ -331,6 +341,7 @@ impl Cluster {
             arena_size: self.cfg.arena_size,
             policy: self.cfg.policy,
             cq_log2: self.cfg.cq_log2,
+            sockets: self.cfg.sockets,
             ..CommConfig::new(self.topology, rank)
         }
     }

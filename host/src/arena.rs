@@ -52,6 +52,8 @@ impl SymBuffer {
 pub struct SymAllocator {
     size: usize,
     next: usize,
+    /// `reset` returns here: what the communicator reserved for itself.
+    floor: usize,
 }
 
 /// Default alignment of allocations: a cache line.
@@ -60,7 +62,11 @@ pub const DEFAULT_ALIGN: usize = 64;
 impl SymAllocator {
     /// An allocator over `size` bytes.
     pub fn new(size: usize) -> Self {
-        Self { size, next: 0 }
+        Self {
+            size,
+            next: 0,
+            floor: 0,
+        }
     }
 
     /// Allocate `len` bytes aligned to `align` (a power of two).
@@ -89,9 +95,14 @@ impl SymAllocator {
         }
     }
 
-    /// Free everything.
+    /// Free everything allocated since the last [`SymAllocator::keep`].
     pub fn reset(&mut self) {
-        self.next = 0;
+        self.next = self.floor;
+    }
+
+    /// Make everything allocated so far permanent (survives `reset`).
+    pub fn keep(&mut self) {
+        self.floor = self.next;
     }
 
     /// Bytes not yet allocated.
@@ -108,6 +119,22 @@ impl SymAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reset_keeps_what_was_kept() {
+        let mut a = SymAllocator::new(4096);
+        let reserved = a.alloc(100, 64).expect("alloc");
+        a.keep();
+        let user = a.alloc(100, 64).expect("alloc");
+        assert!(user.offset() >= reserved.offset() + reserved.len());
+        a.reset();
+        let again = a.alloc(100, 64).expect("alloc");
+        assert_eq!(
+            again.offset(),
+            user.offset(),
+            "reset returns to the kept floor"
+        );
+    }
 
     #[test]
     fn same_sequence_same_offsets_and_bounds() {

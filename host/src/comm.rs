@@ -50,7 +50,7 @@ pub struct CommConfig {
     pub job_key: u32,
     /// Default rail policy for puts and gets.
     pub policy: RailPolicy,
-        /// log2 of command ring entries per rail.
+    /// log2 of command ring entries per rail.
     pub cq_log2: u8,
     /// Sockets per node (multi-leader all-gather: one leader per socket).
     pub sockets: usize,
@@ -66,7 +66,7 @@ impl CommConfig {
             arena_size: 64 << 20,
             job_key: 0x5241_494c,
             policy: RailPolicy::default(),
-                        cq_log2: 8,
+            cq_log2: 8,
             sockets: 1,
         }
     }
@@ -158,7 +158,7 @@ pub struct Comm {
     /// The send/recv barrier's input queue (created with the communicator).
     pub(crate) barrier_queue: std::cell::OnceCell<InputQueue>,
     /// Barrier messages that arrived before they were waited for.
-        pub(crate) unexpected: RefCell<Vec<(usize, u64)>>,
+    pub(crate) unexpected: RefCell<Vec<(usize, u64)>>,
     /// State of the schedule executor (counters, scratch, flags, peers,
     /// cached schedules).
     pub(crate) sched: crate::sched::exec::ExecState,
@@ -317,7 +317,7 @@ impl Comm {
             coll,
             seq: crate::coll::CollSeq::default(),
             next_queue: Cell::new(0),
-                        barrier_queue: std::cell::OnceCell::new(),
+            barrier_queue: std::cell::OnceCell::new(),
             unexpected: RefCell::new(Vec::new()),
             sched: crate::sched::exec::ExecState::new(cfg.topology.ranks_per_node()),
         };
@@ -333,6 +333,8 @@ impl Comm {
         // full queue would only delay a sender).
         let queue = comm.create_queue(64, 8)?;
         let _ = comm.barrier_queue.set(queue);
+        // The communicator's own buffers survive `reset_arena`.
+        comm.alloc.borrow_mut().keep();
         Ok(comm)
     }
 
@@ -392,9 +394,11 @@ impl Comm {
         self.alloc.borrow_mut().alloc(len, DEFAULT_ALIGN)
     }
 
-    /// Free every arena allocation (all ranks together).
+    /// Free every user allocation of the arena (all ranks together; the
+    /// communicator's own buffers stay).
     pub fn reset_arena(&self) {
         self.alloc.borrow_mut().reset();
+        self.sched.forget_scratch();
     }
 
     /// Copy `data` into the local arena at `buf + offset`.
@@ -741,7 +745,7 @@ impl Comm {
         })
     }
 
-        /// Like [`Comm::chain_put`], with a handle that completes when the NIC
+    /// Like [`Comm::chain_put`], with a handle that completes when the NIC
     /// has run the chained put and it was delivered.
     pub fn chain_put_tracked(&self, chain: &ChainedPut) -> Result<PutHandle<'_>, Error> {
         let ChainedPut {

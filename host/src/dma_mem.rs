@@ -187,7 +187,12 @@ impl DmaMemory {
     /// Atomic add to an aligned little-endian 64-bit word (wrapping);
     /// returns the previous value. Only meaningful on little-endian hosts
     /// (every platform railcoll targets).
-    pub fn fetch_add_u64(&self, offset: usize, value: u64, order: Ordering) -> Result<u64, OutOfRange> {
+    pub fn fetch_add_u64(
+        &self,
+        offset: usize,
+        value: u64,
+        order: Ordering,
+    ) -> Result<u64, OutOfRange> {
         Ok(self.atomic(offset)?.fetch_add(value, order))
     }
 

@@ -457,8 +457,14 @@ impl NodeShm {
         if local >= self.locals() {
             return None;
         }
-        let phys = self.mem.load_u64(at, std::sync::atomic::Ordering::Acquire).ok()?;
-        let len = self.mem.load_u64(at + 8, std::sync::atomic::Ordering::Relaxed).ok()?;
+        let phys = self
+            .mem
+            .load_u64(at, std::sync::atomic::Ordering::Acquire)
+            .ok()?;
+        let len = self
+            .mem
+            .load_u64(at + 8, std::sync::atomic::Ordering::Relaxed)
+            .ok()?;
         (phys != 0).then(|| (phys - 1, len as usize))
     }
 

@@ -50,7 +50,11 @@ fn every_algorithm_verifies_on_every_shape() {
                 // shape gets a rotating pair, and the root rotates too.
                 let sizes = [SIZES[checked % 7], SIZES[(checked + 3) % 7]];
                 for (i, &bytes) in sizes.iter().enumerate() {
-                    let root = if c == Collective::Gather { (checked + i * 5) % n } else { 0 };
+                    let root = if c == Collective::Gather {
+                        (checked + i * 5) % n
+                    } else {
+                        0
+                    };
                     let p = Params::new(c, a, shape, root, bytes);
                     match generate(&p) {
                         Ok(set) => {
@@ -77,7 +81,8 @@ fn every_root_and_size_of_every_gather_verifies() {
         for &a in Collective::Gather.algorithms() {
             for root in 0..shape.size() {
                 for bytes in SIZES {
-                    let set = generate(&Params::new(Collective::Gather, a, shape, root, bytes)).expect("generate");
+                    let set = generate(&Params::new(Collective::Gather, a, shape, root, bytes))
+                        .expect("generate");
                     verify::verify(&set, &Budget::default())
                         .unwrap_or_else(|v| panic!("gather {a} root {root} block {bytes}: {v}"));
                 }
@@ -95,7 +100,10 @@ fn allgather_set(a: Algorithm) -> railcoll_host::sched::ScheduleSet {
 fn a_missing_wait_is_rejected() {
     let mut set = allgather_set(Algorithm::Direct);
     let steps = &mut set.ranks[2].steps;
-    let at = steps.iter().position(|s| matches!(s.op, Op::Wait { .. })).expect("a wait");
+    let at = steps
+        .iter()
+        .position(|s| matches!(s.op, Op::Wait { .. }))
+        .expect("a wait");
     steps.remove(at);
     let v = verify::verify(&set, &Budget::default()).expect_err("must fail");
     assert_eq!(v.rank, Some(2), "{v}");
@@ -106,13 +114,21 @@ fn a_missing_wait_is_rejected() {
 fn a_double_write_is_rejected() {
     let mut set = allgather_set(Algorithm::Direct);
     // Rank 1 also writes its block into rank 0's slot of rank 3.
-        let mut extra = set.ranks[1].steps.iter().find(|s| matches!(s.op, Op::Put { to: 3, .. })).cloned().expect("put");
+    let mut extra = set.ranks[1]
+        .steps
+        .iter()
+        .find(|s| matches!(s.op, Op::Put { to: 3, .. }))
+        .cloned()
+        .expect("put");
     if let Op::Put { signal, .. } = &mut extra.op {
         *signal = None;
     }
     set.ranks[1].steps.insert(0, extra);
     let v = verify::verify(&set, &Budget::default()).expect_err("must fail");
-    assert!(v.to_string().contains("concurrently") || v.to_string().contains("written 2 times"), "{v}");
+    assert!(
+        v.to_string().contains("concurrently") || v.to_string().contains("written 2 times"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -120,7 +136,11 @@ fn a_wrong_source_block_is_rejected() {
     let mut set = allgather_set(Algorithm::Bruck);
     // Shift one final copy by a block.
     let steps = &mut set.ranks[4].steps;
-    let last = steps.iter_mut().rev().find(|s| matches!(s.op, Op::Copy { .. })).expect("copy");
+    let last = steps
+        .iter_mut()
+        .rev()
+        .find(|s| matches!(s.op, Op::Copy { .. }))
+        .expect("copy");
     if let Op::Copy { src, .. } = &mut last.op {
         src.block = (src.block + 1) % 6;
     }
@@ -152,12 +172,18 @@ fn an_over_budget_plan_is_rejected() {
 
 #[test]
 fn a_deadlock_is_reported_with_the_blocked_rank() {
-        let mut set = allgather_set(Algorithm::Ring);
+    let mut set = allgather_set(Algorithm::Ring);
     // Every rank waits for step 0's block before sending its own: a cycle.
     for s in &mut set.ranks {
         let steps = &mut s.steps;
-        let put = steps.iter().position(|s| matches!(s.op, Op::Put { .. })).expect("put");
-        let wait = steps.iter().position(|s| matches!(s.op, Op::Wait { .. })).expect("wait");
+        let put = steps
+            .iter()
+            .position(|s| matches!(s.op, Op::Put { .. }))
+            .expect("put");
+        let wait = steps
+            .iter()
+            .position(|s| matches!(s.op, Op::Wait { .. }))
+            .expect("wait");
         steps.swap(put, wait);
     }
     let v = verify::verify(&set, &Budget::default()).expect_err("deadlock");
@@ -170,7 +196,10 @@ fn a_race_between_a_put_and_a_copy_is_rejected() {
     // Move rank 0's first wait to the end: its final shift reads scratch
     // that peers are still writing.
     let steps = &mut set.ranks[0].steps;
-    let wait = steps.iter().position(|s| matches!(s.op, Op::Wait { .. })).expect("wait");
+    let wait = steps
+        .iter()
+        .position(|s| matches!(s.op, Op::Wait { .. }))
+        .expect("wait");
     let w = steps.remove(wait);
     steps.push(w);
     let v = verify::verify(&set, &Budget::default()).expect_err("race");
@@ -181,7 +210,10 @@ fn a_race_between_a_put_and_a_copy_is_rejected() {
 /// reproduces it exactly (to rounding), for several N, k and sizes.
 #[test]
 fn hockney_replay_equals_the_papers_formulas() {
-    let h = Hockney { t_s: 1.7, tau: 0.0013 };
+    let h = Hockney {
+        t_s: 1.7,
+        tau: 0.0013,
+    };
     let mut compared = 0;
     for rails in 1..=3 {
         for n in [2, 3, 4, 8, 9, 16, 27] {
@@ -190,14 +222,21 @@ fn hockney_replay_equals_the_papers_formulas() {
                 for &a in c.algorithms() {
                     for bytes in [0, 8, 1000, 4096, 65536] {
                         let p = Params::new(c, a, shape, 0, bytes);
-                        let Some(f) = cost::formula(&p, &h) else { continue };
+                        let Some(f) = cost::formula(&p, &h) else {
+                            continue;
+                        };
                         if !f.exact {
                             continue;
                         }
                         let Ok(set) = generate(&p) else { continue };
                         let t = cost::hockney(&set, &h).expect("replay");
                         let tol = 1e-9 * f.value.max(1.0);
-                        assert!((t - f.value).abs() <= tol, "{c} {a} n={n} k={rails} m={bytes}: replay {t} vs {} {}", f.label, f.value);
+                        assert!(
+                            (t - f.value).abs() <= tol,
+                            "{c} {a} n={n} k={rails} m={bytes}: replay {t} vs {} {}",
+                            f.label,
+                            f.value
+                        );
                         compared += 1;
                     }
                 }

@@ -84,7 +84,9 @@ impl std::str::FromStr for Collective {
             .iter()
             .copied()
             .find(|c| c.name() == s)
-            .ok_or_else(|| format!("unknown collective '{s}' (accepted: gather, allgather, alltoall)"))
+            .ok_or_else(|| {
+                format!("unknown collective '{s}' (accepted: gather, allgather, alltoall)")
+            })
     }
 }
 
@@ -178,9 +180,7 @@ impl Algorithm {
             Self::Bruck => "001 §5.1.2-5.1.3, Figs. 5-6",
             Self::Ring | Self::RecursiveDoubling => "004 §2 (leader exchanges), classic",
             Self::Pairwise => "001 §3.1 (elan_alltoall), classic",
-            Self::SmpTree | Self::SmpGatherTree | Self::SmpGatherDirect => {
-                "001 §5.2.1, Fig. 7"
-            }
+            Self::SmpTree | Self::SmpGatherTree | Self::SmpGatherDirect => "001 §5.2.1, Fig. 7",
             Self::SmpDirect | Self::SmpBruck => "001 §5.2.2, Fig. 8",
             Self::MultiLeader(..) => "004 §4",
             Self::Native => "001 §3.1 (elan_gather, elan_alltoall)",

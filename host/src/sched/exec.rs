@@ -13,7 +13,10 @@
 //! so this never deadlocks).
 //!
 //! Counters map to a pool of symmetric destination events that grows on
-//! demand; flags are counting lines in the node segment, and the executor
+//! demand, and scratch to a symmetric buffer; both come in two sets used
+//! by alternate calls, so that back-to-back all-gathers or all-to-alls
+//! moving the same data need no barrier between them (a rank is at most one
+//! call ahead of another there). Flags are counting lines in the node segment, and the executor
 //! remembers how many raises of each it has consumed, so flags are never
 //! reset between calls. A failed call leaves that bookkeeping undefined:
 //! an error from a collective is fatal to the communicator.
@@ -44,7 +47,8 @@ pub struct ExecState {
     /// completion needs every rank's data (all-gather, all-to-all).
     events: RefCell<[Vec<DestEvent>; 2]>,
     calls: std::cell::Cell<u64>,
-    scratch: RefCell<Option<SymBuffer>>,
+    /// Two scratch buffers, alternating like the counter pools.
+    scratch: RefCell<[Option<SymBuffer>; 2]>,
     flag_consumed: RefCell<[u64; SCHED_FLAGS]>,
     peers: RefCell<Vec<Option<DmaMemory>>>,
     cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
@@ -52,11 +56,16 @@ pub struct ExecState {
 }
 
 impl ExecState {
+    /// Forget the scratch buffers (the arena was reset).
+    pub(crate) fn forget_scratch(&self) {
+        *self.scratch.borrow_mut() = [None, None];
+    }
+
     pub(crate) fn new(locals: usize) -> Self {
         Self {
-                        events: RefCell::new([Vec::new(), Vec::new()]),
+            events: RefCell::new([Vec::new(), Vec::new()]),
             calls: std::cell::Cell::new(0),
-            scratch: RefCell::new(None),
+            scratch: RefCell::new([None, None]),
             flag_consumed: RefCell::new([0; SCHED_FLAGS]),
             peers: RefCell::new(vec![None; locals]),
             cache: RefCell::new(HashMap::new()),
@@ -133,7 +142,11 @@ impl Comm {
     /// The algorithm the tuning table picks for `collective` with blocks of
     /// `block_bytes` on this communicator (the first applicable rule whose
     /// algorithm can run here; Direct otherwise).
-    pub fn tuned_algorithm(&self, collective: Collective, block_bytes: usize) -> Result<Algorithm, Error> {
+    pub fn tuned_algorithm(
+        &self,
+        collective: Collective,
+        block_bytes: usize,
+    ) -> Result<Algorithm, Error> {
         let shape = self.shape()?;
         let table = self.tuning()?;
         Ok(table.select(collective, block_bytes, &shape, &mut |a| {
@@ -150,7 +163,13 @@ impl Comm {
     }
 
     /// Gather with a chosen algorithm.
-    pub fn gather_with(&self, algorithm: Algorithm, send: &SymBuffer, recv: &SymBuffer, root: usize) -> Result<(), Error> {
+    pub fn gather_with(
+        &self,
+        algorithm: Algorithm,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root: usize,
+    ) -> Result<(), Error> {
         self.collective_with(Collective::Gather, algorithm, send, recv, root)
     }
 
@@ -162,7 +181,12 @@ impl Comm {
     }
 
     /// All-gather with a chosen algorithm.
-    pub fn allgather_with(&self, algorithm: Algorithm, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+    pub fn allgather_with(
+        &self,
+        algorithm: Algorithm,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<(), Error> {
         self.collective_with(Collective::Allgather, algorithm, send, recv, 0)
     }
 
@@ -175,7 +199,12 @@ impl Comm {
     }
 
     /// All-to-all with a chosen algorithm.
-    pub fn alltoall_with(&self, algorithm: Algorithm, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+    pub fn alltoall_with(
+        &self,
+        algorithm: Algorithm,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<(), Error> {
         self.collective_with(Collective::Alltoall, algorithm, send, recv, 0)
     }
 
@@ -209,7 +238,12 @@ impl Comm {
 
     /// Execute this rank's part of `set` on `send` and `recv` (every rank
     /// of the communicator must run the same set).
-    pub fn run_schedule(&self, set: &ScheduleSet, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+    pub fn run_schedule(
+        &self,
+        set: &ScheduleSet,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<(), Error> {
         let p = &set.params;
         let b = p.block_bytes;
         let me = self.rank();
@@ -231,16 +265,11 @@ impl Comm {
                 });
             }
         }
-        self.prepare(set)?;
-                let parity = (self.sched.calls.get() % 2) as usize;
+        let parity = (self.sched.calls.get() % 2) as usize;
+        self.prepare(set, parity)?;
         self.sched.calls.set(self.sched.calls.get().wrapping_add(1));
         let events = self.sched.events.borrow()[parity].clone();
-        let scratch = self
-            .sched
-            .scratch
-            .borrow()
-            .clone()
-            .unwrap_or(self.coll.scratch);
+        let scratch = self.sched.scratch.borrow()[parity].unwrap_or(self.coll.scratch);
         let arena = self.arena_memory();
         let region = |r: &Region| -> Result<SymBuffer, Error> {
             let base = match r.buf {
@@ -256,7 +285,8 @@ impl Comm {
                 .copied()
                 .ok_or(Error::EventsExhausted("schedule counter"))
         };
-        let mut handles: Vec<Option<PutHandle<'_>>> = (0..sched.steps.len()).map(|_| None).collect();
+        let mut handles: Vec<Option<PutHandle<'_>>> =
+            (0..sched.steps.len()).map(|_| None).collect();
         let mut order: VecDeque<usize> = VecDeque::new();
         for (i, step) in sched.steps.iter().enumerate() {
             for &a in &step.after {
@@ -288,7 +318,8 @@ impl Comm {
                         dest_event: signal.map(event).transpose()?,
                         wake: false,
                     };
-                    handles[i] = Some(self.put_with(&region(src)?, *to as usize, &region(dst)?, opts)?);
+                    handles[i] =
+                        Some(self.put_with(&region(src)?, *to as usize, &region(dst)?, opts)?);
                     order.push_back(i);
                 }
                 Op::ChainPut {
@@ -366,7 +397,11 @@ impl Comm {
                 }
                 Op::Barrier => self.barrier_with(BarrierAlgorithm::Hardware)?,
                 Op::HwBcast { src, dst, signal } => {
-                    let h = self.hw_bcast_post(&region(src)?, &region(dst)?, signal.map(event).transpose()?)?;
+                    let h = self.hw_bcast_post(
+                        &region(src)?,
+                        &region(dst)?,
+                        signal.map(event).transpose()?,
+                    )?;
                     handles[i] = Some(h);
                     order.push_back(i);
                 }
@@ -380,9 +415,9 @@ impl Comm {
 
     /// Grow the counter pool and the scratch buffer to what `set` needs
     /// (symmetric: every rank runs the same sets in the same order).
-    fn prepare(&self, set: &ScheduleSet) -> Result<(), Error> {
+    fn prepare(&self, set: &ScheduleSet, parity: usize) -> Result<(), Error> {
         {
-                        let mut pools = self.sched.events.borrow_mut();
+            let mut pools = self.sched.events.borrow_mut();
             for events in pools.iter_mut() {
                 while events.len() < usize::from(set.counters) {
                     events.push(self.alloc_dest_event()?);
@@ -391,8 +426,9 @@ impl Comm {
         }
         let need = set.scratch_blocks as usize * set.params.block_bytes;
         let mut scratch = self.sched.scratch.borrow_mut();
-        if scratch.as_ref().is_none_or(|s| s.len() < need) {
-            *scratch = Some(self.alloc(need)?);
+        let slot = &mut scratch[parity];
+        if slot.as_ref().is_none_or(|s| s.len() < need) {
+            *slot = Some(self.alloc(need)?);
         }
         Ok(())
     }

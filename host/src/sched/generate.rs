@@ -15,6 +15,9 @@
 //!   root's node for rooted collectives); node peers copy to and from it
 //!   through shared memory ([`Op::PeerCopy`]), announced with flags.
 
+// Generators index ranks, nodes and digits by number: the loops say so.
+#![allow(clippy::needless_range_loop)]
+
 use super::algo::{Aggregation, LeaderExchange};
 use super::*;
 
@@ -54,7 +57,10 @@ pub fn generate(p: &Params) -> Result<ScheduleSet, Error> {
     use Collective as C;
     match (p.collective, p.algorithm) {
         (C::Gather, A::Direct) => gather_direct(&mut b),
-        (C::Gather, A::Binomial) => { let k = b.k; gather_tree_flat(&mut b, k, false) },
+        (C::Gather, A::Binomial) => {
+            let k = b.k;
+            gather_tree_flat(&mut b, k, false)
+        }
         (C::Gather, A::SmpTree) => smp_gather(&mut b, p.root, true),
         (C::Gather, A::SmpDirect) => smp_gather(&mut b, p.root, false),
         (C::Gather, A::Native) => native_gather(&mut b, p.root),
@@ -334,7 +340,11 @@ fn gather_direct(b: &mut Builder) -> Result<(), Error> {
             c,
         );
     }
-    b.copy(root, Region::one(Buf::Send, 0), Region::one(Buf::Recv, root as u32));
+    b.copy(
+        root,
+        Region::one(Buf::Send, 0),
+        Region::one(Buf::Recv, root as u32),
+    );
     b.wait(root, c);
     Ok(())
 }
@@ -360,10 +370,14 @@ fn tree_gather(b: &mut Builder, members: &[TreeMember], unit: u32, ports: usize,
     for (v, mem) in members.iter().enumerate() {
         // The level at which v sends: its lowest nonzero base-(k+1) digit.
         let mut stride = 1usize;
-        while v != 0 && (v / stride) % radix == 0 {
+        while v != 0 && (v / stride).is_multiple_of(radix) {
             stride *= radix;
         }
-        let has_children = if v == 0 { m > 1 } else { stride > 1 && v + 1 < m };
+        let has_children = if v == 0 {
+            m > 1
+        } else {
+            stride > 1 && v + 1 < m
+        };
         let in_scratch = mem.own.buf == Buf::Scratch && mem.own.block == 0;
         // The root's own unit is placed by the caller.
         if v != 0 && has_children && !in_scratch {
@@ -415,7 +429,13 @@ fn tree_gather(b: &mut Builder, members: &[TreeMember], unit: u32, ports: usize,
 
 /// Place the root's scratch units (member order) into recv: unit `u`
 /// holds the blocks `blocks_of(u)` (recv positions, in unit order).
-fn place_units(b: &mut Builder, rank: usize, units: usize, unit: u32, blocks_of: &dyn Fn(usize) -> Vec<u32>) {
+fn place_units(
+    b: &mut Builder,
+    rank: usize,
+    units: usize,
+    unit: u32,
+    blocks_of: &dyn Fn(usize) -> Vec<u32>,
+) {
     let mut pairs = Vec::new();
     for u in 0..units {
         for (i, pos) in blocks_of(u).into_iter().enumerate() {
@@ -423,7 +443,11 @@ fn place_units(b: &mut Builder, rank: usize, units: usize, unit: u32, blocks_of:
         }
     }
     for (s, d, c) in paired_runs(pairs) {
-        b.copy(rank, Region::new(Buf::Scratch, s, c), Region::new(Buf::Recv, d, c));
+        b.copy(
+            rank,
+            Region::new(Buf::Scratch, s, c),
+            Region::new(Buf::Recv, d, c),
+        );
     }
 }
 
@@ -439,16 +463,28 @@ fn gather_tree_flat(b: &mut Builder, ports: usize, chained: bool) -> Result<(), 
     if n > 1 {
         // The root's own block goes straight to its place; the others from
         // scratch.
-        b.copy(root, Region::one(Buf::Send, 0), Region::one(Buf::Recv, root as u32));
+        b.copy(
+            root,
+            Region::one(Buf::Send, 0),
+            Region::one(Buf::Recv, root as u32),
+        );
         let mut pairs = Vec::new();
         for v in 1..n {
             pairs.push((v as u32, ((root + v) % n) as u32));
         }
         for (s, d, c) in paired_runs(pairs) {
-            b.copy(root, Region::new(Buf::Scratch, s, c), Region::new(Buf::Recv, d, c));
+            b.copy(
+                root,
+                Region::new(Buf::Scratch, s, c),
+                Region::new(Buf::Recv, d, c),
+            );
         }
     } else {
-        b.copy(root, Region::one(Buf::Send, 0), Region::one(Buf::Recv, root as u32));
+        b.copy(
+            root,
+            Region::one(Buf::Send, 0),
+            Region::one(Buf::Recv, root as u32),
+        );
     }
     Ok(())
 }
@@ -458,7 +494,13 @@ fn gather_tree_flat(b: &mut Builder, ports: usize, chained: bool) -> Result<(), 
 fn masters(b: &Builder, root: usize) -> Vec<usize> {
     let (root_node, _) = b.locate(root);
     (0..b.topo.nodes())
-        .map(|n| if n == root_node { root } else { b.rank_of(n, 0) })
+        .map(|n| {
+            if n == root_node {
+                root
+            } else {
+                b.rank_of(n, 0)
+            }
+        })
         .collect()
 }
 
@@ -594,7 +636,11 @@ fn native_gather(b: &mut Builder, root: usize) -> Result<(), Error> {
                 data,
             );
         }
-        b.copy(root, Region::one(Buf::Send, 0), Region::one(Buf::Recv, root as u32));
+        b.copy(
+            root,
+            Region::one(Buf::Send, 0),
+            Region::one(Buf::Recv, root as u32),
+        );
         if n > 1 {
             b.wait(root, data);
         }
@@ -605,7 +651,11 @@ fn native_gather(b: &mut Builder, root: usize) -> Result<(), Error> {
 // ------------------------------------------------------------- all-gather --
 
 fn own_block(b: &mut Builder, r: usize) {
-    b.copy(r, Region::one(Buf::Send, 0), Region::one(Buf::Recv, r as u32));
+    b.copy(
+        r,
+        Region::one(Buf::Send, 0),
+        Region::one(Buf::Recv, r as u32),
+    );
 }
 
 fn allgather_direct(b: &mut Builder) -> Result<(), Error> {
@@ -633,7 +683,14 @@ fn allgather_direct(b: &mut Builder) -> Result<(), Error> {
 
 /// Put the recv blocks at `positions` of `from` into the same positions of
 /// `to`'s recv (one put per run).
-fn put_positions(b: &mut Builder, from: usize, to: usize, positions: Vec<u32>, lane: Lane, c: Counter) {
+fn put_positions(
+    b: &mut Builder,
+    from: usize,
+    to: usize,
+    positions: Vec<u32>,
+    lane: Lane,
+    c: Counter,
+) {
     for (start, count) in runs(positions) {
         let r = Region::new(Buf::Recv, start, count);
         b.put(from, to, r, r, lane, c);
@@ -679,7 +736,14 @@ fn allgather_exchange(b: &mut Builder) -> Result<(), Error> {
         let pre = b.counter();
         for (c, ex) in extras.iter().enumerate() {
             for (j, &e) in ex.iter().enumerate() {
-                b.put(e, c, Region::one(Buf::Send, 0), Region::one(Buf::Recv, e as u32), Lane::Rail(j as u8), pre);
+                b.put(
+                    e,
+                    c,
+                    Region::one(Buf::Send, 0),
+                    Region::one(Buf::Recv, e as u32),
+                    Lane::Rail(j as u8),
+                    pre,
+                );
             }
             if !ex.is_empty() {
                 b.wait(c, pre);
@@ -751,7 +815,14 @@ fn recursive_doubling(b: &mut Builder, ranks: &[usize], unit_of: &dyn Fn(usize) 
         let c = b.counter();
         for v in 0..core {
             let lo = v - v % dist;
-            put_positions(b, ranks[v], ranks[v ^ dist], carried(lo, lo + dist), Lane::Stripe, c);
+            put_positions(
+                b,
+                ranks[v],
+                ranks[v ^ dist],
+                carried(lo, lo + dist),
+                Lane::Stripe,
+                c,
+            );
             b.wait(ranks[v], c);
         }
         dist *= 2;
@@ -791,7 +862,14 @@ fn ring(b: &mut Builder, ranks: &[usize], unit_of: &dyn Fn(usize) -> Vec<u32>) {
         let c = b.counter();
         for i in 0..m {
             let unit = (i + m - s) % m;
-            put_positions(b, ranks[i], ranks[(i + 1) % m], unit_of(unit), Lane::Stripe, c);
+            put_positions(
+                b,
+                ranks[i],
+                ranks[(i + 1) % m],
+                unit_of(unit),
+                Lane::Stripe,
+                c,
+            );
         }
         for &r in ranks {
             b.wait(r, c);
@@ -852,7 +930,11 @@ fn allgather_bruck(b: &mut Builder) -> Result<(), Error> {
         // The final local shift: scratch[j] holds rank (p + j)'s block.
         let pairs = (0..n).map(|j| (j as u32, ((p + j) % n) as u32)).collect();
         for (s, d, c) in paired_runs(pairs) {
-            b.copy(p, Region::new(Buf::Scratch, s, c), Region::new(Buf::Recv, d, c));
+            b.copy(
+                p,
+                Region::new(Buf::Scratch, s, c),
+                Region::new(Buf::Recv, d, c),
+            );
         }
     }
     Ok(())
@@ -863,7 +945,13 @@ fn allgather_bruck(b: &mut Builder) -> Result<(), Error> {
 /// from the master's `buf` once `flag` is raised.
 fn node_pull(b: &mut Builder, master: usize, q: usize, buf: Buf, pairs: Vec<(u32, u32)>) {
     for (s, d, c) in paired_runs(pairs) {
-        b.peer(q, master, PeerDir::Pull, Region::new(Buf::Recv, d, c), Region::new(buf, s, c));
+        b.peer(
+            q,
+            master,
+            PeerDir::Pull,
+            Region::new(Buf::Recv, d, c),
+            Region::new(buf, s, c),
+        );
     }
 }
 
@@ -919,8 +1007,11 @@ fn smp_allgather_direct(b: &mut Builder) -> Result<(), Error> {
             }
             own_block(b, q);
             b.wait_flag(q, local_ready);
-            let near: Vec<(u32, u32)> =
-                mine.iter().filter(|&&x| x != q as u32).map(|&x| (x, x)).collect();
+            let near: Vec<(u32, u32)> = mine
+                .iter()
+                .filter(|&&x| x != q as u32)
+                .map(|&x| (x, x))
+                .collect();
             node_pull(b, m, q, Buf::Recv, near);
             b.wait_flag(q, all_ready);
             let far: Vec<(u32, u32)> = (0..b.n as u32)
@@ -953,7 +1044,10 @@ fn smp_allgather_bruck(b: &mut Builder) -> Result<(), Error> {
     let pairs = |b: &Builder, node: usize, lo: usize, hi: usize| -> Vec<(u32, u32)> {
         let mut v = Vec::new();
         for j in lo..hi {
-            for (i, pos) in node_positions(b, (node + j) % nodes).into_iter().enumerate() {
+            for (i, pos) in node_positions(b, (node + j) % nodes)
+                .into_iter()
+                .enumerate()
+            {
                 v.push((j as u32 * l + i as u32, pos));
             }
         }
@@ -987,7 +1081,11 @@ fn smp_allgather_bruck(b: &mut Builder) -> Result<(), Error> {
         }
         let own = pairs(b, node, 0, 1);
         for (s, d, cnt) in paired_runs(own) {
-            b.copy(m, Region::new(Buf::Scratch, s, cnt), Region::new(Buf::Recv, d, cnt));
+            b.copy(
+                m,
+                Region::new(Buf::Scratch, s, cnt),
+                Region::new(Buf::Recv, d, cnt),
+            );
         }
         if let Some(c) = c_first {
             b.wait(m, c);
@@ -1021,7 +1119,11 @@ fn smp_allgather_bruck(b: &mut Builder) -> Result<(), Error> {
         let rest = pairs(b, node, 1, nodes);
         node_announce(b, m, node, all_ready);
         for (s, d, cnt) in paired_runs(rest) {
-            b.copy(m, Region::new(Buf::Scratch, s, cnt), Region::new(Buf::Recv, d, cnt));
+            b.copy(
+                m,
+                Region::new(Buf::Scratch, s, cnt),
+                Region::new(Buf::Recv, d, cnt),
+            );
         }
         for q in b.node_ranks(node) {
             if q == m {
@@ -1117,11 +1219,24 @@ fn multi_leader(b: &mut Builder, agg: Aggregation, ex: LeaderExchange) -> Result
         for &q in &g[1..] {
             match agg {
                 Aggregation::Shm => {
-                    b.peer(q, leader, PeerDir::Push, Region::one(Buf::Send, 0), Region::one(Buf::Recv, q as u32));
+                    b.peer(
+                        q,
+                        leader,
+                        PeerDir::Push,
+                        Region::one(Buf::Send, 0),
+                        Region::one(Buf::Recv, q as u32),
+                    );
                     b.signal(q, leader, gather_flag);
                 }
                 Aggregation::P2p => {
-                    b.put(q, leader, Region::one(Buf::Send, 0), Region::one(Buf::Recv, q as u32), Lane::Stripe, gather_counter);
+                    b.put(
+                        q,
+                        leader,
+                        Region::one(Buf::Send, 0),
+                        Region::one(Buf::Recv, q as u32),
+                        Lane::Stripe,
+                        gather_counter,
+                    );
                 }
             }
         }
@@ -1148,7 +1263,10 @@ fn multi_leader(b: &mut Builder, agg: Aggregation, ex: LeaderExchange) -> Result
         for &q in &g[1..] {
             own_block(b, q);
             b.wait_flag(q, ready);
-            let pairs = (0..b.n as u32).filter(|&x| x != q as u32).map(|x| (x, x)).collect();
+            let pairs = (0..b.n as u32)
+                .filter(|&x| x != q as u32)
+                .map(|x| (x, x))
+                .collect();
             node_pull(b, leader, q, Buf::Recv, pairs);
             b.signal(q, leader, done);
         }
@@ -1188,7 +1306,11 @@ fn alltoall_direct(b: &mut Builder) -> Result<(), Error> {
                 c,
             );
         }
-        b.copy(p, Region::one(Buf::Send, p as u32), Region::one(Buf::Recv, p as u32));
+        b.copy(
+            p,
+            Region::one(Buf::Send, p as u32),
+            Region::one(Buf::Recv, p as u32),
+        );
         if n > 1 {
             b.wait(p, c);
         }
@@ -1205,7 +1327,11 @@ fn alltoall_pairwise(b: &mut Builder, lane: Lane, permission: bool) -> Result<()
     let grant = if permission { Some(b.counter()) } else { None };
     let empty = Region::new(Buf::Scratch, 0, 0);
     for p in 0..n {
-        b.copy(p, Region::one(Buf::Send, p as u32), Region::one(Buf::Recv, p as u32));
+        b.copy(
+            p,
+            Region::one(Buf::Send, p as u32),
+            Region::one(Buf::Recv, p as u32),
+        );
         if let Some(g) = grant {
             for s in 1..n {
                 b.put(p, (p + n - s) % n, empty, empty, Lane::Rail(0), g);
@@ -1216,7 +1342,11 @@ fn alltoall_pairwise(b: &mut Builder, lane: Lane, permission: bool) -> Result<()
         }
         let mut last = None;
         for s in 1..n {
-            let to = if n.is_power_of_two() { p ^ s } else { (p + s) % n };
+            let to = if n.is_power_of_two() {
+                p ^ s
+            } else {
+                (p + s) % n
+            };
             if let Some(prev) = last {
                 b.after(p, prev);
             }
@@ -1354,7 +1484,11 @@ fn alltoall_bruck(b: &mut Builder) -> Result<(), Error> {
     for p in 0..n {
         let pairs = (0..n).map(|j| (((p + j) % n) as u32, j as u32)).collect();
         for (s, d, c) in paired_runs(pairs) {
-            b.copy(p, Region::new(Buf::Send, s, c), Region::new(Buf::Scratch, d, c));
+            b.copy(
+                p,
+                Region::new(Buf::Send, s, c),
+                Region::new(Buf::Scratch, d, c),
+            );
         }
     }
     let mut sent: Vec<Vec<Option<u32>>> = vec![vec![None; radix]; n];
@@ -1362,7 +1496,12 @@ fn alltoall_bruck(b: &mut Builder) -> Result<(), Error> {
         let s = radix.pow(i as u32);
         let c = b.counter();
         let sets: Vec<Vec<u32>> = (0..radix)
-            .map(|d| (0..n).filter(|j| (j / s) % radix == d).map(|j| j as u32).collect())
+            .map(|d| {
+                (0..n)
+                    .filter(|j| (j / s) % radix == d)
+                    .map(|j| j as u32)
+                    .collect()
+            })
             .collect();
         for p in 0..n {
             for d in 1..radix {
@@ -1374,9 +1513,17 @@ fn alltoall_bruck(b: &mut Builder) -> Result<(), Error> {
                 if let Some(prev) = sent[p][d] {
                     b.after(p, prev);
                 }
-                let pairs = set.iter().enumerate().map(|(x, &j)| (j, x as u32)).collect();
+                let pairs = set
+                    .iter()
+                    .enumerate()
+                    .map(|(x, &j)| (j, x as u32))
+                    .collect();
                 for (sj, dx, cnt) in paired_runs(pairs) {
-                    b.copy(p, Region::new(Buf::Scratch, sj, cnt), Region::new(Buf::Scratch, stage + dx, cnt));
+                    b.copy(
+                        p,
+                        Region::new(Buf::Scratch, sj, cnt),
+                        Region::new(Buf::Scratch, stage + dx, cnt),
+                    );
                 }
                 let to = (p + d * s) % n;
                 let dst = rs + ((i * k + d - 1) as u32) * n32;
@@ -1394,18 +1541,32 @@ fn alltoall_bruck(b: &mut Builder) -> Result<(), Error> {
             for d in 1..radix {
                 let set = &sets[d];
                 let stage = rs + ((i * k + d - 1) as u32) * n32;
-                let pairs = set.iter().enumerate().map(|(x, &j)| (x as u32, j)).collect();
+                let pairs = set
+                    .iter()
+                    .enumerate()
+                    .map(|(x, &j)| (x as u32, j))
+                    .collect();
                 for (sx, dj, cnt) in paired_runs(pairs) {
-                    b.copy(p, Region::new(Buf::Scratch, stage + sx, cnt), Region::new(Buf::Scratch, dj, cnt));
+                    b.copy(
+                        p,
+                        Region::new(Buf::Scratch, stage + sx, cnt),
+                        Region::new(Buf::Scratch, dj, cnt),
+                    );
                 }
             }
         }
     }
     for p in 0..n {
         // Inverse rotation: W[j] came from rank p - j.
-        let pairs = (0..n).map(|j| (j as u32, ((p + n - j) % n) as u32)).collect();
+        let pairs = (0..n)
+            .map(|j| (j as u32, ((p + n - j) % n) as u32))
+            .collect();
         for (s, d, c) in paired_runs(pairs) {
-            b.copy(p, Region::new(Buf::Scratch, s, c), Region::new(Buf::Recv, d, c));
+            b.copy(
+                p,
+                Region::new(Buf::Scratch, s, c),
+                Region::new(Buf::Recv, d, c),
+            );
         }
     }
     Ok(())
@@ -1418,7 +1579,10 @@ mod tests {
     #[test]
     fn runs_merge_consecutive_positions() {
         assert_eq!(runs(vec![5, 1, 2, 3, 7, 6]), vec![(1, 3), (5, 3)]);
-        assert_eq!(paired_runs(vec![(0, 4), (1, 5), (2, 0), (3, 1)]), vec![(0, 4, 2), (2, 0, 2)]);
+        assert_eq!(
+            paired_runs(vec![(0, 4), (1, 5), (2, 0), (3, 1)]),
+            vec![(0, 4, 2), (2, 0, 2)]
+        );
         assert_eq!(log_ceil(3, 9), 2);
         assert_eq!(log_ceil(3, 10), 3);
         assert_eq!(log_ceil(2, 1), 0);

@@ -424,7 +424,9 @@ impl ScheduleSet {
                         counters = counters.max(trigger + 1);
                         add(to as usize, c, usize::from(rail), &mut counters);
                     }
-                    Op::HwBcast { signal: Some(c), .. } => {
+                    Op::HwBcast {
+                        signal: Some(c), ..
+                    } => {
                         let topo = self.params.shape.topology;
                         let (my_node, local) = topo.locate(me)?;
                         for node in (0..topo.nodes()).filter(|&x| x != my_node) {

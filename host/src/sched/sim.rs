@@ -250,6 +250,9 @@ impl Ord for Key {
     }
 }
 
+/// Arrived, unconsumed parts (put, part) of one counter, per rail.
+type RailQueues = [VecDeque<(u32, u32)>; MAX_RAILS];
+
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     Run(usize),
@@ -299,10 +302,10 @@ struct Sim<'a, T: Timing> {
     evs: Vec<Ev>,
     ranks: Vec<RankState>,
     send_free: Vec<[f64; MAX_RAILS]>,
-        recv_free: Vec<[f64; MAX_RAILS]>,
+    recv_free: Vec<[f64; MAX_RAILS]>,
     send_q: Vec<[VecDeque<Xfer>; MAX_RAILS]>,
     port_armed: Vec<[bool; MAX_RAILS]>,
-    arrivals: HashMap<(usize, Counter), [VecDeque<(u32, u32)>; MAX_RAILS]>,
+    arrivals: HashMap<(usize, Counter), RailQueues>,
     flags: HashMap<(usize, Flag), VecDeque<NodeId>>,
     part_left: Vec<u32>,
     put_issue: Vec<NodeId>,
@@ -319,13 +322,25 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
     let mut content = HashMap::new();
     for r in 0..n as Rank {
         let send: Vec<u64> = (0..set.params.send_blocks()).map(|j| val(r, j)).collect();
-        content.insert(Mem { rank: r, buf: Buf::Send }, send);
         content.insert(
-            Mem { rank: r, buf: Buf::Recv },
+            Mem {
+                rank: r,
+                buf: Buf::Send,
+            },
+            send,
+        );
+        content.insert(
+            Mem {
+                rank: r,
+                buf: Buf::Recv,
+            },
             vec![UNSET; set.params.recv_blocks() as usize],
         );
         content.insert(
-            Mem { rank: r, buf: Buf::Scratch },
+            Mem {
+                rank: r,
+                buf: Buf::Scratch,
+            },
             vec![UNSET; set.scratch_blocks as usize],
         );
     }
@@ -338,7 +353,7 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
         evs: Vec::new(),
         ranks: vec![RankState::default(); n],
         send_free: vec![[0.0; MAX_RAILS]; n],
-                recv_free: vec![[0.0; MAX_RAILS]; n],
+        recv_free: vec![[0.0; MAX_RAILS]; n],
         send_q: (0..n).map(|_| Default::default()).collect(),
         port_armed: vec![[false; MAX_RAILS]; n],
         arrivals: HashMap::new(),
@@ -377,7 +392,7 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
                 sim.ranks[r].scheduled = false;
                 sim.run(r);
             }
-                        Ev::Part { put, part } => sim.part_arrived(put, part),
+            Ev::Part { put, part } => sim.part_arrived(put, part),
             Ev::Port { rank, rail } => sim.port(rank, rail),
             Ev::Flag { to, flag, node } => {
                 sim.flags.entry((to, flag)).or_default().push_back(node);
@@ -434,9 +449,7 @@ impl<T: Timing> Sim<'_, T> {
             self.fault(
                 r,
                 step,
-                format!(
-                    "region {region} of rank {owner} is outside its buffer of {len} blocks"
-                ),
+                format!("region {region} of rank {owner} is outside its buffer of {len} blocks"),
             );
             return false;
         }
@@ -444,7 +457,16 @@ impl<T: Timing> Sim<'_, T> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn access(&mut self, owner: usize, region: Region, write: bool, start: NodeId, end: NodeId, r: usize, step: u32) -> Option<usize> {
+    fn access(
+        &mut self,
+        owner: usize,
+        region: Region,
+        write: bool,
+        start: NodeId,
+        end: NodeId,
+        r: usize,
+        step: u32,
+    ) -> Option<usize> {
         if region.count == 0 {
             return None;
         }
@@ -468,7 +490,8 @@ impl<T: Timing> Sim<'_, T> {
     fn track(&mut self, id: u32, issue: NodeId, accesses: [Option<usize>; 2]) {
         debug_assert_eq!(self.put_issue.len(), id as usize);
         self.put_issue.push(issue);
-        self.put_accesses.push(accesses.into_iter().flatten().collect());
+        self.put_accesses
+            .push(accesses.into_iter().flatten().collect());
     }
 
     /// Copy content `src` of `from` to `dst` of `to` (now).
@@ -481,13 +504,7 @@ impl<T: Timing> Sim<'_, T> {
                 rank: from as Rank,
                 buf: src.buf,
             })
-            .map(|v| {
-                v.iter()
-                    .skip(src.block as usize)
-                    .take(n)
-                    .copied()
-                    .collect()
-            })
+            .map(|v| v.iter().skip(src.block as usize).take(n).copied().collect())
             .unwrap_or_default();
         if let Some(d) = self.out.content.get_mut(&Mem {
             rank: to as Rank,
@@ -526,7 +543,17 @@ impl<T: Timing> Sim<'_, T> {
 
     /// Issue a put from `r` (at step `step`, graph node `issue`).
     #[allow(clippy::too_many_arguments)]
-    fn issue_put(&mut self, r: usize, step: u32, issue: NodeId, to: usize, src: Region, dst: Region, lane: Lane, signal: Option<Counter>) -> Option<u32> {
+    fn issue_put(
+        &mut self,
+        r: usize,
+        step: u32,
+        issue: NodeId,
+        to: usize,
+        src: Region,
+        dst: Region,
+        lane: Lane,
+        signal: Option<Counter>,
+    ) -> Option<u32> {
         if !self.check(r, step, r, &src) || !self.check(r, step, to, &dst) {
             return None;
         }
@@ -536,25 +563,34 @@ impl<T: Timing> Sim<'_, T> {
         }
         let p = &self.set.params;
         let bytes = self.bytes(&src);
-        let parts: Vec<(usize, usize)> = put_parts(lane, p.shape.rails, p.stripe_threshold, r, to, bytes)
-            .into_iter()
-            .map(|x| (x.rail, x.len))
-            .collect();
+        let parts: Vec<(usize, usize)> =
+            put_parts(lane, p.shape.rails, p.stripe_threshold, r, to, bytes)
+                .into_iter()
+                .map(|x| (x.rail, x.len))
+                .collect();
         if parts.iter().any(|&(rail, _)| rail >= p.shape.rails) {
-            self.fault(r, step, format!("put on {lane}: there are {} rails", p.shape.rails));
+            self.fault(
+                r,
+                step,
+                format!("put on {lane}: there are {} rails", p.shape.rails),
+            );
             return None;
         }
-                let id = self.out.puts.len() as u32;
+        let id = self.out.puts.len() as u32;
         for (i, &(rail, len)) in parts.iter().enumerate() {
             self.in_flight[r][rail] += 1;
             let m = &mut self.out.max_in_flight[r][rail];
             *m = (*m).max(self.in_flight[r][rail]);
             let cost = self.t.part(len);
-            self.enqueue(r, rail, Xfer {
-                parts: vec![(id, i as u32)],
-                targets: vec![to],
-                cost,
-            });
+            self.enqueue(
+                r,
+                rail,
+                Xfer {
+                    parts: vec![(id, i as u32)],
+                    targets: vec![to],
+                    cost,
+                },
+            );
         }
         self.part_left.push(parts.len() as u32);
         self.out.puts.push(PutRecord {
@@ -562,7 +598,7 @@ impl<T: Timing> Sim<'_, T> {
             step,
             to: to as Rank,
             parts,
-                        issued: self.now,
+            issued: self.now,
             delivered: f64::NAN,
             node: u32::MAX,
             issue,
@@ -577,7 +613,7 @@ impl<T: Timing> Sim<'_, T> {
         Some(id)
     }
 
-        fn enqueue(&mut self, r: usize, rail: usize, x: Xfer) {
+    fn enqueue(&mut self, r: usize, rail: usize, x: Xfer) {
         self.send_q[r][rail].push_back(x);
         if !self.port_armed[r][rail] {
             self.port_armed[r][rail] = true;
@@ -636,7 +672,9 @@ impl<T: Timing> Sim<'_, T> {
             self.out.puts[put as usize].delivered = self.now;
             let op = self.set.ranks[from].steps[src_step as usize].op.clone();
             let (src, dst) = match op {
-                Op::Put { src, dst, .. } | Op::ChainPut { src, dst, .. } | Op::HwBcast { src, dst, .. } => (src, dst),
+                Op::Put { src, dst, .. }
+                | Op::ChainPut { src, dst, .. }
+                | Op::HwBcast { src, dst, .. } => (src, dst),
                 _ => return,
             };
             self.move_data(from, src, rec.to as usize, dst);
@@ -654,7 +692,12 @@ impl<T: Timing> Sim<'_, T> {
     }
 
     /// Take `need[rail]` arrivals of `counter` at `r` if all are there.
-    fn take(&mut self, r: usize, counter: Counter, need: &[u32; MAX_RAILS]) -> Option<Vec<(u32, u32)>> {
+    fn take(
+        &mut self,
+        r: usize,
+        counter: Counter,
+        need: &[u32; MAX_RAILS],
+    ) -> Option<Vec<(u32, u32)>> {
         let q = self.arrivals.entry((r, counter)).or_default();
         if q.iter().zip(need).any(|(q, &n)| q.len() < n as usize) {
             return None;
@@ -705,10 +748,27 @@ impl<T: Timing> Sim<'_, T> {
                     node: fired,
                     parts,
                 });
-                if let Op::ChainPut { to, src, dst, signal, rail, .. } = ch.put {
+                if let Op::ChainPut {
+                    to,
+                    src,
+                    dst,
+                    signal,
+                    rail,
+                    ..
+                } = ch.put
+                {
                     let saved = self.now;
                     self.now += self.t.chain();
-                    self.issue_put(r, ch.step, fired, to as usize, src, dst, Lane::Rail(rail), signal);
+                    self.issue_put(
+                        r,
+                        ch.step,
+                        fired,
+                        to as usize,
+                        src,
+                        dst,
+                        Lane::Rail(rail),
+                        signal,
+                    );
                     self.now = saved;
                 }
             } else {
@@ -755,12 +815,23 @@ impl<T: Timing> Sim<'_, T> {
                 }
             }
             match step.op.clone() {
-                Op::Put { to, src, dst, lane, signal } => {
+                Op::Put {
+                    to,
+                    src,
+                    dst,
+                    lane,
+                    signal,
+                } => {
                     let node = self.step_node(r, s, dep_nodes);
                     self.issue_put(r, s, node, to as usize, src, dst, lane, signal);
                     self.ranks[r].clock += self.t.post();
                 }
-                Op::ChainPut { trigger, count, rail, .. } => {
+                Op::ChainPut {
+                    trigger,
+                    count,
+                    rail,
+                    ..
+                } => {
                     let node = self.step_node(r, s, dep_nodes);
                     self.ranks[r].chains.push(Chain {
                         step: s,
@@ -799,13 +870,22 @@ impl<T: Timing> Sim<'_, T> {
                     self.move_data(r, src, r, dst);
                     self.ranks[r].clock += self.t.copy(self.bytes(&src));
                 }
-                Op::PeerCopy { peer, dir, local, remote } => {
+                Op::PeerCopy {
+                    peer,
+                    dir,
+                    local,
+                    remote,
+                } => {
                     let peer = peer as usize;
                     let same_node = peer < self.set.ranks.len()
                         && self.set.params.shape.topology.locate(peer).map(|x| x.0)
                             == self.set.params.shape.topology.locate(r).map(|x| x.0);
                     if !same_node {
-                        self.fault(r, s, format!("shm copy with rank {peer}, which is not on this node"));
+                        self.fault(
+                            r,
+                            s,
+                            format!("shm copy with rank {peer}, which is not on this node"),
+                        );
                         self.ranks[r].pc += 1;
                         continue;
                     }
@@ -829,7 +909,11 @@ impl<T: Timing> Sim<'_, T> {
                         && self.set.params.shape.topology.locate(to).map(|x| x.0)
                             == self.set.params.shape.topology.locate(r).map(|x| x.0);
                     if !same_node {
-                        self.fault(r, s, format!("flag signal to rank {to}, which is not on this node"));
+                        self.fault(
+                            r,
+                            s,
+                            format!("flag signal to rank {to}, which is not on this node"),
+                        );
                         self.ranks[r].pc += 1;
                         continue;
                     }
@@ -885,7 +969,15 @@ impl<T: Timing> Sim<'_, T> {
         }
     }
 
-    fn hw_bcast(&mut self, r: usize, s: u32, node: NodeId, src: Region, dst: Region, signal: Option<Counter>) {
+    fn hw_bcast(
+        &mut self,
+        r: usize,
+        s: u32,
+        node: NodeId,
+        src: Region,
+        dst: Region,
+        signal: Option<Counter>,
+    ) {
         let topo = self.set.params.shape.topology;
         let Ok((my_node, local)) = topo.locate(r) else {
             return;
@@ -897,7 +989,7 @@ impl<T: Timing> Sim<'_, T> {
         if !self.check(r, s, r, &src) || targets.iter().any(|&t| !self.check(r, s, t, &dst)) {
             return;
         }
-                let bytes = self.bytes(&src);
+        let bytes = self.bytes(&src);
         let mut parts = Vec::new();
         for &t in &targets {
             let id = self.out.puts.len() as u32;
@@ -908,7 +1000,7 @@ impl<T: Timing> Sim<'_, T> {
                 step: s,
                 to: t as Rank,
                 parts: vec![(0, bytes)],
-                                issued: self.now,
+                issued: self.now,
                 delivered: f64::NAN,
                 node: u32::MAX,
                 issue: node,
@@ -918,11 +1010,19 @@ impl<T: Timing> Sim<'_, T> {
             let b = self.access(t, dst, true, node, u32::MAX, r, s);
             self.track(id, node, [a, b]);
             self.ranks[r].step_puts.entry(s).or_default().push(id);
-                        self.in_flight[r][0] += 1;
+            self.in_flight[r][0] += 1;
         }
         if !targets.is_empty() {
             let cost = self.t.bcast(bytes);
-            self.enqueue(r, 0, Xfer { parts, targets, cost });
+            self.enqueue(
+                r,
+                0,
+                Xfer {
+                    parts,
+                    targets,
+                    cost,
+                },
+            );
         }
     }
 
@@ -954,7 +1054,10 @@ impl<T: Timing> Sim<'_, T> {
                 Some(step) => format!("{}", step.op),
                 None if !self.ranks[r].chains.is_empty() => {
                     let ch = &self.ranks[r].chains[0];
-                    format!("chained put of step {} waiting for c{}", ch.step, ch.trigger)
+                    format!(
+                        "chained put of step {} waiting for c{}",
+                        ch.step, ch.trigger
+                    )
                 }
                 None => "completion of its puts".to_string(),
             };
@@ -964,8 +1067,9 @@ impl<T: Timing> Sim<'_, T> {
             .arrivals
             .iter()
             .flat_map(|(&(r, c), q)| {
-                q.iter()
-                    .flat_map(move |rail| rail.iter().map(move |&(p, part)| (r as Rank, c, p, part)))
+                q.iter().flat_map(move |rail| {
+                    rail.iter().map(move |&(p, part)| (r as Rank, c, p, part))
+                })
             })
             .collect();
         left.sort_unstable();

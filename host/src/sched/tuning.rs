@@ -79,7 +79,11 @@ impl Rule {
     fn matches(&self, bytes: usize, s: &Shape) -> bool {
         within(bytes, self.min_bytes, self.max_bytes)
             && within(s.topology.nodes(), self.min_nodes, self.max_nodes)
-            && within(s.topology.ranks_per_node(), self.min_ranks_per_node, self.max_ranks_per_node)
+            && within(
+                s.topology.ranks_per_node(),
+                self.min_ranks_per_node,
+                self.max_ranks_per_node,
+            )
             && within(s.rails, self.min_rails, self.max_rails)
             && within(s.size(), self.min_ranks, self.max_ranks)
     }
@@ -101,8 +105,8 @@ impl TuningTable {
     /// Parse and validate a table (every collective and algorithm name must
     /// exist; the error names the rule).
     pub fn parse(text: &str) -> Result<Self, Error> {
-        let table: TuningTable =
-            toml::from_str(text).map_err(|e| Error::Config(format!("tuning table: {}", e.message())))?;
+        let table: TuningTable = toml::from_str(text)
+            .map_err(|e| Error::Config(format!("tuning table: {}", e.message())))?;
         for (i, r) in table.rule.iter().enumerate() {
             let c: Collective = r
                 .collective
@@ -127,9 +131,8 @@ impl TuningTable {
     pub fn from_env() -> Result<Self, Error> {
         match std::env::var_os(ENV) {
             Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    Error::Config(format!("{ENV}={}: {e}", path.to_string_lossy()))
-                })?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| Error::Config(format!("{ENV}={}: {e}", path.to_string_lossy())))?;
                 Self::parse(&text)
             }
             None => Ok(Self::builtin()),
@@ -197,21 +200,47 @@ mod tests {
         )
         .expect("table");
         let all = &mut |_| true;
-        assert_eq!(t.select(Collective::Allgather, 64, &shape(4, 4), all), Algorithm::SmpBruck);
-        assert_eq!(t.select(Collective::Allgather, 64, &shape(4, 1), all), Algorithm::Ring);
-        assert_eq!(t.select(Collective::Allgather, 4096, &shape(4, 4), all), Algorithm::Ring);
-        assert_eq!(t.select(Collective::Gather, 64, &shape(4, 4), all), Algorithm::Direct);
+        assert_eq!(
+            t.select(Collective::Allgather, 64, &shape(4, 4), all),
+            Algorithm::SmpBruck
+        );
+        assert_eq!(
+            t.select(Collective::Allgather, 64, &shape(4, 1), all),
+            Algorithm::Ring
+        );
+        assert_eq!(
+            t.select(Collective::Allgather, 4096, &shape(4, 4), all),
+            Algorithm::Ring
+        );
+        assert_eq!(
+            t.select(Collective::Gather, 64, &shape(4, 4), all),
+            Algorithm::Direct
+        );
         let none = &mut |a| a != Algorithm::SmpBruck;
-        assert_eq!(t.select(Collective::Allgather, 64, &shape(4, 4), none), Algorithm::Ring);
+        assert_eq!(
+            t.select(Collective::Allgather, 64, &shape(4, 4), none),
+            Algorithm::Ring
+        );
     }
 
     #[test]
     fn bad_tables_are_refused_with_the_rule_named() {
         let e = TuningTable::parse("[[rule]]\ncollective = \"allgather\"\nalgorithm = \"nope\"\n")
             .expect_err("bad algorithm");
-        assert!(e.to_string().contains("rule 1") && e.to_string().contains("accepted"), "{e}");
-        assert!(TuningTable::parse("[[rule]]\ncollective = \"scan\"\nalgorithm = \"direct\"\n").is_err());
-        assert!(TuningTable::parse("[[rule]]\ncollective = \"gather\"\nalgorithm = \"direct\"\nmax_byte = 3\n").is_err());
+        assert!(
+            e.to_string().contains("rule 1") && e.to_string().contains("accepted"),
+            "{e}"
+        );
+        assert!(
+            TuningTable::parse("[[rule]]\ncollective = \"scan\"\nalgorithm = \"direct\"\n")
+                .is_err()
+        );
+        assert!(
+            TuningTable::parse(
+                "[[rule]]\ncollective = \"gather\"\nalgorithm = \"direct\"\nmax_byte = 3\n"
+            )
+            .is_err()
+        );
         assert!(TuningTable::parse("not toml [").is_err());
     }
 }

@@ -106,7 +106,10 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
         return Err(fail(
             None,
             None,
-            format!("uses {} shm flags, the budget is {}", set.flags, budget.flags),
+            format!(
+                "uses {} shm flags, the budget is {}",
+                set.flags, budget.flags
+            ),
         ));
     }
     let scratch_bytes = set.scratch_blocks as usize * b;
@@ -122,12 +125,20 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
         ));
     }
     if set.ranks.len() != p.shape.size()
-        || set.ranks.iter().enumerate().any(|(i, s)| s.rank as usize != i)
+        || set
+            .ranks
+            .iter()
+            .enumerate()
+            .any(|(i, s)| s.rank as usize != i)
     {
         return Err(fail(
             None,
             None,
-            format!("has {} schedules for {} ranks, or out of rank order", set.ranks.len(), p.shape.size()),
+            format!(
+                "has {} schedules for {} ranks, or out of rank order",
+                set.ranks.len(),
+                p.shape.size()
+            ),
         ));
     }
     let replay = sim::replay(set, &sim::Untimed);
@@ -290,8 +301,15 @@ fn unambiguous(replay: &Replay, anc: &Ancestors) -> Result<(), Violation> {
 }
 
 fn describe(set: &ScheduleSet, a: &Access) -> String {
-    let op = set.ranks[a.rank as usize].steps[a.step as usize].op.to_string();
-    format!("rank {} step {} ({})", a.rank, a.step, op.split_whitespace().collect::<Vec<_>>().join(" "))
+    let op = set.ranks[a.rank as usize].steps[a.step as usize]
+        .op
+        .to_string();
+    format!(
+        "rank {} step {} ({})",
+        a.rank,
+        a.step,
+        op.split_whitespace().collect::<Vec<_>>().join(" ")
+    )
 }
 
 fn races(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Violation> {
@@ -320,7 +338,11 @@ fn races(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Viol
                 }
                 let ordered = anc.before(a.end, b.start) || anc.before(b.end, a.start);
                 if !ordered {
-                    let kind = if a.write && b.write { "write" } else { "read and write" };
+                    let kind = if a.write && b.write {
+                        "write"
+                    } else {
+                        "read and write"
+                    };
                     return Err(fail(
                         Some(a.rank),
                         Some(a.step),
@@ -380,7 +402,11 @@ fn outputs(set: &ScheduleSet, replay: &Replay) -> Result<(), Violation> {
                         return Err(fail(
                             Some(r as Rank),
                             None,
-                            format!("receive block {i} holds {}, expected {}", show(got), show(want)),
+                            format!(
+                                "receive block {i} holds {}, expected {}",
+                                show(got),
+                                show(want)
+                            ),
                         ));
                     }
                 }
@@ -388,7 +414,9 @@ fn outputs(set: &ScheduleSet, replay: &Replay) -> Result<(), Violation> {
                     return Err(fail(
                         Some(r as Rank),
                         None,
-                        format!("receive block {i} is not an output here but is written {writes} times"),
+                        format!(
+                            "receive block {i} is not an output here but is written {writes} times"
+                        ),
                     ));
                 }
                 None => {}

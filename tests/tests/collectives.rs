@@ -1,0 +1,308 @@
+//! Gather, all-gather and all-to-all on the emulator: every algorithm of
+//! the catalogue, on every shape of the property space (nodes 1..=9 and 16,
+//! ranks per node 1..=4, rails 1..=3, block and cyclic placement), with
+//! block sizes 0, 1, 3, 64, 1000, 4096 and 65537 and gather roots rotating
+//! over every rank: each rank's receive buffer must equal the MPI
+//! definition byte for byte.
+//!
+//! One cluster runs per shape and all its cases in one go (thread start-up
+//! dominates otherwise). Sizes rotate over algorithms and roots so that
+//! every (algorithm, size) pair and every root meets every shape class
+//! without running the full cross product, which would take hours on two
+//! cores; the verifier (tests/schedules.rs) covers the full product of
+//! shapes x algorithms symbolically. All-to-all with 65537-byte blocks is
+//! limited to 16 ranks (N^2 blocks per rank).
+
+use railcoll_host::sched::{Algorithm, Collective};
+use railcoll_host::{Comm, Placement};
+use railcoll_tests::pattern;
+
+const SIZES: [usize; 7] = [0, 1, 3, 64, 1000, 4096, 65537];
+
+/// The cases one shape runs: (collective, algorithm, root, block bytes).
+fn cases(n: usize, k: usize, salt: usize) -> Vec<(Collective, Algorithm, usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = salt;
+    for c in Collective::ALL {
+        for &a in c.algorithms() {
+            for rep in 0..2 {
+                let bytes = SIZES[(i + rep * 3) % SIZES.len()];
+                i += 1;
+                if c == Collective::Alltoall && bytes > 4096 && n > 16 {
+                    continue;
+                }
+                if c == Collective::Alltoall && a == Algorithm::Exchange {
+                    let radix = k + 1;
+                    let mut x = 1;
+                    while x < n {
+                        x *= radix;
+                    }
+                    if x != n {
+                        continue; // refused (tested in schedules.rs)
+                    }
+                }
+                let root = if c == Collective::Gather {
+                    (i * 7 + rep) % n
+                } else {
+                    0
+                };
+                out.push((c, a, root, bytes));
+            }
+        }
+    }
+    out
+}
+
+fn block_of(origin: usize, index: usize, bytes: usize) -> Vec<u8> {
+    pattern(bytes, (origin * 7919 + index) as u64 + 1)
+}
+
+/// Run one case on `comm` and check its output.
+fn run_case(
+    comm: &Comm,
+    c: Collective,
+    a: Algorithm,
+    root: usize,
+    bytes: usize,
+) -> Result<(), String> {
+    let n = comm.size();
+    let me = comm.rank();
+    let send_blocks = if c == Collective::Alltoall { n } else { 1 };
+    let send = comm.alloc(send_blocks * bytes).map_err(|e| e.to_string())?;
+    let recv = comm.alloc(n * bytes).map_err(|e| e.to_string())?;
+    for j in 0..send_blocks {
+        comm.write_local(&send, j * bytes, &block_of(me, j, bytes))
+            .map_err(|e| e.to_string())?;
+    }
+    // A sentinel: an unwritten output would keep it.
+    comm.write_local(&recv, 0, &vec![0xA5; n * bytes])
+        .map_err(|e| e.to_string())?;
+    comm.barrier().map_err(|e| e.to_string())?;
+    comm.collective_with(c, a, &send, &recv, root)
+        .map_err(|e| format!("{c} {a} root {root} block {bytes}: {e}"))?;
+    let mut got = vec![0u8; n * bytes];
+    comm.read_local(&recv, 0, &mut got)
+        .map_err(|e| e.to_string())?;
+    let outputs = c != Collective::Gather || me == root;
+    if outputs {
+        for i in 0..n {
+            let want = match c {
+                Collective::Alltoall => block_of(i, me, bytes),
+                _ => block_of(i, 0, bytes),
+            };
+            if got[i * bytes..(i + 1) * bytes] != want[..] {
+                let at = got[i * bytes..(i + 1) * bytes]
+                    .iter()
+                    .zip(&want)
+                    .position(|(x, y)| x != y)
+                    .unwrap_or(0);
+                return Err(format!(
+                    "{c} {a} root {root} block {bytes}: rank {me} block {i} differs from byte {at} (got {:#x}, want {:#x})",
+                    got[i * bytes + at],
+                    want[at]
+                ));
+            }
+        }
+    }
+    // Every rank's buffers are free again before the next case.
+    comm.barrier().map_err(|e| e.to_string())?;
+    comm.reset_arena();
+    Ok(())
+}
+
+fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt: usize) {
+    let n = nodes * rpn;
+    let cases = cases(n, rails, salt);
+    let biggest = cases
+        .iter()
+        .map(|&(c, _, _, b)| {
+            if c == Collective::Alltoall {
+                2 * n * n * b
+            } else {
+                2 * n * b
+            }
+        })
+        .max()
+        .unwrap_or(0);
+    // Scratch: Bruck/exchange all-to-all keep up to (2 + 2 log N) x N^2 blocks.
+    let arena = (biggest * 8 + (8 << 20)).next_power_of_two();
+    let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+        nodes,
+        ranks_per_node: rpn,
+        rails,
+        placement,
+        sockets: 2,
+        arena_size: arena,
+        packet_size: 8192,
+        wait_timeout: std::time::Duration::from_secs(30),
+        ..railcoll_emu::ClusterConfig::default()
+    })
+    .expect("cluster");
+    let results = cluster.run(|comm| {
+        for &(c, a, root, bytes) in &cases {
+            run_case(comm, c, a, root, bytes)?;
+        }
+        Ok::<(), String>(())
+    });
+    let errors: Vec<String> = results
+        .into_iter()
+        .enumerate()
+        .filter_map(|(rank, r)| match r {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("rank {rank}: {e}")),
+            Err(e) => Some(format!("rank {rank} did not start: {e}")),
+        })
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{nodes}x{rpn} rails {rails} {placement}:\n{}",
+        errors.join("\n")
+    );
+}
+
+fn run_nodes(nodes: usize) {
+    let mut salt = nodes;
+    for rpn in 1..=4 {
+        for rails in 1..=3 {
+            for placement in [Placement::Block, Placement::Cyclic] {
+                if rpn == 1 && placement == Placement::Cyclic {
+                    continue; // identical to block
+                }
+                run_shape(nodes, rpn, rails, placement, salt);
+                salt += 5;
+            }
+        }
+    }
+}
+
+#[test]
+fn one_node() {
+    run_nodes(1);
+}
+#[test]
+fn two_nodes() {
+    run_nodes(2);
+}
+#[test]
+fn three_nodes() {
+    run_nodes(3);
+}
+#[test]
+fn four_nodes() {
+    run_nodes(4);
+}
+#[test]
+fn five_nodes() {
+    run_nodes(5);
+}
+#[test]
+fn six_nodes() {
+    run_nodes(6);
+}
+#[test]
+fn seven_nodes() {
+    run_nodes(7);
+}
+#[test]
+fn eight_nodes() {
+    run_nodes(8);
+}
+#[test]
+fn nine_nodes() {
+    run_nodes(9);
+}
+#[test]
+fn sixteen_nodes() {
+    run_nodes(16);
+}
+
+/// The plain calls use the tuning table; back-to-back all-gathers and
+/// all-to-alls need no barrier between them (alternating counter pools).
+#[test]
+fn tuned_calls_run_back_to_back() {
+    let cluster = railcoll_tests::cluster(3, 2, 2, 8 << 20);
+    let results = cluster.run(|comm| -> Result<(), String> {
+        let n = comm.size();
+        let me = comm.rank();
+        for bytes in [8usize, 1000, 20000] {
+            let send = comm.alloc(bytes).map_err(|e| e.to_string())?;
+            let recv = comm.alloc(n * bytes).map_err(|e| e.to_string())?;
+            comm.write_local(&send, 0, &block_of(me, 0, bytes))
+                .map_err(|e| e.to_string())?;
+            for _ in 0..20 {
+                comm.allgather(&send, &recv).map_err(|e| e.to_string())?;
+                let mut got = vec![0u8; n * bytes];
+                comm.read_local(&recv, 0, &mut got)
+                    .map_err(|e| e.to_string())?;
+                for i in 0..n {
+                    if got[i * bytes..(i + 1) * bytes] != block_of(i, 0, bytes)[..] {
+                        return Err(format!("allgather {bytes}: block {i}"));
+                    }
+                }
+            }
+            let a2a_send = comm.alloc(n * bytes).map_err(|e| e.to_string())?;
+            let a2a_recv = comm.alloc(n * bytes).map_err(|e| e.to_string())?;
+            for j in 0..n {
+                comm.write_local(&a2a_send, j * bytes, &block_of(me, j, bytes))
+                    .map_err(|e| e.to_string())?;
+            }
+            for _ in 0..10 {
+                comm.alltoall(&a2a_send, &a2a_recv)
+                    .map_err(|e| e.to_string())?;
+            }
+            let mut got = vec![0u8; n * bytes];
+            comm.read_local(&a2a_recv, 0, &mut got)
+                .map_err(|e| e.to_string())?;
+            for i in 0..n {
+                if got[i * bytes..(i + 1) * bytes] != block_of(i, me, bytes)[..] {
+                    return Err(format!("alltoall {bytes}: block {i}"));
+                }
+            }
+            comm.gather(&send, &recv, n - 1)
+                .map_err(|e| e.to_string())?;
+            comm.barrier().map_err(|e| e.to_string())?;
+            comm.reset_arena();
+        }
+        Ok(())
+    });
+    for r in results {
+        r.expect("started").expect("correct");
+    }
+}
+
+#[test]
+fn bad_buffers_get_typed_errors() {
+    let cluster = railcoll_tests::cluster(2, 1, 2, 1 << 20);
+    let results = cluster.run(|comm| {
+        let send = comm.alloc(10).expect("alloc");
+        let small = comm.alloc(10).expect("alloc");
+        let e1 = comm
+            .allgather_with(Algorithm::Direct, &send, &small)
+            .expect_err("recv too small");
+        let e2 = comm
+            .alltoall_with(Algorithm::Direct, &send.slice(0, 9).expect("slice"), &small)
+            .expect_err("not divisible");
+        let e3 = comm
+            .gather_with(Algorithm::Direct, &send, &small, 5)
+            .expect_err("root");
+        let e4 = comm
+            .alltoall_with(Algorithm::Ring, &small, &small)
+            .expect_err("not an all-to-all algorithm");
+        (
+            e1.to_string(),
+            e2.to_string(),
+            e3.to_string(),
+            e4.to_string(),
+        )
+    });
+    for r in results {
+        let (e1, e2, e3, e4) = r.expect("started");
+        assert!(e1.contains("receive buffer"), "{e1}");
+        assert!(e2.contains("multiple"), "{e2}");
+        assert!(e3.contains("out of range"), "{e3}");
+        assert!(
+            e4.contains("not a alltoall") || e4.contains("alltoall"),
+            "{e4}"
+        );
+    }
+}
