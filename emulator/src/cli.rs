@@ -13,7 +13,12 @@ use railcoll_host::Placement;
 
 use crate::bench::{self, CollBench, CollRecord, PutRecord};
 use crate::cluster::{ClusterConfig, THREADS_PACKET_SIZE};
+use railcoll_host::arena::SymBuffer;
 use railcoll_host::coll::{BarrierAlgorithm, BcastAlgorithm};
+use railcoll_host::sched::cost::{self, Hockney};
+use railcoll_host::sched::tuning::TuningTable;
+use railcoll_host::sched::verify::{Budget, verify};
+use railcoll_host::sched::{Algorithm, Collective, Params, Shape, generate};
 
 /// railcoll: NIC-offloaded collectives on emulated multi-rail Elan-style clusters.
 #[derive(Debug, Parser)]
@@ -33,6 +38,66 @@ pub enum Command {
         #[command(subcommand)]
         what: BenchCommand,
     },
+    /// Inspect the schedules the algorithms generate.
+    Schedule {
+        /// What to do.
+        #[command(subcommand)]
+        what: ScheduleCommand,
+    },
+    /// The tuning table that picks algorithms for plain collective calls.
+    Tuning {
+        /// What to do.
+        #[command(subcommand)]
+        what: TuningCommand,
+    },
+}
+
+/// `railcoll schedule ...`.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Print one rank's schedule, whether the verifier accepts the whole
+    /// set, and its Hockney cost beside the paper's formula.
+    Show(ScheduleArgs),
+}
+
+/// `railcoll tuning ...`.
+#[derive(Debug, Subcommand)]
+pub enum TuningCommand {
+    /// Print the table in use (RAILCOLL_TUNING, or the built-in one).
+    Show {
+        /// Print this file instead (after validating it).
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+    },
+}
+
+/// `railcoll schedule show`.
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// Collective: gather, allgather or alltoall.
+    #[arg(value_parser = |s: &str| s.parse::<Collective>())]
+    pub collective: Collective,
+    /// Algorithm name (see `--help` of `bench` for the list, or give a wrong
+    /// one to be told).
+    pub algorithm: String,
+    /// Cluster shape.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Rank whose schedule to print.
+    #[arg(long, default_value_t = 0)]
+    pub rank: usize,
+    /// Block size in bytes.
+    #[arg(long, default_value = "64", value_parser = parse_size)]
+    pub size: usize,
+    /// Root (gather).
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Hockney start-up time, microseconds.
+    #[arg(long, default_value_t = Hockney::QSNET2.t_s)]
+    pub t_s: f64,
+    /// Hockney per-rail bandwidth, MB/s.
+    #[arg(long, default_value_t = 900.0)]
+    pub bandwidth: f64,
 }
 
 /// `railcoll bench ...`.
@@ -45,6 +110,35 @@ pub enum BenchCommand {
     Barrier(BarrierArgs),
     /// Broadcast latency per algorithm and size, beside a ping-pong.
     Bcast(BcastArgs),
+    /// Gather latency per algorithm and block size.
+    Gather(CollArgs),
+    /// All-gather latency per algorithm and block size.
+    Allgather(CollArgs),
+    /// All-to-all latency per algorithm and block size.
+    Alltoall(CollArgs),
+}
+
+/// `railcoll bench gather|allgather|alltoall`.
+#[derive(Debug, Args)]
+pub struct CollArgs {
+    /// Cluster shape.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Algorithm name, or `all` (every algorithm that runs on the shape).
+    #[arg(long, default_value = "all")]
+    pub algo: String,
+    /// Block sizes: a list (8,64,1K) or a power-of-two range (4..1M).
+    #[arg(long, default_value = "4..64K", value_parser = parse_sizes)]
+    pub sizes: Sizes,
+    /// Root rank (gather).
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Operations per timed sample (each after a barrier).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub iters: u32,
+    /// Interleaved rounds (medians are reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub rounds: u16,
 }
 
 /// `railcoll bench barrier`.
@@ -121,6 +215,9 @@ pub struct ClusterArgs {
     /// Rank placement.
     #[arg(long, default_value = "block", value_parser = ["block", "cyclic"])]
     pub placement: String,
+    /// Sockets per node (multi-leader all-gather: one leader per socket).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub sockets: u8,
     /// NIC worker threads (default: one per rail, at most cores - 1).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: Option<u8>,
@@ -142,6 +239,7 @@ impl ClusterArgs {
             placement: self.placement.parse().unwrap_or(Placement::Block),
             workers: self.workers.map(usize::from),
             packet_size: self.packet_size as u32,
+            sockets: usize::from(self.sockets),
             ..ClusterConfig::default()
         }
     }
@@ -238,12 +336,256 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
             return 2;
         }
     };
-    let Command::Bench { what } = cli.command;
-    match what {
-        BenchCommand::Put(args) => run_put(&args),
-        BenchCommand::Barrier(args) => run_barrier(&args),
-        BenchCommand::Bcast(args) => run_bcast(&args),
+    match cli.command {
+        Command::Bench { what } => match what {
+            BenchCommand::Put(args) => run_put(&args),
+            BenchCommand::Barrier(args) => run_barrier(&args),
+            BenchCommand::Bcast(args) => run_bcast(&args),
+            BenchCommand::Gather(args) => run_catalogue(Collective::Gather, &args),
+            BenchCommand::Allgather(args) => run_catalogue(Collective::Allgather, &args),
+            BenchCommand::Alltoall(args) => run_catalogue(Collective::Alltoall, &args),
+        },
+        Command::Schedule {
+            what: ScheduleCommand::Show(args),
+        } => run_schedule_show(&args),
+        Command::Tuning {
+            what: TuningCommand::Show { file },
+        } => run_tuning_show(file.as_deref()),
     }
+}
+
+/// The shape of `cluster` for the schedule generators (clap already
+/// bounded every field).
+fn shape_of(cluster: &ClusterArgs) -> Result<Shape, String> {
+    let cfg = cluster.config();
+    Shape::new(
+        cfg.nodes,
+        cfg.ranks_per_node,
+        cfg.sockets,
+        cfg.rails,
+        cfg.placement,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The algorithms to run: the one named (refused with the accepted names,
+/// or with the reason it cannot run on this shape), or every one that can.
+fn catalogue_algorithms(
+    collective: Collective,
+    algo: &str,
+    shape: Shape,
+    root: usize,
+    size: usize,
+) -> Result<Vec<Algorithm>, String> {
+    let runs = |a: Algorithm| generate(&Params::new(collective, a, shape, root, size));
+    if algo == "all" {
+        return Ok(collective
+            .algorithms()
+            .iter()
+            .copied()
+            .filter(|&a| runs(a).is_ok())
+            .collect());
+    }
+    let a = collective
+        .parse_algorithm(algo)
+        .map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))?;
+    runs(a).map_err(|e| format!("{collective} '{algo}' cannot run here: {e}"))?;
+    Ok(vec![a])
+}
+
+fn run_catalogue(collective: Collective, args: &CollArgs) -> i32 {
+    let shape = match shape_of(&args.cluster) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    if args.root >= shape.size() {
+        eprintln!(
+            "error: --root {} is not a rank: the cluster has ranks 0..={}",
+            args.root,
+            shape.size() - 1
+        );
+        return 2;
+    }
+    let size = args.sizes.0.first().copied().unwrap_or(0);
+    let algos = match catalogue_algorithms(collective, &args.algo, shape, args.root, size) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let root = args.root;
+    let op = |comm: &railcoll_host::Comm, a: usize, send: &SymBuffer, recv: &SymBuffer| {
+        comm.collective_with(collective, algos[a], send, recv, root)
+    };
+    let bench = CollBench {
+        collective: collective.name(),
+        algorithms: algos.iter().map(|a| a.name()).collect(),
+        sizes: args.sizes.0.clone(),
+        iters: args.iters as usize,
+        rounds: args.rounds as usize,
+        op: &op,
+        send_len: if collective == Collective::Alltoall {
+            bench::per_rank_len
+        } else {
+            bench::same_len
+        },
+        recv_len: bench::per_rank_len,
+        synchronised: true,
+    };
+    run_coll(&args.cluster, &bench)
+}
+
+fn run_schedule_show(args: &ScheduleArgs) -> i32 {
+    let shape = match shape_of(&args.cluster) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let n = shape.size();
+    for (what, v) in [("--rank", args.rank), ("--root", args.root)] {
+        if v >= n {
+            eprintln!(
+                "error: {what} {v} is not a rank: the cluster has ranks 0..={}",
+                n - 1
+            );
+            return 2;
+        }
+    }
+    if !(args.t_s >= 0.0
+        && args.bandwidth > 0.0
+        && args.t_s.is_finite()
+        && args.bandwidth.is_finite())
+    {
+        eprintln!("error: --t-s must be >= 0 and --bandwidth > 0 (MB/s)");
+        return 2;
+    }
+    let algo = match catalogue_algorithms(
+        args.collective,
+        &args.algorithm,
+        shape,
+        args.root,
+        args.size,
+    ) {
+        Ok(a) if a.len() == 1 => a[0],
+        Ok(_) => {
+            eprintln!("error: name one algorithm, not 'all'");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let params = Params::new(args.collective, algo, shape, args.root, args.size);
+    let set = match generate(&params) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let h = Hockney {
+        t_s: args.t_s,
+        tau: 1.0 / args.bandwidth,
+    };
+    let mut out = std::io::stdout().lock();
+    let result = (|| -> std::io::Result<()> {
+        writeln!(
+            out,
+            "# {} {} ({}): {} nodes x {} ranks ({} placement, {} sockets), k = {} rails, block {} B{}",
+            args.collective,
+            algo,
+            algo.source(),
+            shape.topology.nodes(),
+            shape.topology.ranks_per_node(),
+            shape.topology.placement(),
+            shape.sockets,
+            shape.rails,
+            args.size,
+            if args.collective == Collective::Gather {
+                format!(", root {}", args.root)
+            } else {
+                String::new()
+            }
+        )?;
+        match verify(&set, &Budget::default()) {
+            Ok(r) => writeln!(
+                out,
+                "# verified: {} steps, {} puts, at most {} in flight per rail, {} scratch bytes per rank, {} counters, {} flags",
+                r.steps, r.puts, r.max_in_flight, r.scratch_bytes, set.counters, set.flags
+            )?,
+            Err(v) => writeln!(out, "# VERIFIER REJECTS: {v}")?,
+        }
+        match cost::hockney(&set, &h) {
+            Ok(t) => {
+                write!(
+                    out,
+                    "# Hockney (t_s {} us, {} MB/s per rail): {t:.3} us",
+                    h.t_s, args.bandwidth
+                )?;
+                match cost::formula(&params, &h) {
+                    Some(f) if f.exact => writeln!(out, "; {}: {:.3} us", f.label, f.value)?,
+                    Some(f) => writeln!(
+                        out,
+                        "; {}: {:.3} us (the formula is not meant for N = {n})",
+                        f.label, f.value
+                    )?,
+                    None => writeln!(out, "; no closed form in the papers")?,
+                }
+            }
+            Err(e) => writeln!(out, "# Hockney: {e}")?,
+        }
+        if let Some(s) = set.rank(args.rank) {
+            write!(out, "{s}")?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("error: writing output: {e}");
+            1
+        }
+    }
+}
+
+fn run_tuning_show(file: Option<&std::path::Path>) -> i32 {
+    let (table, source) = match file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => match TuningTable::parse(&text) {
+                Ok(t) => (t, path.display().to_string()),
+                Err(e) => {
+                    eprintln!("error: {}: {e}", path.display());
+                    return 2;
+                }
+            },
+            Err(e) => {
+                eprintln!("error: {}: {e}", path.display());
+                return 2;
+            }
+        },
+        None => match TuningTable::from_env() {
+            Ok(t) => {
+                let source = std::env::var(railcoll_host::sched::tuning::ENV)
+                    .unwrap_or_else(|_| "built-in default".into());
+                (t, source)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        },
+    };
+    println!("# tuning table in use: {source}");
+    print!("{}", table.to_toml());
+    0
 }
 
 fn run_put(args: &PutArgs) -> i32 {
@@ -313,7 +655,7 @@ fn run_barrier(args: &BarrierArgs) -> i32 {
             return 2;
         }
     };
-    let op = |comm: &railcoll_host::Comm, a: usize, _: &railcoll_host::arena::SymBuffer| {
+    let op = |comm: &railcoll_host::Comm, a: usize, _: &SymBuffer, _: &SymBuffer| {
         comm.barrier_with(algos[a])
     };
     let bench = CollBench {
@@ -323,6 +665,9 @@ fn run_barrier(args: &BarrierArgs) -> i32 {
         iters: args.iters as usize,
         rounds: args.rounds as usize,
         op: &op,
+        send_len: bench::no_len,
+        recv_len: bench::no_len,
+        synchronised: false,
     };
     run_coll(&args.cluster, &bench)
 }
@@ -352,7 +697,7 @@ fn run_bcast(args: &BcastArgs) -> i32 {
         }
     };
     let root = args.root;
-    let op = |comm: &railcoll_host::Comm, a: usize, buf: &railcoll_host::arena::SymBuffer| {
+    let op = |comm: &railcoll_host::Comm, a: usize, buf: &SymBuffer, _: &SymBuffer| {
         comm.broadcast_with(algos[a], buf, root)
     };
     let bench = CollBench {
@@ -362,6 +707,9 @@ fn run_bcast(args: &BcastArgs) -> i32 {
         iters: args.iters as usize,
         rounds: args.rounds as usize,
         op: &op,
+        send_len: bench::same_len,
+        recv_len: bench::no_len,
+        synchronised: false,
     };
     run_coll(&args.cluster, &bench)
 }
@@ -411,13 +759,13 @@ fn print_coll_table(
     )?;
     writeln!(
         out,
-        "{:>10} {:>10} {:>12} {:>12} {:>12} {:>10}",
+        "{:>10} {:>18} {:>12} {:>12} {:>12} {:>10}",
         "# size", "algorithm", "latency_us", "max_us", "pingpong_ns", "lat/ping"
     )?;
     for r in records {
         writeln!(
             out,
-            "{:>10} {:>10} {:>12.2} {:>12.2} {:>12.0} {:>10.1}",
+            "{:>10} {:>18} {:>12.2} {:>12.2} {:>12.0} {:>10.1}",
             r.size,
             r.algorithm,
             r.latency_us,
