@@ -179,3 +179,99 @@ fn bad_collective_arguments_exit_2() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn bench_allgather_json_has_every_applicable_algorithm() {
+    let out = railcoll(&[
+        "bench",
+        "allgather",
+        "--json",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+        "--sizes",
+        "64",
+        "--iters",
+        "2",
+        "--rounds",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out);
+    let algos: Vec<&str> = lines
+        .iter()
+        .filter_map(|v| v["algorithm"].as_str())
+        .collect();
+    for a in ["direct", "bruck", "smp-bruck", "ml-shm-rd", "native"] {
+        assert!(algos.contains(&a), "{a} missing from {algos:?}");
+    }
+    assert!(lines.iter().all(
+        |v| v["collective"] == "allgather" && v["latency_us"].as_f64().is_some_and(|x| x > 0.0)
+    ));
+}
+
+#[test]
+fn schedule_show_prints_a_verified_schedule_and_the_papers_formula() {
+    let out = railcoll(&[
+        "schedule", "show", "gather", "binomial", "--nodes", "9", "--rails", "2", "--rank", "3",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("# verified:"), "{text}");
+    assert!(text.contains("001 eq. 1"), "{text}");
+    assert!(text.contains("rank 3:") && text.contains("put"), "{text}");
+}
+
+#[test]
+fn catalogue_commands_refuse_bad_input_in_one_line() {
+    for (args, needle) in [
+        (
+            &["bench", "alltoall", "--algo", "ring"][..],
+            "accepted: all, direct",
+        ),
+        (
+            &[
+                "bench", "alltoall", "--algo", "exchange", "--nodes", "3", "--rails", "1",
+            ][..],
+            "power of k + 1",
+        ),
+        (&["bench", "gather", "--root", "9"][..], "--root 9"),
+        (
+            &["schedule", "show", "scan", "direct"][..],
+            "unknown collective",
+        ),
+        (
+            &["schedule", "show", "allgather", "direct", "--rank", "2"][..],
+            "--rank 2",
+        ),
+        (
+            &["tuning", "show", "--file", "/nonexistent/tuning.toml"][..],
+            "nonexistent",
+        ),
+    ] {
+        let out = railcoll(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing half-written");
+    }
+}
+
+#[test]
+fn tuning_show_prints_a_table_that_parses_back() {
+    let out = railcoll(&["tuning", "show"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let table = railcoll_host::sched::tuning::TuningTable::parse(&text).expect("round trip");
+    assert_eq!(table, railcoll_host::sched::tuning::TuningTable::builtin());
+}
