@@ -770,7 +770,13 @@ fn allgather_exchange(b: &mut Builder) -> Result<(), Error> {
         for (c, ex) in extras.iter().enumerate() {
             for (j, &e) in ex.iter().enumerate() {
                 let others: Vec<u32> = (0..n).filter(|&x| x != e).map(|x| x as u32).collect();
-                put_positions(b, c, e, others, Lane::Rail(j as u8), post);
+                // A lone extra gets the result striped over every rail.
+                let lane = if ex.len() == 1 {
+                    Lane::Stripe
+                } else {
+                    Lane::Rail(j as u8)
+                };
+                put_positions(b, c, e, others, lane, post);
             }
         }
         for ex in &extras {
