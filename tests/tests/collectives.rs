@@ -306,3 +306,49 @@ fn bad_buffers_get_typed_errors() {
         );
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 10, ..proptest::prelude::ProptestConfig::default() })]
+
+    /// Random draws from the whole space (the sweep above rotates sizes
+    /// and roots; this mixes them freely): collective, algorithm, nodes,
+    /// ranks per node, rails, placement, root and block size.
+    #[test]
+    fn random_cases_match_the_definition(
+        coll in 0usize..3,
+        algo in 0usize..14,
+        nodes in proptest::sample::select(vec![1usize, 2, 3, 4, 5, 6, 7, 8, 9, 16]),
+        rpn in 1usize..=4,
+        rails in 1usize..=3,
+        cyclic in proptest::bool::ANY,
+        root in 0usize..64,
+        size in proptest::sample::select(SIZES.to_vec()),
+    ) {
+        let c = Collective::ALL[coll];
+        let a = c.algorithms()[algo % c.algorithms().len()];
+        let n = nodes * rpn;
+        let size = if c == Collective::Alltoall && n > 16 { size.min(4096) } else { size };
+        let params = railcoll_host::sched::Params::new(
+            c,
+            a,
+            railcoll_host::sched::Shape::new(nodes, rpn, 2, rails, if cyclic { Placement::Cyclic } else { Placement::Block }).expect("shape"),
+            root % n,
+            size,
+        );
+        proptest::prop_assume!(railcoll_host::sched::generate(&params).is_ok());
+        let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+            nodes,
+            ranks_per_node: rpn,
+            rails,
+            placement: params.shape.topology.placement(),
+            sockets: 2,
+            arena_size: ((n * n * size.max(1)) * 12 + (8 << 20)).next_power_of_two(),
+            packet_size: 4096,
+            wait_timeout: std::time::Duration::from_secs(30),
+            ..railcoll_emu::ClusterConfig::default()
+        }).expect("cluster");
+        for r in cluster.run(|comm| run_case(comm, c, a, root % n, size)) {
+            proptest::prop_assert_eq!(r.expect("started"), Ok(()));
+        }
+    }
+}
