@@ -666,6 +666,12 @@ impl Comm {
     /// on `rail`, this rank's NIC runs the put with no host involvement (the
     /// event's COPY action injects the RUN_DMA, elan-semantics §5.4).
     pub fn chain_put(&self, chain: &ChainedPut) -> Result<(), Error> {
+        self.post_chain(chain, None)
+    }
+
+    /// Store `chain`'s put as a chain block and arm its trigger; the put
+    /// sets `completion` locally (if any) once delivered.
+    fn post_chain(&self, chain: &ChainedPut, completion: Option<EventId>) -> Result<(), Error> {
         let ChainedPut {
             trigger,
             rail,
@@ -691,12 +697,11 @@ impl Comm {
             vp: dst_rank as u32,
             src_addr: ARENA_VA + src.offset() as u64,
             dst_addr: ARENA_VA + dst.offset() as u64,
-            src_event: None,
+            src_event: completion,
             dst_event: dst_event.map(|d| d.0),
             wake: false,
         })
         .emit(self.rank() as u32);
-        let trigger = &trigger;
         let mut driver = self.driver.borrow_mut();
         let index = driver.store_chain_block(&block)?;
         driver.push_arm_copy(rail, trigger.0, count, index)?;
@@ -748,50 +753,28 @@ impl Comm {
     /// Like [`Comm::chain_put`], with a handle that completes when the NIC
     /// has run the chained put and it was delivered.
     pub fn chain_put_tracked(&self, chain: &ChainedPut) -> Result<PutHandle<'_>, Error> {
-        let ChainedPut {
-            trigger,
-            rail,
-            count,
-            src,
-            dst_rank,
-            dst,
-            dst_event,
-        } = *chain;
-        self.check_rank(dst_rank)?;
-        self.check_rail(rail)?;
-        if src.len() != dst.len() {
-            return Err(Error::OutOfBounds {
-                what: "the remote buffer",
-                offset: 0,
-                len: src.len(),
-                limit: dst.len(),
-            });
-        }
-        let mut driver = self.driver.borrow_mut();
-        let ev = driver.take_completion_event(rail)?;
-        let generation = driver.push_arm_write(rail, ev, 1)?;
-        let block: CommandBlock = Command::Dma(DmaCommand {
-            kind: DmaKind::Put,
-            len: src.len() as u32,
-            vp: dst_rank as u32,
-            src_addr: ARENA_VA + src.offset() as u64,
-            dst_addr: ARENA_VA + dst.offset() as u64,
-            src_event: Some(ev),
-            dst_event: dst_event.map(|d| d.0),
-            wake: false,
-        })
-        .emit(self.rank() as u32);
-        let index = driver.store_chain_block(&block)?;
-        driver.push_arm_copy(rail, trigger.0, count, index)?;
-        driver.ring(rail)?;
-        drop(driver);
+        self.check_rail(chain.rail)?;
+        let (ev, generation) = {
+            let mut driver = self.driver.borrow_mut();
+            let ev = driver.take_completion_event(chain.rail)?;
+            match driver.push_arm_write(chain.rail, ev, 1) {
+                Ok(g) => (ev, g),
+                Err(e) => {
+                    driver.release_completion_event(chain.rail, ev);
+                    return Err(e);
+                }
+            }
+        };
+        // On failure the armed completion word is never set: the event is
+        // lost to this communicator, as after any failed post.
+        self.post_chain(chain, Some(ev))?;
         Ok(PutHandle {
             comm: self,
-            parts: vec![(rail, ev, generation)],
+            parts: vec![(chain.rail, ev, generation)],
             layout: vec![Part {
-                rail,
+                rail: chain.rail,
                 offset: 0,
-                len: src.len(),
+                len: chain.src.len(),
             }],
             done: false,
         })

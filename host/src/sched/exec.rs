@@ -307,14 +307,8 @@ impl Comm {
                             h.wait()?;
                         }
                     }
-                    let policy = match lane {
-                        Lane::Rail(r) => crate::stripe::RailPolicy::Rail(usize::from(*r)),
-                        Lane::Stripe => crate::stripe::RailPolicy::Stripe {
-                            threshold: p.stripe_threshold,
-                        },
-                    };
                     let opts = TransferOptions {
-                        policy: Some(policy),
+                        policy: Some(lane.policy(p.stripe_threshold)),
                         dest_event: signal.map(event).transpose()?,
                         wake: false,
                     };

@@ -100,6 +100,17 @@ pub enum Lane {
     Stripe,
 }
 
+impl Lane {
+    /// The rail policy a put on this lane uses (striping above
+    /// `threshold`).
+    pub fn policy(self, threshold: usize) -> RailPolicy {
+        match self {
+            Lane::Rail(r) => RailPolicy::Rail(usize::from(r)),
+            Lane::Stripe => RailPolicy::Stripe { threshold },
+        }
+    }
+}
+
 /// Direction of a copy between node peers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PeerDir {
@@ -362,11 +373,7 @@ pub fn put_parts(
     to: usize,
     bytes: usize,
 ) -> Vec<PartShape> {
-    let policy = match lane {
-        Lane::Rail(r) => RailPolicy::Rail(usize::from(r)),
-        Lane::Stripe => RailPolicy::Stripe { threshold },
-    };
-    stripe::plan(policy, rails, from, to, bytes, 0)
+    stripe::plan(lane.policy(threshold), rails, from, to, bytes, 0)
         .into_iter()
         .map(|p| PartShape {
             rail: p.rail,
