@@ -546,14 +546,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> i32 {
         }
         Ok(())
     })();
-    match result {
-        Ok(()) => 0,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        Err(e) => {
-            eprintln!("error: writing output: {e}");
-            1
-        }
-    }
+    output_status(result)
 }
 
 fn run_tuning_show(file: Option<&std::path::Path>) -> i32 {
@@ -790,6 +783,11 @@ fn write_output<T: serde::Serialize>(
     } else {
         table(&mut out)
     };
+    output_status(result)
+}
+
+/// The exit status after writing output (a closed pipe is not an error).
+fn output_status(result: std::io::Result<()>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
