@@ -595,11 +595,7 @@ fn run_put(args: &PutArgs) -> i32 {
             if !quiet {
                 eprintln!();
             }
-            eprintln!("error: {e}");
-            return match e {
-                crate::EmuError::Config(_) => 2,
-                _ => 1,
-            };
+            return run_failed(&e);
         }
     };
     if !quiet {
@@ -717,13 +713,7 @@ fn run_coll(cluster: &ClusterArgs, bench: &CollBench<'_>) -> i32 {
     };
     let records = match bench::coll_bench(cfg, bench, &progress) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return match e {
-                crate::EmuError::Config(_) => 2,
-                _ => 1,
-            };
-        }
+        Err(e) => return run_failed(&e),
     };
     if !quiet {
         eprintln!();
@@ -784,6 +774,16 @@ fn write_output<T: serde::Serialize>(
         table(&mut out)
     };
     output_status(result)
+}
+
+/// Report a failed run: status 2 for a configuration the user gave, 1
+/// otherwise.
+fn run_failed(e: &crate::EmuError) -> i32 {
+    eprintln!("error: {e}");
+    match e {
+        crate::EmuError::Config(_) => 2,
+        _ => 1,
+    }
 }
 
 /// The exit status after writing output (a closed pipe is not an error).

@@ -897,9 +897,19 @@ fn allgather_ring(b: &mut Builder) -> Result<(), Error> {
 /// unit (`unit` blocks) at scratch[0..unit] and ends with member (i + j)'s
 /// unit at scratch[j*unit..]. Round with stride s: from each of (i + d*s)
 /// for d = 1..k, the first min(s, M - d*s) units, on rail d-1.
-fn bruck_rounds(b: &mut Builder, ranks: &[usize], unit: u32) {
+/// `overlap(b, i)` adds member i's steps that overlap its first round
+/// (after posting its puts, before waiting); with one member, it runs alone.
+fn bruck_rounds(
+    b: &mut Builder,
+    ranks: &[usize],
+    unit: u32,
+    overlap: &mut dyn FnMut(&mut Builder, usize),
+) {
     let m = ranks.len();
     let radix = b.k + 1;
+    if m == 1 {
+        overlap(b, 0);
+    }
     let mut have = 1;
     while have < m {
         let c = b.counter();
@@ -919,6 +929,9 @@ fn bruck_rounds(b: &mut Builder, ranks: &[usize], unit: u32) {
                     c,
                 );
             }
+            if have == 1 {
+                overlap(b, i);
+            }
             b.wait(ranks[i], c);
         }
         have = (have * radix).min(m);
@@ -931,7 +944,7 @@ fn allgather_bruck(b: &mut Builder) -> Result<(), Error> {
         b.copy(p, Region::one(Buf::Send, 0), Region::one(Buf::Scratch, 0));
     }
     let ranks: Vec<usize> = (0..n).collect();
-    bruck_rounds(b, &ranks, 1);
+    bruck_rounds(b, &ranks, 1, &mut |_, _| {});
     for p in 0..n {
         // The final local shift: scratch[j] holds rank (p + j)'s block.
         let pairs = (0..n).map(|j| (j as u32, ((p + j) % n) as u32)).collect();
@@ -1061,65 +1074,20 @@ fn smp_allgather_bruck(b: &mut Builder) -> Result<(), Error> {
     };
     // Phase 2 with the overlap: masters post round one, then place their
     // own node's blocks while it flies.
-    let radix = b.k + 1;
     for node in 0..nodes {
         let m = masters[node];
         node_announce(b, m, node, local_ready);
     }
-    let c_first = if nodes > 1 { Some(b.counter()) } else { None };
-    for node in 0..nodes {
-        let m = masters[node];
-        if let Some(c) = c_first {
-            for d in 1..radix {
-                if d >= nodes {
-                    break;
-                }
-                let to = masters[(node + nodes - d) % nodes];
-                b.put(
-                    m,
-                    to,
-                    Region::new(Buf::Scratch, 0, l),
-                    Region::new(Buf::Scratch, d as u32 * l, l),
-                    Lane::Rail((d - 1) as u8),
-                    c,
-                );
-            }
-        }
+    bruck_rounds(b, &masters, l, &mut |b, node| {
         let own = pairs(b, node, 0, 1);
         for (s, d, cnt) in paired_runs(own) {
             b.copy(
-                m,
+                masters[node],
                 Region::new(Buf::Scratch, s, cnt),
                 Region::new(Buf::Recv, d, cnt),
             );
         }
-        if let Some(c) = c_first {
-            b.wait(m, c);
-        }
-    }
-    // Remaining rounds (the first has moved `radix` units, or all).
-    let mut have = radix.min(nodes);
-    while have < nodes {
-        let c = b.counter();
-        for i in 0..nodes {
-            for d in 1..radix {
-                if d * have >= nodes {
-                    break;
-                }
-                let count = have.min(nodes - d * have) as u32 * l;
-                b.put(
-                    masters[i],
-                    masters[(i + nodes - (d * have) % nodes) % nodes],
-                    Region::new(Buf::Scratch, 0, count),
-                    Region::new(Buf::Scratch, (d * have) as u32 * l, count),
-                    Lane::Rail((d - 1) as u8),
-                    c,
-                );
-            }
-            b.wait(masters[i], c);
-        }
-        have = (have * radix).min(nodes);
-    }
+    });
     for node in 0..nodes {
         let m = masters[node];
         let rest = pairs(b, node, 1, nodes);
