@@ -9,7 +9,7 @@ use railcoll_fw::abi::packet::PacketHeader;
 use railcoll_fw::abi::{ContextIndex, MAX_CONTEXTS};
 use railcoll_fw::engine::Engine;
 use railcoll_fw::engine::hw::{
-    BusError, Clock, HostMemory, HostWake, Link, PayloadSource, RegisterFile,
+    BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, RegisterFile,
 };
 use railcoll_host::dma_mem::DmaMemory;
 use railcoll_host::env::Waker;
@@ -65,7 +65,7 @@ impl EmuBoard {
     }
 }
 
-fn range(phys: u64) -> Result<usize, BusError> {
+pub(crate) fn range(phys: u64) -> Result<usize, BusError> {
     usize::try_from(phys).map_err(|_| BusError)
 }
 
@@ -109,31 +109,40 @@ impl Link for EmuBoard {
     }
 
     fn deliver(&mut self, payload: &Option<PayloadRef>, phys: u64) -> Result<(), BusError> {
-        let Some(p) = payload else {
-            return Ok(());
-        };
-        let src = self.memories.get(p.node as usize).ok_or(BusError)?;
-        let (dst_off, src_off) = (range(phys)?, range(p.phys)?);
-        if p.len == 8 && dst_off.is_multiple_of(8) {
-            // An aligned 8-byte payload lands as one atomic store, as an
-            // aligned 8-byte PCIe write does: hosts poll such words (RDMA
-            // barrier flags) and must never see them torn.
-            let mut word = [0u8; 8];
-            src.read(src_off, &mut word).map_err(|_| BusError)?;
-            return self
-                .memory
-                .store_u64(
-                    dst_off,
-                    u64::from_le_bytes(word),
-                    std::sync::atomic::Ordering::Release,
-                )
-                .map_err(|_| BusError);
-        }
-        // The one copy of the put path: sender's memory -> this node's.
-        self.memory
-            .copy_from(dst_off, src, src_off, p.len as usize)
-            .map_err(|_| BusError)
+        deliver_payload(&self.memory, &self.memories, payload, phys)
     }
+}
+
+/// Write a received payload into `memory` (this node's) at `phys`, copying
+/// it straight from the sender node's memory: the one copy of the put path.
+pub(crate) fn deliver_payload(
+    memory: &DmaMemory,
+    memories: &[DmaMemory],
+    payload: &Option<PayloadRef>,
+    phys: u64,
+) -> Result<(), BusError> {
+    let Some(p) = payload else {
+        return Ok(());
+    };
+    let src = memories.get(p.node as usize).ok_or(BusError)?;
+    let (dst_off, src_off) = (range(phys)?, range(p.phys)?);
+    if p.len == 8 && dst_off.is_multiple_of(8) {
+        // An aligned 8-byte payload lands as one atomic store, as an
+        // aligned 8-byte PCIe write does: hosts poll such words (RDMA
+        // barrier flags) and must never see them torn.
+        let mut word = [0u8; 8];
+        src.read(src_off, &mut word).map_err(|_| BusError)?;
+        return memory
+            .store_u64(
+                dst_off,
+                u64::from_le_bytes(word),
+                std::sync::atomic::Ordering::Release,
+            )
+            .map_err(|_| BusError);
+    }
+    memory
+        .copy_from(dst_off, src, src_off, p.len as usize)
+        .map_err(|_| BusError)
 }
 
 impl RegisterFile for EmuBoard {
@@ -164,3 +173,5 @@ impl HostWake for EmuBoard {
         }
     }
 }
+
+impl Meter for EmuBoard {}

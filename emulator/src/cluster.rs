@@ -26,6 +26,7 @@ use railcoll_host::{Comm, CommConfig, Placement, RailPolicy, Topology};
 
 use crate::board::{EMU_MAX_NODES, EmuBoard};
 use crate::memory::NodeMemory;
+use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
 use crate::rail::Rail;
 use crate::registers::SharedRegisters;
 use crate::worker::{EngineFactory, Notifier, WorkerPool};
@@ -71,6 +72,47 @@ pub struct ClusterConfig {
     /// Sockets per node (multi-leader all-gather places one leader per
     /// socket; local ranks are spread evenly over sockets).
     pub sockets: usize,
+    /// Free-running threads and wall time, or virtual time.
+    pub mode: Mode,
+    /// Seed of the run (recorded in modeled traces and watchdog reports).
+    pub seed: u64,
+}
+
+/// How the emulator runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Free-running OS threads, wall-clock time: exercises real
+    /// concurrency and measures the software path itself.
+    #[default]
+    Threads,
+    /// Deterministic virtual time with costs from a profile.
+    Modeled,
+}
+
+impl Mode {
+    /// Every mode, by name.
+    pub const ALL: [(&'static str, Mode); 2] =
+        [("threads", Mode::Threads), ("modeled", Mode::Modeled)];
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Threads => "threads",
+            Mode::Modeled => "modeled",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Mode::ALL
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, m)| *m)
+            .ok_or_else(|| format!("unknown mode `{s}` (accepted: threads, modeled)"))
+    }
 }
 
 /// Default packet size in threads mode. Elan4 used 2 KiB packets; emulating
@@ -93,6 +135,8 @@ impl Default for ClusterConfig {
             cq_log2: 8,
             wait_timeout: std::time::Duration::from_secs(120),
             sockets: 1,
+            mode: Mode::Threads,
+            seed: 0,
         }
     }
 }
@@ -158,12 +202,23 @@ impl ClusterConfig {
 }
 
 /// A node's NICs, as the host driver sees them.
-#[derive(Debug)]
 pub struct EmuDevice {
     memory: Arc<NodeMemory>,
-    registers: Vec<Arc<SharedRegisters>>,
+    registers: Vec<Arc<dyn RegisterIo>>,
     admin: Mutex<()>,
     segments: Mutex<std::collections::HashMap<u64, railcoll_host::mmap::WeakMapping>>,
+    /// In modeled mode, a rank that finds the admin lock taken yields to
+    /// the sequencer instead of blocking its thread (which holds the baton).
+    kernel: Option<Arc<Kernel>>,
+}
+
+impl std::fmt::Debug for EmuDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmuDevice")
+            .field("rails", &self.registers.len())
+            .field("modeled", &self.kernel.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Device for EmuDevice {
@@ -186,6 +241,19 @@ impl Device for EmuDevice {
     }
 
     fn admin_lock(&self) -> MutexGuard<'_, ()> {
+        if let (Some(kernel), Some(rank)) = (&self.kernel, crate::modeled::kernel::current_rank()) {
+            loop {
+                match self.admin.try_lock() {
+                    Ok(g) => return g,
+                    Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) => {
+                        if kernel.wait_admin(rank).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
         self.admin.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -221,6 +289,22 @@ impl Device for EmuDevice {
     }
 }
 
+/// What drives the NICs.
+#[derive(Debug)]
+enum Backend {
+    Threads {
+        wakers: Arc<[Waker]>,
+        wait: Arc<ParkingWait>,
+        epoch: Instant,
+        // Dropped last: stops the NIC workers.
+        _pool: WorkerPool,
+    },
+    Modeled {
+        kernel: Arc<Kernel>,
+        profile: Arc<Profile>,
+    },
+}
+
 /// A running emulated cluster.
 #[derive(Debug)]
 pub struct Cluster {
@@ -228,15 +312,110 @@ pub struct Cluster {
     topology: Topology,
     devices: Vec<Arc<EmuDevice>>,
     memories: Vec<Arc<NodeMemory>>,
-    wakers: Arc<[Waker]>,
-    wait: Arc<ParkingWait>,
-    // Dropped last: stops the NIC workers.
-    _pool: WorkerPool,
+    backend: Backend,
+}
+
+fn node_memories(cfg: &ClusterConfig) -> Result<Vec<Arc<NodeMemory>>, EmuError> {
+    let per_rank = cfg.arena_size + (1 << 20) * cfg.rails + (256 << 10);
+    Ok((0..cfg.nodes)
+        .map(|_| NodeMemory::new(per_rank * cfg.ranks_per_node).map(Arc::new))
+        .collect::<Result<_, _>>()?)
+}
+
+fn device(
+    memory: &Arc<NodeMemory>,
+    registers: Vec<Arc<dyn RegisterIo>>,
+    kernel: Option<Arc<Kernel>>,
+) -> Arc<EmuDevice> {
+    Arc::new(EmuDevice {
+        memory: Arc::clone(memory),
+        registers,
+        admin: Mutex::new(()),
+        segments: Mutex::new(std::collections::HashMap::new()),
+        kernel,
+    })
 }
 
 impl Cluster {
-    /// Build the cluster and bring every NIC up.
+    /// Build the cluster and bring every NIC up (modeled mode uses the
+    /// default profile, [`crate::modeled::DEFAULT_PROFILE`]).
     pub fn new(cfg: ClusterConfig) -> Result<Self, EmuError> {
+        match cfg.mode {
+            Mode::Threads => Self::threads(cfg),
+            Mode::Modeled => {
+                let profile = Profile::builtin(crate::modeled::DEFAULT_PROFILE)
+                    .map_err(|e| EmuError::Config(e.to_string()))?;
+                Self::modeled(cfg, profile)
+            }
+        }
+    }
+
+    /// Build a cluster in modeled mode with `profile` (the packet size is
+    /// the profile's: it is a property of the hardware modeled).
+    pub fn modeled(cfg: ClusterConfig, profile: Profile) -> Result<Self, EmuError> {
+        let cfg = ClusterConfig {
+            mode: Mode::Modeled,
+            packet_size: profile.packet_size,
+            ..cfg
+        };
+        let topology = cfg.validate()?;
+        let memories = node_memories(&cfg)?;
+        let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
+        let (kernel, regs) = Kernel::new(
+            topology,
+            cfg.rails,
+            cfg.sockets,
+            profile.costs(),
+            cfg.seed,
+            views,
+        )?;
+        let devices: Vec<Arc<EmuDevice>> = memories
+            .iter()
+            .zip(&regs)
+            .enumerate()
+            .map(|(node, (m, node_regs))| {
+                let io: Vec<Arc<dyn RegisterIo>> = node_regs
+                    .iter()
+                    .enumerate()
+                    .map(|(rail, r)| {
+                        Arc::new(ModelRegs {
+                            regs: Arc::clone(r),
+                            kernel: Arc::clone(&kernel),
+                            nic: node * cfg.rails + rail,
+                        }) as Arc<dyn RegisterIo>
+                    })
+                    .collect();
+                device(m, io, Some(Arc::clone(&kernel)))
+            })
+            .collect();
+        let wait = SetupWait {
+            kernel: Arc::clone(&kernel),
+        };
+        for (device, node_regs) in devices.iter().zip(&regs) {
+            for (rail, shared) in node_regs.iter().enumerate() {
+                wait.wait_until(&mut || shared.nic_read(regs::ID) == regs::ID_VALUE)
+                    .map_err(railcoll_host::Error::from)?;
+                railcoll_host::driver::mailbox_call(
+                    &*device.registers[rail],
+                    &wait,
+                    MailboxOp::SetParam,
+                    [Param::PacketSize as u64, cfg.packet_size as u64, 0, 0],
+                )?;
+            }
+        }
+        Ok(Self {
+            cfg,
+            topology,
+            devices,
+            memories,
+            backend: Backend::Modeled {
+                kernel,
+                profile: Arc::new(profile),
+            },
+        })
+    }
+
+    fn threads(cfg: ClusterConfig) -> Result<Self, EmuError> {
         let topology = cfg.validate()?;
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         // Leave a core to the ranks: with more busy threads than cores every
@@ -246,10 +425,7 @@ impl Cluster {
             .unwrap_or_else(|| cfg.rails.min(cores.saturating_sub(1)))
             .max(1);
         let epoch = Instant::now();
-        let per_rank = cfg.arena_size + (1 << 20) * cfg.rails + (256 << 10);
-        let memories: Vec<Arc<NodeMemory>> = (0..cfg.nodes)
-            .map(|_| NodeMemory::new(per_rank * cfg.ranks_per_node).map(Arc::new))
-            .collect::<Result<_, _>>()?;
+        let memories = node_memories(&cfg)?;
         let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
         let wakers: Arc<[Waker]> = (0..cfg.nodes * MAX_CONTEXTS)
             .map(|_| Waker::new())
@@ -268,7 +444,7 @@ impl Cluster {
             let (rail, inboxes) = Rail::new(notifiers.clone());
             let rail = Arc::new(rail);
             for (node, (inbox, notifier)) in inboxes.into_iter().zip(notifiers).enumerate() {
-                let regs = SharedRegisters::new(notifier.clone());
+                let regs = SharedRegisters::new(Some(notifier.clone()));
                 registers[node].push(Arc::clone(&regs));
                 let (views, rail, wakers) =
                     (Arc::clone(&views), Arc::clone(&rail), Arc::clone(&wakers));
@@ -284,25 +460,13 @@ impl Cluster {
             }
         }
         let pool = WorkerPool::start(signals, factories, epoch)?;
-        let devices: Vec<Arc<EmuDevice>> = memories
-            .iter()
-            .zip(registers)
-            .map(|(m, r)| {
-                Arc::new(EmuDevice {
-                    memory: Arc::clone(m),
-                    registers: r,
-                    admin: Mutex::new(()),
-                    segments: Mutex::new(std::collections::HashMap::new()),
-                })
-            })
-            .collect();
         let wait = Arc::new(ParkingWait::new(
             64,
             std::time::Duration::from_micros(50),
             cfg.wait_timeout,
         ));
-        for device in &devices {
-            for regs in &device.registers {
+        for node_regs in &registers {
+            for regs in node_regs {
                 wait.wait_until(&mut || regs.nic_read(regs::ID) == regs::ID_VALUE)
                     .map_err(railcoll_host::Error::from)?;
                 railcoll_host::driver::mailbox_call(
@@ -313,14 +477,25 @@ impl Cluster {
                 )?;
             }
         }
+        let devices: Vec<Arc<EmuDevice>> = memories
+            .iter()
+            .zip(registers)
+            .map(|(m, r)| {
+                let io = r.into_iter().map(|r| r as Arc<dyn RegisterIo>).collect();
+                device(m, io, None)
+            })
+            .collect();
         Ok(Self {
             cfg,
             topology,
             devices,
             memories,
-            wakers,
-            wait,
-            _pool: pool,
+            backend: Backend::Threads {
+                wakers,
+                wait,
+                epoch,
+                _pool: pool,
+            },
         })
     }
 
@@ -332,6 +507,37 @@ impl Cluster {
     /// The job shape.
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// The sequencer, in modeled mode.
+    pub fn kernel(&self) -> Option<&Arc<Kernel>> {
+        match &self.backend {
+            Backend::Modeled { kernel, .. } => Some(kernel),
+            Backend::Threads { .. } => None,
+        }
+    }
+
+    /// The calibration profile, in modeled mode.
+    pub fn profile(&self) -> Option<&Profile> {
+        match &self.backend {
+            Backend::Modeled { profile, .. } => Some(profile),
+            Backend::Threads { .. } => None,
+        }
+    }
+
+    /// The calling rank's clock in nanoseconds: virtual time in modeled
+    /// mode (the rank's own clock), wall time since start in threads mode.
+    pub fn now_ns(&self) -> f64 {
+        match &self.backend {
+            Backend::Threads { epoch, .. } => epoch.elapsed().as_nanos() as f64,
+            Backend::Modeled { kernel, .. } => {
+                let ps = match crate::modeled::kernel::current_rank() {
+                    Some(r) => kernel.rank_time_ps(r),
+                    None => kernel.now_ps(),
+                };
+                ps as f64 / 1000.0
+            }
+        }
     }
 
     /// The communicator configuration rank `rank` gets.
@@ -348,7 +554,10 @@ impl Cluster {
 
     /// Run `f` on every rank (one thread each) and collect each rank's
     /// result, or the error that kept it from starting. A panic in any rank
-    /// is re-raised after every rank has finished.
+    /// is re-raised after every rank has finished. In modeled mode the
+    /// threads run one at a time under the sequencer; a run the watchdog
+    /// stops returns timeouts from the blocked ranks, and
+    /// [`Kernel::failure`] holds the report.
     pub fn run<R, F>(&self, f: F) -> Vec<Result<R, railcoll_host::Error>>
     where
         R: Send,
@@ -357,36 +566,10 @@ impl Cluster {
         for m in &self.memories {
             m.reset();
         }
-        let size = self.topology.size();
-        let barrier = Barrier::new(size);
-        let mut results: Vec<Option<std::thread::Result<Result<R, railcoll_host::Error>>>> =
-            (0..size).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..size)
-                .map(|rank| {
-                    let (f, barrier) = (&f, &barrier);
-                    std::thread::Builder::new()
-                        .name(format!("rank-{rank}"))
-                        .spawn_scoped(scope, move || {
-                            let outcome =
-                                catch_unwind(AssertUnwindSafe(|| self.rank_main(rank, f, barrier)));
-                            barrier.wait();
-                            // The communicator is dropped (contexts detached)
-                            // only after every rank is done with the others.
-                            outcome.map(|r| {
-                                r.map(|(value, comm)| {
-                                    drop(comm);
-                                    value
-                                })
-                            })
-                        })
-                        .expect("spawn rank thread")
-                })
-                .collect();
-            for (rank, h) in handles.into_iter().enumerate() {
-                results[rank] = Some(h.join().unwrap_or_else(Err));
-            }
-        });
+        let results = match &self.backend {
+            Backend::Threads { .. } => self.run_threads(&f),
+            Backend::Modeled { kernel, .. } => self.run_modeled(kernel, &f),
+        };
         results
             .into_iter()
             .map(|r| match r {
@@ -397,34 +580,119 @@ impl Cluster {
             .collect()
     }
 
-    fn rank_main<R, F>(
-        &self,
-        rank: usize,
-        f: &F,
-        barrier: &Barrier,
-    ) -> Result<(R, Comm), railcoll_host::Error>
+    fn run_threads<R, F>(&self, f: &F) -> Vec<Option<RankOutcome<R>>>
     where
-        F: Fn(&Comm) -> R,
+        R: Send,
+        F: Fn(&Comm) -> R + Sync,
     {
-        let opened = self.open_comm(rank);
-        // Opening is collective (like MPI_Init): no rank may address a peer
-        // before the peer's context is attached on every rail.
-        barrier.wait();
-        let comm = opened?;
-        let value = f(&comm);
-        Ok((value, comm))
+        let size = self.topology.size();
+        let barrier = Barrier::new(size);
+        let mut results: Vec<Option<RankOutcome<R>>> = (0..size).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..size)
+                .map(|rank| {
+                    let barrier = &barrier;
+                    std::thread::Builder::new()
+                        .name(format!("rank-{rank}"))
+                        .spawn_scoped(scope, move || {
+                            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                                let opened = self.open_comm(rank);
+                                // Opening is collective (like MPI_Init): no rank
+                                // may address a peer before the peer's context
+                                // is attached on every rail.
+                                barrier.wait();
+                                opened.map(|comm| (f(&comm), comm))
+                            }));
+                            barrier.wait();
+                            // The communicator is dropped (contexts detached)
+                            // only after every rank is done with the others.
+                            close(outcome)
+                        })
+                        .expect("spawn rank thread")
+                })
+                .collect();
+            for (rank, h) in handles.into_iter().enumerate() {
+                results[rank] = Some(h.join().unwrap_or_else(Err));
+            }
+        });
+        results
+    }
+
+    fn run_modeled<R, F>(&self, kernel: &Arc<Kernel>, f: &F) -> Vec<Option<RankOutcome<R>>>
+    where
+        R: Send,
+        F: Fn(&Comm) -> R + Sync,
+    {
+        let size = self.topology.size();
+        let mut results: Vec<Option<RankOutcome<R>>> = (0..size).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..size)
+                .map(|rank| {
+                    let kernel = Arc::clone(kernel);
+                    std::thread::Builder::new()
+                        .name(format!("rank-{rank}"))
+                        .stack_size(RANK_STACK)
+                        .spawn_scoped(scope, move || {
+                            kernel.start_rank(rank);
+                            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                                let opened = self.open_comm(rank);
+                                let met = kernel.rendezvous(rank);
+                                let comm = opened?;
+                                met.map_err(|e| railcoll_host::Error::Config(e.0))?;
+                                Ok((f(&comm), comm))
+                            }));
+                            let _ = kernel.rendezvous(rank);
+                            let result = close(outcome);
+                            kernel.finish(rank);
+                            result
+                        })
+                        .expect("spawn rank thread")
+                })
+                .collect();
+            kernel.begin_run(handles.iter().map(|h| h.thread().clone()).collect());
+            kernel.drive_run();
+            for (rank, h) in handles.into_iter().enumerate() {
+                results[rank] = Some(h.join().unwrap_or_else(Err));
+            }
+        });
+        results
     }
 
     fn open_comm(&self, rank: usize) -> Result<Comm, railcoll_host::Error> {
         let (node, local) = self.topology.locate(rank)?;
-        if let Some(w) = self.wakers.get(node * MAX_CONTEXTS + local) {
-            w.register_current();
-        }
         let device: Arc<dyn Device> = self.devices[node].clone();
-        let node_wakers = self.wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS].to_vec();
-        let wait: Arc<dyn WaitHook> = Arc::new(NodeWait::new(Arc::clone(&self.wait), node_wakers));
+        let wait: Arc<dyn WaitHook> = match &self.backend {
+            Backend::Threads { wakers, wait, .. } => {
+                if let Some(w) = wakers.get(node * MAX_CONTEXTS + local) {
+                    w.register_current();
+                }
+                let node_wakers = wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS].to_vec();
+                Arc::new(NodeWait::new(Arc::clone(wait), node_wakers))
+            }
+            Backend::Modeled { kernel, .. } => Arc::new(ModelWait {
+                kernel: Arc::clone(kernel),
+                rank,
+            }),
+        };
         Comm::new(self.comm_config(rank), device, wait)
     }
+}
+
+/// Stack of a modeled rank thread (it also polls NIC engines inline).
+const RANK_STACK: usize = 4 << 20;
+
+type RankOutcome<R> = std::thread::Result<Result<R, railcoll_host::Error>>;
+
+/// Drop the communicator (detaching its contexts) and keep the value.
+fn close<R>(
+    outcome: std::thread::Result<Result<(R, Comm), railcoll_host::Error>>,
+) -> RankOutcome<R> {
+    outcome.map(|r| {
+        r.map(|(value, comm)| {
+            drop(comm);
+            value
+        })
+    })
 }
 
 #[cfg(test)]

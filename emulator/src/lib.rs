@@ -16,7 +16,10 @@
 //! - [`board`]: the firmware's hardware traits implemented over the above.
 //! - [`worker`]: the pool of NIC worker threads (never more than cores;
 //!   idle workers park and are woken by doorbells and packets).
-//! - [`cluster`]: building a cluster and running a closure on every rank.
+//! - [`modeled`]: modeled mode: calibration profiles, the modeled board
+//!   and the sequencer that runs everything in deterministic virtual time.
+//! - [`cluster`]: building a cluster (threads or modeled) and running a
+//!   closure on every rank.
 //! - [`bench`]: the measurements behind `railcoll bench`, each reported
 //!   beside a baseline measured in the same run.
 //! - [`cli`]: the `railcoll` command line.
@@ -26,8 +29,9 @@ pub mod board;
 pub mod cli;
 pub mod cluster;
 pub mod memory;
+pub mod modeled;
 pub mod rail;
 pub mod registers;
 pub mod worker;
 
-pub use cluster::{Cluster, ClusterConfig, EmuError};
+pub use cluster::{Cluster, ClusterConfig, EmuError, Mode};

@@ -59,53 +59,13 @@ impl Rail {
     /// Switch a packet: unicast to its destination, replicate a broadcast,
     /// absorb a barrier arrival (and release the group once complete).
     pub fn switch(&self, packet: WirePacket) -> bool {
-        let collective = matches!(
-            PacketType::from_u8(packet.header.ptype),
-            Some(PacketType::Bcast | PacketType::BarrierArrive)
-        );
-        if !collective {
+        if !is_collective(&packet) {
             return self.deliver(packet.header.dst_node.get() as usize, packet);
         }
-        let decision = self
-            .switch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .forward(&packet.header);
-        match decision {
-            Forward::Drop => true,
-            Forward::Unicast(node) => self.deliver(node as usize, packet),
-            Forward::Replicate { low, high, except } => {
-                for node in low..=high {
-                    if node != except {
-                        self.deliver(node as usize, packet);
-                    }
-                }
-                true
-            }
-            Forward::ReleaseAll(barrier) => {
-                for node in barrier.low_node..=barrier.high_node {
-                    let header = switch::release(&barrier, node);
-                    self.deliver(
-                        node as usize,
-                        WirePacket {
-                            header,
-                            payload: None,
-                        },
-                    );
-                }
-                true
-            }
-            Forward::ReleaseOne(barrier, node) => {
-                let header = switch::release(&barrier, node);
-                self.deliver(
-                    node as usize,
-                    WirePacket {
-                        header,
-                        payload: None,
-                    },
-                )
-            }
-        }
+        let mut ok = true;
+        let mut sw = self.switch.lock().unwrap_or_else(|p| p.into_inner());
+        route_collective(&mut sw, packet, &mut |node, p| ok &= self.deliver(node, p));
+        ok
     }
 
     /// Put a packet in `node`'s inbox. False if there is no such node.
@@ -117,6 +77,56 @@ impl Rail {
                 ok
             }
             _ => false,
+        }
+    }
+}
+
+/// Does the switch (rather than a plain crossbar) handle this packet?
+pub fn is_collective(packet: &WirePacket) -> bool {
+    matches!(
+        PacketType::from_u8(packet.header.ptype),
+        Some(PacketType::Bcast | PacketType::BarrierArrive)
+    )
+}
+
+/// Route a collective packet through `switch`: `out(node, packet)` for each
+/// copy it sends on (none while a barrier is still combining).
+pub fn route_collective(
+    switch: &mut Switch,
+    packet: WirePacket,
+    out: &mut dyn FnMut(usize, WirePacket),
+) {
+    match switch.forward(&packet.header) {
+        Forward::Drop => {}
+        Forward::Unicast(node) => out(node as usize, packet),
+        Forward::Replicate { low, high, except } => {
+            for node in low..=high {
+                if node != except {
+                    out(node as usize, packet);
+                }
+            }
+        }
+        Forward::ReleaseAll(barrier) => {
+            for node in barrier.low_node..=barrier.high_node {
+                let header = switch::release(&barrier, node);
+                out(
+                    node as usize,
+                    WirePacket {
+                        header,
+                        payload: None,
+                    },
+                );
+            }
+        }
+        Forward::ReleaseOne(barrier, node) => {
+            let header = switch::release(&barrier, node);
+            out(
+                node as usize,
+                WirePacket {
+                    header,
+                    payload: None,
+                },
+            );
         }
     }
 }

@@ -19,12 +19,13 @@ use crate::worker::Notifier;
 pub struct SharedRegisters {
     words: Vec<AtomicU64>,
     doorbells: AtomicU64,
-    notifier: Notifier,
+    notifier: Option<Notifier>,
 }
 
 impl SharedRegisters {
-    /// A zeroed register file whose doorbells wake `notifier`.
-    pub fn new(notifier: Notifier) -> Arc<Self> {
+    /// A zeroed register file whose doorbells wake `notifier` (threads
+    /// mode); with `None` the owner polls the NIC itself (modeled mode).
+    pub fn new(notifier: Option<Notifier>) -> Arc<Self> {
         Arc::new(Self {
             words: (0..regs::BAR0_SIZE / 8)
                 .map(|_| AtomicU64::new(0))
@@ -52,6 +53,12 @@ impl SharedRegisters {
         if let Some(w) = self.word(offset) {
             w.store(value, Ordering::Release);
         }
+    }
+
+    /// Did the last write to `offset` ring a doorbell? (`CQ_TAIL`,
+    /// `MBOX_CMD`.)
+    pub fn is_doorbell(offset: u32) -> bool {
+        offset == regs::MBOX_CMD || matches!(regs::decode_ctx_reg(offset), Some((_, regs::CQ_TAIL)))
     }
 
     /// Firmware-side: take the pending doorbells.
@@ -83,7 +90,9 @@ impl RegisterIo for SharedRegisters {
         };
         if bell != 0 {
             self.doorbells.fetch_or(bell, Ordering::AcqRel);
-            self.notifier.notify();
+            if let Some(n) = &self.notifier {
+                n.notify();
+            }
         }
     }
 }

@@ -202,6 +202,7 @@ impl PutHandle<'_> {
                 .iter()
                 .all(|&(r, e, g)| driver.test_completion(r, e, g).is_some())
             {
+                driver.wait_hook().idle_poll();
                 return None;
             }
         }
@@ -324,6 +325,7 @@ impl Comm {
         {
             let driver = comm.driver.borrow();
             let arena = driver.arena();
+            driver.wait_hook().before_shared_write();
             comm.shm
                 .borrow()
                 .publish_arena(arena.phys, arena.mem.len())?;

@@ -35,7 +35,7 @@ use railcoll_fw::abi::{ABI_MAJOR, ErrorCode, MAX_REGIONS};
 use zerocopy::FromBytes;
 
 use crate::device::{Device, DmaBuffer};
-use crate::env::WaitHook;
+use crate::env::{WaitHook, WordTest, WordWatch};
 use crate::error::Error;
 use crate::regio::RegisterIo;
 use crate::topology::Topology;
@@ -537,14 +537,19 @@ impl Driver {
     /// Wait for a set of (rail, event, generation) completions; the first
     /// error is returned after all have completed.
     pub fn wait_completions(&self, parts: &[(usize, EventId, u64)]) -> Result<(), Error> {
+        let watches: Vec<WordWatch> = parts
+            .iter()
+            .map(|&(rail, ev, generation)| WordWatch {
+                mem: self.control.mem.clone(),
+                offset: self.word_offset(rail, ev),
+                mask: MAX_WRITE_VALUE,
+                test: WordTest::Equals(generation),
+            })
+            .collect();
+        self.wait.wait_words(&watches)?;
         let mut result = Ok(());
         for &(rail, ev, generation) in parts {
-            let mut status = None;
-            self.wait.wait_until(&mut || {
-                status = self.test_completion(rail, ev, generation);
-                status.is_some()
-            })?;
-            if let Some(code) = status
+            if let Some(code) = self.test_completion(rail, ev, generation)
                 && !code.is_ok()
                 && result.is_ok()
             {

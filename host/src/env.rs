@@ -6,20 +6,87 @@
 //! deterministic modeled mode it hands control to the scheduler. The host
 //! code is the same in both.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
+
+use crate::dma_mem::DmaMemory;
 
 /// A wait gave up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("wait did not complete within {0:?}")]
 pub struct WaitTimeout(pub Duration);
 
+/// How a watched word is tested.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WordTest {
+    /// The masked word equals this value.
+    Equals(u64),
+    /// The masked word has reached this count (wrap-safe `>=`, the epoch
+    /// comparison of [`crate::shm::reached`]).
+    Reaches(u64),
+}
+
+/// A word of DMA or shared memory a rank waits on, in a form the
+/// environment can test without running the rank (a modeled environment
+/// tests it whenever a NIC writes that node's memory).
+#[derive(Clone, Debug)]
+pub struct WordWatch {
+    /// The memory holding the word.
+    pub mem: DmaMemory,
+    /// Its offset (8-byte aligned).
+    pub offset: usize,
+    /// Bits that take part in the test.
+    pub mask: u64,
+    /// The test.
+    pub test: WordTest,
+}
+
+impl WordWatch {
+    /// Is the condition met now? (A word out of range never is.)
+    pub fn ready(&self) -> bool {
+        self.mem
+            .load_u64(self.offset, Ordering::Acquire)
+            .is_ok_and(|v| match self.test {
+                WordTest::Equals(x) => v & self.mask == x,
+                WordTest::Reaches(x) => crate::shm::reached(v & self.mask, x),
+            })
+    }
+}
+
 /// How a rank blocks, and how it wakes the ranks of its node.
+///
+/// The hooks beyond `wait_until` exist for environments that keep virtual
+/// time (the emulator's modeled mode); their defaults are right for real
+/// threads on real hardware.
 pub trait WaitHook: Send + Sync {
     /// Return once `ready()` is true. `ready` is cheap and side-effect free
     /// apart from reading memory; it is called repeatedly.
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout>;
+    /// Return once every watched word passes its test.
+    fn wait_words(&self, words: &[WordWatch]) -> Result<(), WaitTimeout> {
+        self.wait_until(&mut || words.iter().all(WordWatch::ready))
+    }
+    /// The rank is about to write memory that other ranks poll directly (a
+    /// shared-memory flag, a peer's buffer). A modeled environment first
+    /// brings the rank's clock to the present, so that no rank can observe
+    /// the write before it happens in virtual time.
+    fn before_shared_write(&self) {}
+    /// The rank is about to copy `bytes` with the CPU (between sockets if
+    /// `cross_socket`); a modeled environment charges the time.
+    fn host_copy(&self, bytes: usize, cross_socket: bool) {
+        let _ = (bytes, cross_socket);
+    }
+    /// A non-blocking test found its operation incomplete. A modeled
+    /// environment lets virtual time pass (one poll's cost), so that a rank
+    /// spinning on `test()` sees the operation complete.
+    fn idle_poll(&self) {}
+    /// The rank is at step `step` (`what`) of a schedule: an environment
+    /// with a watchdog names it when the rank is found stuck.
+    fn at_step(&self, step: u32, what: &'static str) {
+        let _ = (step, what);
+    }
     /// Wake the rank with local index `local` on the caller's node if it is
     /// blocked in `wait_until` (after the caller changed memory it polls).
     /// The default does nothing: correct for hooks that never block.

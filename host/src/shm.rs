@@ -20,6 +20,7 @@
 //! test suite checks the very code the segment runs.
 
 use crate::dma_mem::DmaMemory;
+use crate::env::{WordTest, WordWatch};
 use crate::error::Error;
 
 /// `value` has reached `epoch`, in wrapping (serial number) arithmetic:
@@ -43,6 +44,9 @@ pub trait Sync {
     fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error>;
     /// Wake local rank `local` (it may be blocked on a flag just set).
     fn wake(&self, local: usize);
+    /// About to raise a flag others poll (see
+    /// [`crate::env::WaitHook::before_shared_write`]).
+    fn before_write(&self) {}
 }
 
 /// Flag indices of the segment's layout, for `locals` ranks.
@@ -133,6 +137,11 @@ impl<F: Flags, S: Sync> Round<'_, F, S> {
         })
     }
 
+    fn raise(&self, index: usize, epoch: u64) {
+        self.sync.before_write();
+        self.flags.store(index, epoch);
+    }
+
     fn wake_others(&self) {
         for r in self.others() {
             self.sync.wake(r);
@@ -150,11 +159,11 @@ pub fn barrier<F: Flags, S: Sync>(
     between: &mut dyn FnMut() -> Result<(), Error>,
 ) -> Result<(), Error> {
     let (map, epoch) = (round.map, round.epoch);
-    round.flags.store(map.barrier_arrive(round.me), epoch);
+    round.raise(map.barrier_arrive(round.me), epoch);
     if round.me == round.root {
         round.wait_all(|r| map.barrier_arrive(r), epoch)?;
         between()?;
-        round.flags.store(map.barrier_release(), epoch);
+        round.raise(map.barrier_release(), epoch);
         round.wake_others();
         Ok(())
     } else {
@@ -179,8 +188,8 @@ pub fn broadcast_round<F: Flags, S: Sync>(
         fill()?;
         // The root has trivially consumed its own round: without this, a
         // later round with another root would wait for our stale flag.
-        round.flags.store(map.bcast_done(round.me), epoch);
-        round.flags.store(map.bcast_posted(), epoch);
+        round.raise(map.bcast_done(round.me), epoch);
+        round.raise(map.bcast_posted(), epoch);
         round.wake_others();
         Ok(())
     } else {
@@ -188,8 +197,14 @@ pub fn broadcast_round<F: Flags, S: Sync>(
             .sync
             .wait(&mut || reached(round.flags.load(map.bcast_posted()), epoch))?;
         drain()?;
-        round.flags.store(map.bcast_done(round.me), epoch);
-        round.sync.wake(round.root);
+        round.raise(map.bcast_done(round.me), epoch);
+        // The next round's root, not necessarily this one's, waits for this
+        // flag: wake every other rank (waking only this root lost the
+        // wake-up when the root changed; threads mode hid it behind its
+        // park timeout, modeled mode deadlocked on it).
+        for r in (0..map.locals()).filter(|&r| r != round.me) {
+            round.sync.wake(r);
+        }
         Ok(())
     }
 }
@@ -209,7 +224,7 @@ pub fn gather_round<F: Flags, S: Sync>(
         fill()?;
         round.wait_all(|r| map.gather_ready(r), epoch)?;
         collect()?;
-        round.flags.store(map.gather_taken(), epoch);
+        round.raise(map.gather_taken(), epoch);
         round.wake_others();
         Ok(())
     } else {
@@ -217,7 +232,7 @@ pub fn gather_round<F: Flags, S: Sync>(
             .sync
             .wait(&mut || reached(round.flags.load(map.gather_taken()), epoch.wrapping_sub(1)))?;
         fill()?;
-        round.flags.store(map.gather_ready(round.me), epoch);
+        round.raise(map.gather_ready(round.me), epoch);
         round.sync.wake(round.root);
         Ok(())
     }
@@ -494,6 +509,17 @@ impl NodeShm {
         self.mem
             .load_u64(at, std::sync::atomic::Ordering::Acquire)
             .map_err(|e| crate::driver::out_of_range("the node segment", e))
+    }
+
+    /// A watch that passes once this rank's schedule flag `flag` has been
+    /// raised `target` times (wrapping).
+    pub fn sched_watch(&self, flag: usize, target: u64) -> Result<WordWatch, Error> {
+        Ok(WordWatch {
+            mem: self.mem.clone(),
+            offset: self.sched_line(self.me, flag)?,
+            mask: u64::MAX,
+            test: WordTest::Reaches(target),
+        })
     }
 
     fn segment(&self, offset: usize, len: usize) -> Result<DmaMemory, Error> {

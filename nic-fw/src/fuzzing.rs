@@ -73,7 +73,8 @@ pub static ROUND_TRIP_FAILURES: core::sync::atomic::AtomicUsize =
 
 use crate::abi::regs::{self, MailboxOp, Placement, QueuePerms, RegionPerms};
 use crate::engine::hw::{
-    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, PayloadSource, RegisterFile,
+    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, PayloadSource,
+    RegisterFile,
 };
 use crate::engine::{Engine, Location};
 
@@ -273,3 +274,5 @@ pub fn run_engine(data: &[u8]) -> u64 {
     }
     e.stats().commands
 }
+
+impl Meter for SimBoard {}

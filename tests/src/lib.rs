@@ -5,7 +5,7 @@
 //! with the settings tests need (small packets, so that splitting is
 //! exercised).
 
-use railcoll_emu::{Cluster, ClusterConfig};
+use railcoll_emu::{Cluster, ClusterConfig, Mode};
 
 /// Deterministic, position- and seed-dependent bytes.
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
@@ -20,10 +20,22 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// The emulator mode the suite runs in: `RAILCOLL_TEST_MODE=modeled` runs
+/// every emulator test in modeled mode (CI runs the suite in both).
+pub fn mode() -> Mode {
+    match std::env::var("RAILCOLL_TEST_MODE") {
+        Ok(m) => m
+            .parse()
+            .unwrap_or_else(|e: String| panic!("RAILCOLL_TEST_MODE: {e}")),
+        Err(_) => Mode::Threads,
+    }
+}
+
 /// A cluster for tests: `nodes x rpn x rails`, 2 KiB packets (Elan4's), one
-/// worker per rail, `arena` bytes per rank.
+/// worker per rail, `arena` bytes per rank, in the suite's [`mode`].
 pub fn cluster(nodes: usize, rpn: usize, rails: usize, arena: usize) -> Cluster {
     Cluster::new(ClusterConfig {
+        mode: mode(),
         nodes,
         ranks_per_node: rpn,
         rails,

@@ -127,6 +127,7 @@ fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt:
     // Scratch: Bruck/exchange all-to-all keep up to (2 + 2 log N) x N^2 blocks.
     let arena = (biggest * 8 + (8 << 20)).next_power_of_two();
     let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+        mode: railcoll_tests::mode(),
         nodes,
         ranks_per_node: rpn,
         rails,
@@ -337,6 +338,7 @@ proptest::proptest! {
         );
         proptest::prop_assume!(railcoll_host::sched::generate(&params).is_ok());
         let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+        mode: railcoll_tests::mode(),
             nodes,
             ranks_per_node: rpn,
             rails,

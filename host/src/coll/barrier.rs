@@ -22,12 +22,11 @@
 //!   queue and a receive from one's own, with early messages from other
 //!   partners kept aside, as an MPI library's unexpected queue does.
 
-use std::sync::atomic::Ordering;
+use crate::env::{WordTest, WordWatch};
 
 use super::BarrierGroup;
 use crate::comm::{Comm, TransferOptions};
 use crate::error::Error;
-use crate::shm::reached;
 
 /// Barrier algorithms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -203,12 +202,15 @@ impl Comm {
             handles.push(self.put_with(&coll.barrier_source, members[to], &dst, opts)?);
             Ok(())
         };
+        let hook = self.wait_arc();
         let wait_from = |from: usize| -> Result<(), Error> {
-            self.wait_until(&mut || {
-                words
-                    .load_u64(from * 8, Ordering::Acquire)
-                    .is_ok_and(|v| reached(v, number))
-            })
+            let watch = WordWatch {
+                mem: words.clone(),
+                offset: from * 8,
+                mask: u64::MAX,
+                test: WordTest::Reaches(number),
+            };
+            Ok(hook.wait_words(&[watch])?)
         };
         for step in pairwise_exchange_steps(n, id) {
             match step {

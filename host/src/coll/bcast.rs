@@ -187,11 +187,14 @@ impl Comm {
         }
         let mine = self.local_memory(buf)?;
         let sync = self.hook_sync();
+        let hook = self.wait_arc();
         let to_segment = |offset: usize, seg: &crate::dma_mem::DmaMemory| {
+            hook.host_copy(seg.len(), false);
             seg.copy_from(0, &mine, offset, seg.len())
                 .map_err(|e| crate::driver::out_of_range("the buffer", e))
         };
         let from_segment = |offset: usize, seg: &crate::dma_mem::DmaMemory| {
+            hook.host_copy(seg.len(), false);
             mine.copy_from(offset, seg, 0, seg.len())
                 .map_err(|e| crate::driver::out_of_range("the buffer", e))
         };
@@ -239,24 +242,30 @@ impl Comm {
         };
         let range_err = |e| crate::driver::out_of_range("the gather buffers", e);
         let sync = self.hook_sync();
+        let hook = self.wait_arc();
         let mut own = |offset: usize, chunk: usize| -> Result<(), Error> {
             match &dst {
-                Some(d) => d
-                    .copy_from(root_local * block + offset, &src, offset, chunk)
-                    .map_err(range_err),
+                Some(d) => {
+                    hook.host_copy(chunk, false);
+                    d.copy_from(root_local * block + offset, &src, offset, chunk)
+                        .map_err(range_err)
+                }
                 None => Ok(()),
             }
         };
         let mut fill = |offset: usize, slot: &crate::dma_mem::DmaMemory| {
+            hook.host_copy(slot.len(), false);
             slot.copy_from(0, &src, offset, slot.len())
                 .map_err(range_err)
         };
         let mut collect =
             |rank: usize, offset: usize, slot: &crate::dma_mem::DmaMemory| -> Result<(), Error> {
                 match &dst {
-                    Some(d) => d
-                        .copy_from(rank * block + offset, slot, 0, slot.len())
-                        .map_err(range_err),
+                    Some(d) => {
+                        hook.host_copy(slot.len(), false);
+                        d.copy_from(rank * block + offset, slot, 0, slot.len())
+                            .map_err(range_err)
+                    }
                     None => Ok(()),
                 }
             };

@@ -114,6 +114,10 @@ impl crate::shm::Sync for HookSync {
     fn wake(&self, local: usize) {
         self.hook.wake_local(local);
     }
+
+    fn before_write(&self) {
+        self.hook.before_shared_write();
+    }
 }
 
 impl Comm {

@@ -271,6 +271,11 @@ impl Comm {
         let events = self.sched.events.borrow()[parity].clone();
         let scratch = self.sched.scratch.borrow()[parity].unwrap_or(self.coll.scratch);
         let arena = self.arena_memory();
+        let hook = self.wait_arc();
+        let socket_of = |rank: usize| -> Result<usize, Error> {
+            Ok(p.shape.socket_of(self.topology().locate(rank)?.1))
+        };
+        let my_socket = socket_of(me)?;
         let region = |r: &Region| -> Result<SymBuffer, Error> {
             let base = match r.buf {
                 Buf::Send => send,
@@ -289,6 +294,7 @@ impl Comm {
             (0..sched.steps.len()).map(|_| None).collect();
         let mut order: VecDeque<usize> = VecDeque::new();
         for (i, step) in sched.steps.iter().enumerate() {
+            hook.at_step(i as u32, step.op.kind());
             for &a in &step.after {
                 if let Some(h) = handles.get_mut(a as usize).and_then(Option::take) {
                     h.wait()?;
@@ -346,6 +352,7 @@ impl Comm {
                 }
                 Op::Copy { src, dst } => {
                     let (s, d) = (region(src)?, region(dst)?);
+                    hook.host_copy(s.len().min(d.len()), false);
                     arena
                         .copy_from(d.offset(), &arena, s.offset(), s.len().min(d.len()))
                         .map_err(mem_err)?;
@@ -359,6 +366,7 @@ impl Comm {
                     let peer_mem = self.peer_memory(*peer as usize)?;
                     let (l, r) = (region(local)?, region(remote)?);
                     let len = l.len().min(r.len());
+                    hook.host_copy(len, socket_of(*peer as usize)? != my_socket);
                     match dir {
                         PeerDir::Push => peer_mem.copy_from(r.offset(), &arena, l.offset(), len),
                         PeerDir::Pull => arena.copy_from(l.offset(), &peer_mem, r.offset(), len),
@@ -367,8 +375,9 @@ impl Comm {
                 }
                 Op::Signal { to, flag } => {
                     let (_, local) = self.topology().locate(*to as usize)?;
+                    hook.before_shared_write();
                     self.shm.borrow().sched_raise(local, usize::from(*flag))?;
-                    self.wait_arc().wake_local(local);
+                    hook.wake_local(local);
                 }
                 Op::WaitFlag { flag, count } => {
                     if *count == 0 {
@@ -383,11 +392,8 @@ impl Comm {
                         *slot = slot.wrapping_add(u64::from(*count));
                         *slot
                     };
-                    let shm = self.shm.borrow();
-                    self.wait_until(&mut || {
-                        shm.sched_count(f)
-                            .is_ok_and(|v| crate::shm::reached(v, target))
-                    })?;
+                    let watch = self.shm.borrow().sched_watch(f, target)?;
+                    hook.wait_words(&[watch]).map_err(Error::from)?;
                 }
                 Op::Barrier => self.barrier_with(BarrierAlgorithm::Hardware)?,
                 Op::HwBcast { src, dst, signal } => {

@@ -541,6 +541,23 @@ fn fmt_signal(signal: Option<Counter>) -> String {
     signal.map_or(String::new(), |c| format!(", signal c{c}"))
 }
 
+impl Op {
+    /// The step's kind in one word.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Put { .. } => "put",
+            Op::ChainPut { .. } => "chained put",
+            Op::Wait { .. } => "wait for a counter",
+            Op::Copy { .. } => "copy",
+            Op::PeerCopy { .. } => "shm copy",
+            Op::Signal { .. } => "signal",
+            Op::WaitFlag { .. } => "wait for a flag",
+            Op::Barrier => "hardware barrier",
+            Op::HwBcast { .. } => "hardware broadcast",
+        }
+    }
+}
+
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -19,7 +19,7 @@
 //! is not a failure); the switch answers an arrival for a number it already
 //! released with the release.
 
-use super::hw::{Hardware, PayloadSource};
+use super::hw::{Activity, Hardware, PayloadSource};
 use super::rx::InboundWrite;
 use super::{BcastTx, Engine, PendingBarrier, TX_BUDGET};
 use crate::abi::error::ErrorCode;
@@ -81,6 +81,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 };
             }
         }
+        self.hw.note(Activity::DmaStart);
         self.bcast = BcastTx {
             active: true,
             ctx,

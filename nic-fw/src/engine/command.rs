@@ -1,6 +1,6 @@
 //! Command execution: the queues, the chain queue, and starting DMAs.
 
-use super::hw::Hardware;
+use super::hw::{Activity, Hardware};
 use super::{CMD_BUDGET, Dma, DmaRole, Engine};
 use crate::abi::command::{
     Command, CommandBlock, DMA_FLAG_GET, DmaCommand, DmaDescriptor, DmaKind, Opcode,
@@ -153,7 +153,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let cmd = match Command::parse(block, EVENTS as u32) {
             Ok(cmd) => cmd,
             Err(code) => {
-                self.stats.commands = self.stats.commands.wrapping_add(1);
+                self.count_command();
                 self.report_command(ctx, origin, code, cookie, block.opcode);
                 // A malformed DMA still completes: if its local completion
                 // event (source event of a put, destination event of a get)
@@ -176,7 +176,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         };
         let op = cmd.opcode() as u8;
         if !cfg.perms.contains(needed) {
-            self.stats.commands = self.stats.commands.wrapping_add(1);
+            self.count_command();
             self.report_command(ctx, origin, ErrorCode::QueuePermission, cookie, op);
             return Exec::Done;
         }
@@ -184,7 +184,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if self.dmas_active >= self.dmas.len() {
                 return Exec::Stall;
             }
-            self.stats.commands = self.stats.commands.wrapping_add(1);
+            self.count_command();
             if let Err(code) = self.start_dma(ctx, &d, cookie) {
                 self.report_command(ctx, origin, code, cookie, op);
                 // The issuer's completion event fires with the error, so a
@@ -236,10 +236,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     }
                 }
             }
-            self.stats.commands = self.stats.commands.wrapping_add(1);
+            self.count_command();
             return Exec::Done;
         }
-        self.stats.commands = self.stats.commands.wrapping_add(1);
+        self.count_command();
         let result = match cmd {
             Command::Nop | Command::Dma(_) | Command::Bcast { .. } | Command::HwBarrier { .. } => {
                 Ok(())
@@ -406,6 +406,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         len.div_ceil(size).max(1)
     }
 
+    fn count_command(&mut self) {
+        self.stats.commands = self.stats.commands.wrapping_add(1);
+        self.hw.note(Activity::Command);
+    }
+
     pub(super) fn install_dma(&mut self, dma: Dma) -> Result<(), ErrorCode> {
         let slot = self
             .dmas
@@ -414,6 +419,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .ok_or(ErrorCode::Busy)?;
         *slot = dma;
         self.dmas_active = self.dmas_active.wrapping_add(1);
+        self.hw.note(Activity::DmaStart);
         Ok(())
     }
 }

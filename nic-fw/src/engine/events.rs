@@ -1,7 +1,7 @@
 //! Event counting and firing (elan-semantics §13 rules 1-4; see
 //! [`crate::abi::event`] for the contract).
 
-use super::hw::Hardware;
+use super::hw::{Activity, Hardware};
 use super::{ChainEntry, Engine};
 use crate::abi::command::CommandBlock;
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
@@ -84,6 +84,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let status = core::mem::replace(&mut e.status, ErrorCode::Ok);
         let action = e.action;
         self.stats.events_fired = self.stats.events_fired.wrapping_add(1);
+        self.hw.note(Activity::EventFired);
         let failure = match action.kind {
             ActionKind::None => None,
             ActionKind::Write { addr, value } => {

@@ -90,7 +90,28 @@ pub trait HostWake {
     fn wake(&mut self, ctx: ContextIndex);
 }
 
-/// Everything the engine needs from its board.
-pub trait Hardware: HostMemory + Link + RegisterFile + Clock + HostWake {}
+/// What the engine just did, reported to boards that account for it: a
+/// modeled board turns each into virtual time, hardware may count them in
+/// performance counters or ignore them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// A command block was executed (from a ring or the chain queue).
+    Command,
+    /// An event fired (its action ran).
+    EventFired,
+    /// A DMA (put, get response or broadcast) was set up.
+    DmaStart,
+}
 
-impl<T: HostMemory + Link + RegisterFile + Clock + HostWake> Hardware for T {}
+/// Activity accounting (optional: the default ignores it).
+pub trait Meter {
+    /// The engine did `activity`.
+    fn note(&mut self, activity: Activity) {
+        let _ = activity;
+    }
+}
+
+/// Everything the engine needs from its board.
+pub trait Hardware: HostMemory + Link + RegisterFile + Clock + HostWake + Meter {}
+
+impl<T: HostMemory + Link + RegisterFile + Clock + HostWake + Meter> Hardware for T {}

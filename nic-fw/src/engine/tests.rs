@@ -15,7 +15,8 @@ use std::vec;
 use std::vec::Vec;
 
 use super::hw::{
-    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, PayloadSource, RegisterFile,
+    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, PayloadSource,
+    RegisterFile,
 };
 use super::{Engine, Location};
 use crate::abi::command::{Command, DmaCommand, DmaKind};
@@ -1109,3 +1110,5 @@ fn collective_commands_refuse_bad_ranges() {
         vec![ErrorCode::BadVp, ErrorCode::BadVp, ErrorCode::NotContiguous]
     );
 }
+
+impl Meter for Board {}

@@ -1,0 +1,236 @@
+//! The firmware's hardware traits in modeled mode.
+//!
+//! Memory and data movement are real (the same one-copy delivery as threads
+//! mode); what differs is time. The board keeps the NIC's own clock (the
+//! *cursor*), starting each poll at the virtual time the kernel polls it
+//! and advancing with every activity the engine reports and every host-bus
+//! transfer it makes. Effects that other entities must see (packets, host
+//! memory writes, wake-ups, register changes) are not acted on here: they
+//! are buffered with their virtual time stamps and the kernel commits them
+//! through the sequencer after the poll.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use railcoll_fw::abi::ContextIndex;
+use railcoll_fw::abi::packet::PacketHeader;
+use railcoll_fw::engine::Engine;
+use railcoll_fw::engine::hw::{
+    Activity, BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, RegisterFile,
+};
+use railcoll_host::dma_mem::DmaMemory;
+
+use super::profile::{Costs, transfer};
+use crate::board::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, range};
+use crate::rail::{PayloadRef, WirePacket};
+use crate::registers::SharedRegisters;
+
+/// Virtual time, picoseconds.
+pub type Ps = u64;
+
+/// The firmware engine as instantiated in modeled mode.
+pub type ModelEngine = Engine<ModelBoard, EMU_MAX_NODES, EMU_EVENTS>;
+
+/// Something a poll did that the kernel must commit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Effect {
+    /// A packet whose first bit leaves at `depart`, taking `ser` on a link.
+    Send {
+        packet: WirePacket,
+        depart: Ps,
+        ser: Ps,
+    },
+    /// This node's host memory was written; visible to the host at `at`.
+    Touched { at: Ps },
+    /// A NIC-owned register changed at `at`.
+    RegChanged { at: Ps },
+    /// The host threads of context `ctx` are woken at `at`.
+    Wake { ctx: ContextIndex, at: Ps },
+}
+
+/// One NIC's board in modeled mode.
+#[derive(Debug)]
+pub struct ModelBoard {
+    node: u16,
+    memory: DmaMemory,
+    memories: Arc<[DmaMemory]>,
+    regs: Arc<SharedRegisters>,
+    costs: Costs,
+    /// Host-bus free time; shared by the node's NICs when the bus is.
+    pci: Arc<AtomicU64>,
+    pub(crate) inbox: VecDeque<WirePacket>,
+    /// The NIC processor's clock during a poll; after it, when it is free.
+    pub(crate) cursor: Ps,
+    /// When the transmit engine is free.
+    pub(crate) tx_free: Ps,
+    /// Wire time of the last packet queued, for double-buffered pacing.
+    last_ser: Ps,
+    pub(crate) effects: Vec<Effect>,
+}
+
+impl ModelBoard {
+    pub(crate) fn new(
+        node: u16,
+        memories: Arc<[DmaMemory]>,
+        regs: Arc<SharedRegisters>,
+        costs: Costs,
+        pci: Arc<AtomicU64>,
+    ) -> Option<Self> {
+        Some(Self {
+            node,
+            memory: memories.get(node as usize)?.clone(),
+            memories,
+            regs,
+            costs,
+            pci,
+            inbox: VecDeque::new(),
+            cursor: 0,
+            tx_free: 0,
+            last_ser: 0,
+            effects: Vec::new(),
+        })
+    }
+
+    /// Start a poll at `now`: the processor resumes when it is free.
+    pub(crate) fn begin(&mut self, now: Ps) {
+        self.cursor = self.cursor.max(now);
+    }
+
+    /// When the NIC can usefully be polled again for transmit work: once
+    /// its processor is free and the transmit engine can take the next
+    /// packet (one packet of lookahead, as a double-buffered DMA engine).
+    pub(crate) fn ready_at(&self) -> Ps {
+        self.cursor.max(self.tx_free.saturating_sub(self.last_ser))
+    }
+
+    /// A host-bus transfer of `bytes` starting no earlier than the cursor;
+    /// returns its end.
+    fn bus(&mut self, bytes: u64) -> Ps {
+        let start = self.cursor.max(self.pci.load(Ordering::Relaxed));
+        let end = start + transfer(bytes, self.costs.pci_ps_per_byte);
+        self.pci.store(end, Ordering::Relaxed);
+        end
+    }
+
+    /// A posted write into host memory: the processor moves on when the
+    /// bus has taken it; the host sees it one bus latency later.
+    fn posted_write(&mut self, bytes: u64) {
+        self.cursor = self.bus(bytes);
+        self.effects.push(Effect::Touched {
+            at: self.cursor + self.costs.pci_latency,
+        });
+    }
+}
+
+impl HostMemory for ModelBoard {
+    fn read(&mut self, phys: u64, buf: &mut [u8]) -> Result<(), BusError> {
+        self.memory.read(range(phys)?, buf).map_err(|_| BusError)?;
+        // A read waits for its completion to come back across the bus.
+        self.cursor = self.bus(buf.len() as u64) + self.costs.pci_latency;
+        Ok(())
+    }
+
+    fn write(&mut self, phys: u64, data: &[u8]) -> Result<(), BusError> {
+        self.memory
+            .write(range(phys)?, data)
+            .map_err(|_| BusError)?;
+        self.posted_write(data.len() as u64);
+        Ok(())
+    }
+
+    fn write_word_release(&mut self, phys: u64, value: u64) -> Result<(), BusError> {
+        self.memory
+            .store_u64(range(phys)?, value, Ordering::Release)
+            .map_err(|_| BusError)?;
+        self.posted_write(8);
+        Ok(())
+    }
+}
+
+impl Link for ModelBoard {
+    type Payload = Option<PayloadRef>;
+
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
+        let len = payload.map_or(0, |p| u64::from(p.len));
+        // The payload crosses the host bus before it can go on the wire.
+        let fetched = if len > 0 { self.bus(len) } else { self.cursor };
+        let ser = transfer(
+            len + self.costs.packet_header_bytes,
+            self.costs.link_ps_per_byte,
+        );
+        let start = fetched.max(self.tx_free) + self.costs.packet_overhead;
+        self.tx_free = start + ser;
+        self.last_ser = ser;
+        self.effects.push(Effect::Send {
+            packet: WirePacket {
+                header: *header,
+                payload: payload.map(|p| PayloadRef {
+                    node: self.node,
+                    phys: p.phys,
+                    len: p.len,
+                }),
+            },
+            depart: start,
+            ser,
+        });
+        true
+    }
+
+    fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>)> {
+        self.inbox.pop_front().map(|p| (p.header, p.payload))
+    }
+
+    fn payload_len(&self, payload: &Option<PayloadRef>) -> usize {
+        payload.map_or(0, |p| p.len as usize)
+    }
+
+    fn deliver(&mut self, payload: &Option<PayloadRef>, phys: u64) -> Result<(), BusError> {
+        deliver_payload(&self.memory, &self.memories, payload, phys)?;
+        self.posted_write(payload.map_or(0, |p| u64::from(p.len)));
+        Ok(())
+    }
+}
+
+impl RegisterFile for ModelBoard {
+    fn reg_read(&self, offset: u32) -> u64 {
+        self.regs.nic_read(offset)
+    }
+
+    fn reg_write(&mut self, offset: u32, value: u64) {
+        self.regs.nic_write(offset, value);
+        self.effects.push(Effect::RegChanged { at: self.cursor });
+    }
+
+    fn take_doorbells(&mut self) -> u64 {
+        self.regs.take_doorbells()
+    }
+}
+
+impl Clock for ModelBoard {
+    fn now_ns(&self) -> u64 {
+        self.cursor / 1000
+    }
+}
+
+impl HostWake for ModelBoard {
+    fn wake(&mut self, ctx: ContextIndex) {
+        self.effects.push(Effect::Wake {
+            ctx,
+            at: self.cursor + self.costs.pci_latency,
+        });
+    }
+}
+
+impl Meter for ModelBoard {
+    fn note(&mut self, activity: Activity) {
+        match activity {
+            Activity::Command => self.cursor += self.costs.nic_command,
+            Activity::EventFired => self.cursor += self.costs.nic_event,
+            // The start-up occupies the transmit engine, not the processor.
+            Activity::DmaStart => {
+                self.tx_free = self.tx_free.max(self.cursor) + self.costs.dma_setup;
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Modeled mode: the same firmware, driver and schedules against a virtual
+//! clock, with costs from a calibration profile.
+//!
+//! - [`profile`]: the profiles (hardware costs, with sources).
+//! - [`board`]: the firmware's hardware traits over virtual time.
+//! - [`kernel`]: the sequencer: one queue of actions ordered by (virtual
+//!   time, entity, sequence), rank threads that run one at a time, NICs as
+//!   state machines, the watchdog and the trace hash.
+//!
+//! This module's types plug into the host library's seams: [`ModelRegs`]
+//! is a NIC's BAR as the driver sees it (writes are committed at the
+//! writing rank's virtual time), [`ModelWait`] is a rank's wait hook
+//! (blocking hands the baton to the sequencer).
+
+pub mod board;
+pub mod kernel;
+pub mod profile;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use railcoll_host::env::{WaitHook, WaitTimeout, WordWatch};
+use railcoll_host::regio::RegisterIo;
+
+pub use kernel::{Kernel, ModelStats, Stalled, TraceDigest, TraceRecord};
+pub use profile::{DEFAULT_PROFILE, Profile, ProfileError};
+
+use crate::registers::SharedRegisters;
+
+/// A NIC's registers as the host sees them in modeled mode.
+#[derive(Debug)]
+pub struct ModelRegs {
+    pub(crate) regs: Arc<SharedRegisters>,
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) nic: usize,
+}
+
+impl RegisterIo for ModelRegs {
+    fn read(&self, offset: u32) -> u64 {
+        self.regs.nic_read(offset)
+    }
+
+    fn write(&self, offset: u32, value: u64) {
+        self.kernel
+            .post_register(kernel::current_rank(), self.nic, offset, value);
+    }
+}
+
+fn timeout(_: Stalled) -> WaitTimeout {
+    WaitTimeout(Duration::ZERO)
+}
+
+/// A rank's wait hook in modeled mode.
+#[derive(Debug)]
+pub struct ModelWait {
+    pub(crate) kernel: Arc<Kernel>,
+    pub(crate) rank: usize,
+}
+
+impl WaitHook for ModelWait {
+    fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
+        self.kernel.wait_until(self.rank, ready).map_err(timeout)
+    }
+
+    fn wait_words(&self, words: &[WordWatch]) -> Result<(), WaitTimeout> {
+        self.kernel.wait_words(self.rank, words).map_err(timeout)
+    }
+
+    fn wake_local(&self, local: usize) {
+        self.kernel.wake_local(self.rank, local);
+    }
+
+    fn before_shared_write(&self) {
+        let _ = self.kernel.sync(self.rank);
+    }
+
+    fn host_copy(&self, bytes: usize, cross_socket: bool) {
+        self.kernel.host_copy(self.rank, bytes, cross_socket);
+    }
+
+    fn idle_poll(&self) {
+        self.kernel.idle_poll(self.rank);
+    }
+
+    fn at_step(&self, step: u32, what: &'static str) {
+        self.kernel.at_step(self.rank, step, what);
+    }
+}
+
+/// The wait hook of a thread that is not a rank (cluster set-up): it drives
+/// the sequencer itself.
+#[derive(Debug)]
+pub struct SetupWait {
+    pub(crate) kernel: Arc<Kernel>,
+}
+
+impl WaitHook for SetupWait {
+    fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
+        self.kernel.drive_until(ready).map_err(timeout)
+    }
+}

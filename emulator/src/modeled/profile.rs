@@ -1,0 +1,335 @@
+//! Calibration profiles: the hardware costs behind modeled mode.
+//!
+//! A profile is a TOML file (`emulator/profiles/*.toml` ship built in);
+//! every number carries its source in a comment there and in
+//! `docs/profiles.md`. Times are nanoseconds, bandwidths MB/s (10^6 bytes
+//! per second). Unknown keys are refused, so a typo never silently leaves a
+//! cost at zero. Internally times are integer picoseconds: a per-byte cost
+//! of 1/900 us rounds to 1 ps per packet at most, which keeps the `hockney`
+//! profile equal to the closed forms to well under a nanosecond.
+
+use serde::Deserialize;
+
+/// Built-in profiles: (name, file text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "qsnet2-dual",
+        include_str!("../../profiles/qsnet2-dual.toml"),
+    ),
+    ("clan-via", include_str!("../../profiles/clan-via.toml")),
+    (
+        "ib-multicore",
+        include_str!("../../profiles/ib-multicore.toml"),
+    ),
+    ("hockney", include_str!("../../profiles/hockney.toml")),
+];
+
+/// The default profile of modeled mode.
+pub const DEFAULT_PROFILE: &str = "qsnet2-dual";
+
+/// A profile that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// Neither a built-in name nor a readable file.
+    #[error("unknown profile `{name}` (built in: {known}; or a path to a TOML file): {io}")]
+    Unknown {
+        /// What was asked.
+        name: String,
+        /// Built-in names.
+        known: String,
+        /// Why the file could not be read.
+        io: String,
+    },
+    /// The file is not a valid profile.
+    #[error("profile `{name}`: {msg}")]
+    Invalid {
+        /// Profile name or path.
+        name: String,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// The cluster a profile describes (presets and defaults use it).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Platform {
+    /// Nodes.
+    pub nodes: usize,
+    /// Processes per node.
+    pub ranks_per_node: usize,
+    /// Sockets per node.
+    pub sockets: usize,
+    /// Rails (NICs per node).
+    pub rails: usize,
+}
+
+/// One rail's link and switch.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkCosts {
+    /// First bit out of the sender's NIC to first bit into the receiver's,
+    /// through the switch.
+    pub latency_ns: f64,
+    /// Link data rate, per direction.
+    pub bandwidth_mb_s: f64,
+    /// Bytes each packet adds on the wire (header, CRC).
+    pub packet_header_bytes: u32,
+    /// NIC time per transmitted packet beyond its serialisation.
+    pub packet_overhead_ns: f64,
+    /// Switch time to replicate a broadcast or combine a barrier.
+    pub switch_collective_ns: f64,
+}
+
+/// NIC processing.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NicCosts {
+    /// Executing one command block.
+    pub command_ns: f64,
+    /// Firing one event (running its action).
+    pub event_ns: f64,
+    /// Setting up a DMA before its first packet (occupies the transmit
+    /// engine: the per-message start-up).
+    pub dma_setup_ns: f64,
+}
+
+/// The host bus the NICs sit on.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PciCosts {
+    /// One-way latency of a host write reaching the NIC, or a NIC write
+    /// becoming visible to the host.
+    pub latency_ns: f64,
+    /// Usable bandwidth.
+    pub bandwidth_mb_s: f64,
+    /// All of a node's NICs share one bus (else each has its own).
+    pub shared: bool,
+}
+
+/// Host CPU and memory.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostCosts {
+    /// Ringing a doorbell (one uncached write to the NIC).
+    pub post_ns: f64,
+    /// Writing one command block into the command queue.
+    pub command_ns: f64,
+    /// Noticing a completion word or flag change that it polls.
+    pub poll_ns: f64,
+    /// memcpy bandwidth of one core.
+    pub memcpy_mb_s: f64,
+    /// memcpy bandwidth of one core between sockets.
+    pub memcpy_xsocket_mb_s: f64,
+    /// Memory bandwidth of the whole node available to copies (concurrent
+    /// copies share it).
+    pub memory_mb_s: f64,
+    /// Cache-line hand-off between cores of one socket.
+    pub cacheline_ns: f64,
+    /// Cache-line hand-off between sockets.
+    pub cacheline_xsocket_ns: f64,
+}
+
+/// A calibration profile.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name.
+    pub name: String,
+    /// One line on what it models.
+    pub description: String,
+    /// NIC packet payload size, bytes.
+    pub packet_size: u32,
+    /// The platform it describes.
+    pub platform: Platform,
+    /// Per rail.
+    pub link: LinkCosts,
+    /// Per NIC.
+    pub nic: NicCosts,
+    /// Per node.
+    pub pci: PciCosts,
+    /// Per node.
+    pub host: HostCosts,
+}
+
+impl Profile {
+    /// Load a built-in profile by name, or a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<(Profile, String), ProfileError> {
+        if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Ok((Self::parse(name_or_path, text)?, (*text).to_string()));
+        }
+        let text = std::fs::read_to_string(name_or_path).map_err(|e| ProfileError::Unknown {
+            name: name_or_path.to_string(),
+            known: BUILTIN
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+            io: e.to_string(),
+        })?;
+        Ok((Self::parse(name_or_path, &text)?, text))
+    }
+
+    /// A built-in profile (the name must be one of [`BUILTIN`]).
+    pub fn builtin(name: &str) -> Result<Profile, ProfileError> {
+        Self::load(name).map(|(p, _)| p)
+    }
+
+    /// Parse and validate profile text.
+    pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
+        let invalid = |msg: String| ProfileError::Invalid {
+            name: name.to_string(),
+            msg,
+        };
+        let p: Profile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        p.validate().map_err(invalid)?;
+        Ok(p)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let times = [
+            ("link.latency_ns", self.link.latency_ns),
+            ("link.packet_overhead_ns", self.link.packet_overhead_ns),
+            ("link.switch_collective_ns", self.link.switch_collective_ns),
+            ("nic.command_ns", self.nic.command_ns),
+            ("nic.event_ns", self.nic.event_ns),
+            ("nic.dma_setup_ns", self.nic.dma_setup_ns),
+            ("pci.latency_ns", self.pci.latency_ns),
+            ("host.post_ns", self.host.post_ns),
+            ("host.command_ns", self.host.command_ns),
+            ("host.poll_ns", self.host.poll_ns),
+            ("host.cacheline_ns", self.host.cacheline_ns),
+            ("host.cacheline_xsocket_ns", self.host.cacheline_xsocket_ns),
+        ];
+        for (key, v) in times {
+            if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
+                return Err(format!("{key} must be a time in 0..=1e9 ns, got {v}"));
+            }
+        }
+        // A bandwidth may be infinite ("inf"): that cost is then zero.
+        let rates = [
+            ("link.bandwidth_mb_s", self.link.bandwidth_mb_s),
+            ("pci.bandwidth_mb_s", self.pci.bandwidth_mb_s),
+            ("host.memcpy_mb_s", self.host.memcpy_mb_s),
+            ("host.memcpy_xsocket_mb_s", self.host.memcpy_xsocket_mb_s),
+            ("host.memory_mb_s", self.host.memory_mb_s),
+        ];
+        for (key, v) in rates {
+            if v.is_nan() || v < 1.0 {
+                return Err(format!("{key} must be at least 1 MB/s (or inf), got {v}"));
+            }
+        }
+        let ps = self.packet_size;
+        if !ps.is_power_of_two()
+            || !(railcoll_fw::abi::MIN_PACKET_SIZE..=railcoll_fw::abi::MAX_PACKET_SIZE)
+                .contains(&ps)
+        {
+            return Err(format!(
+                "packet_size must be a power of two in {}..={}, got {ps}",
+                railcoll_fw::abi::MIN_PACKET_SIZE,
+                railcoll_fw::abi::MAX_PACKET_SIZE
+            ));
+        }
+        let pl = &self.platform;
+        if pl.nodes == 0 || pl.ranks_per_node == 0 || pl.sockets == 0 || pl.rails == 0 {
+            return Err("platform sizes must all be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The costs in picoseconds, as the model uses them.
+    pub fn costs(&self) -> Costs {
+        Costs {
+            link_latency: ns(self.link.latency_ns),
+            link_ps_per_byte: per_byte(self.link.bandwidth_mb_s),
+            packet_header_bytes: u64::from(self.link.packet_header_bytes),
+            packet_overhead: ns(self.link.packet_overhead_ns),
+            switch_collective: ns(self.link.switch_collective_ns),
+            nic_command: ns(self.nic.command_ns),
+            nic_event: ns(self.nic.event_ns),
+            dma_setup: ns(self.nic.dma_setup_ns),
+            pci_latency: ns(self.pci.latency_ns),
+            pci_ps_per_byte: per_byte(self.pci.bandwidth_mb_s),
+            pci_shared: self.pci.shared,
+            host_post: ns(self.host.post_ns),
+            host_command: ns(self.host.command_ns),
+            host_poll: ns(self.host.poll_ns),
+            memcpy_ps_per_byte: per_byte(self.host.memcpy_mb_s),
+            memcpy_xsocket_ps_per_byte: per_byte(self.host.memcpy_xsocket_mb_s),
+            memory_ps_per_byte: per_byte(self.host.memory_mb_s),
+            cacheline: ns(self.host.cacheline_ns),
+            cacheline_xsocket: ns(self.host.cacheline_xsocket_ns),
+        }
+    }
+}
+
+/// Nanoseconds to picoseconds.
+fn ns(v: f64) -> u64 {
+    (v * 1000.0).round() as u64
+}
+
+/// MB/s to picoseconds per byte (fractional; 0 for an infinite rate).
+fn per_byte(mb_s: f64) -> f64 {
+    if mb_s.is_infinite() { 0.0 } else { 1e6 / mb_s }
+}
+
+/// A profile's costs in picoseconds (per-byte costs fractional).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[allow(missing_docs)]
+pub struct Costs {
+    pub link_latency: u64,
+    pub link_ps_per_byte: f64,
+    pub packet_header_bytes: u64,
+    pub packet_overhead: u64,
+    pub switch_collective: u64,
+    pub nic_command: u64,
+    pub nic_event: u64,
+    pub dma_setup: u64,
+    pub pci_latency: u64,
+    pub pci_ps_per_byte: f64,
+    pub pci_shared: bool,
+    pub host_post: u64,
+    pub host_command: u64,
+    pub host_poll: u64,
+    pub memcpy_ps_per_byte: f64,
+    pub memcpy_xsocket_ps_per_byte: f64,
+    pub memory_ps_per_byte: f64,
+    pub cacheline: u64,
+    pub cacheline_xsocket: u64,
+}
+
+/// `bytes` at `ps_per_byte`, rounded to the picosecond.
+pub fn transfer(bytes: u64, ps_per_byte: f64) -> u64 {
+    (bytes as f64 * ps_per_byte).round() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_parses_and_is_named_after_its_file() {
+        for (name, _) in BUILTIN {
+            let p = Profile::builtin(name).expect("built-in profile");
+            assert_eq!(p.name, *name);
+        }
+    }
+
+    #[test]
+    fn bad_profiles_are_refused_by_key() {
+        let (_, text) = Profile::load("hockney").expect("hockney");
+        for (from, to, needle) in [
+            ("latency_ns = 0", "latency_ns = -1", "link.latency_ns"),
+            ("packet_size = 2048", "packet_size = 1000", "packet_size"),
+            ("[nic]", "[nic]\nbogus = 1", "bogus"),
+            ("nodes = 4", "nodes = 0", "platform"),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let bad = text.replacen(from, to, 1);
+            let err = Profile::parse("x", &bad).expect_err(needle);
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+        let err = Profile::load("no-such-profile").expect_err("unknown");
+        assert!(err.to_string().contains("qsnet2-dual"), "{err}");
+    }
+}
