@@ -266,16 +266,27 @@ pub struct CollRecord {
     pub ranks_per_node: usize,
     /// Rails.
     pub rails: usize,
-    /// "threads".
+    /// "threads" or "modeled".
     pub mode: &'static str,
-    /// Mean over ranks of each rank's mean time per operation.
+    /// Calibration profile (modeled mode).
+    pub profile: Option<String>,
+    /// Mean over ranks of each rank's mean time per operation (virtual time
+    /// in modeled mode).
     pub latency_us: f64,
     /// Slowest rank's mean time per operation.
     pub latency_max_us: f64,
-    /// Cache-line ping-pong round trip in the same run, ns.
-    pub pingpong_rtt_ns: f64,
-    /// latency / ping-pong round trip (median of per-round ratios).
-    pub pingpong_ratio: f64,
+    /// Cache-line ping-pong round trip in the same run, ns (threads mode).
+    pub pingpong_rtt_ns: Option<f64>,
+    /// latency / ping-pong round trip (median of per-round ratios; threads
+    /// mode).
+    pub pingpong_ratio: Option<f64>,
+    /// Hash of the modeled run's event trace (the determinism witness).
+    pub trace_hash: Option<String>,
+    /// Events the modeled run committed.
+    pub events: Option<u64>,
+    /// Modeled mode, one iteration: first rank's start to last rank's end
+    /// (the collective's completion time, as the cost formulas define it).
+    pub makespan_us: Option<f64>,
 }
 
 /// A collective to time: its name, its algorithms' names, and how to run
@@ -332,23 +343,134 @@ impl std::fmt::Debug for CollBench<'_> {
     }
 }
 
+/// Arena a collective bench needs for its largest size.
+fn coll_config(cfg: ClusterConfig, bench: &CollBench<'_>) -> ClusterConfig {
+    let largest = bench.sizes.iter().copied().max().unwrap_or(0);
+    let ranks = cfg.nodes * cfg.ranks_per_node;
+    // Buffers, plus room for the schedules' scratch (two alternating sets
+    // of up to (2 + 2 log N) x the receive buffer for all-to-all).
+    let need = (bench.send_len)(largest, ranks) + (bench.recv_len)(largest, ranks);
+    ClusterConfig {
+        arena_size: cfg
+            .arena_size
+            .max((need * 8 + (1 << 20)).next_power_of_two()),
+        ..cfg
+    }
+}
+
+/// Model every algorithm and size of `bench` on a cluster of `cfg` under
+/// `profile`: virtual-time latencies, one fresh cluster per size (so a
+/// point's trace hash does not depend on which other points ran, or on
+/// how many `workers` threads ran the sizes side by side).
+pub fn coll_model(
+    cfg: ClusterConfig,
+    profile: &crate::modeled::Profile,
+    bench: &CollBench<'_>,
+    workers: usize,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<CollRecord>, EmuError> {
+    let cfg = coll_config(cfg, bench);
+    let workers = workers.clamp(1, bench.sizes.len().max(1));
+    let point = |size: usize| -> Result<Vec<CollRecord>, EmuError> {
+        let cluster = Cluster::modeled(cfg, profile.clone())?;
+        let kernel = cluster
+            .kernel()
+            .cloned()
+            .ok_or_else(|| EmuError::Config("a modeled cluster has a sequencer".into()))?;
+        let mut out = Vec::new();
+        for a in 0..bench.algorithms.len() {
+            let per_rank = cluster.run(
+                |comm: &Comm| -> Result<(f64, (f64, f64)), railcoll_host::Error> {
+                    let n = comm.size();
+                    let send = comm.alloc((bench.send_len)(size, n))?;
+                    let recv = comm.alloc((bench.recv_len)(size, n))?;
+                    comm.write_local(&send, 0, &fill_pattern(send.len()))?;
+                    (bench.op)(comm, a, &send, &recv)?;
+                    comm.barrier()?;
+                    let mut total = 0.0;
+                    let mut span = (f64::INFINITY, 0.0f64);
+                    for _ in 0..bench.iters {
+                        if bench.synchronised {
+                            // The switch releases every node at one instant.
+                            comm.barrier_with(railcoll_host::coll::BarrierAlgorithm::Hardware)?;
+                        }
+                        let start = cluster.now_ns();
+                        (bench.op)(comm, a, &send, &recv)?;
+                        let end = cluster.now_ns();
+                        total += end - start;
+                        span = (span.0.min(start), end);
+                    }
+                    comm.barrier()?;
+                    comm.reset_arena();
+                    Ok((total / bench.iters.max(1) as f64, span))
+                },
+            );
+            if let Some(stalled) = kernel.failure() {
+                return Err(EmuError::Config(stalled.0));
+            }
+            let mut times = Vec::new();
+            let (mut first, mut last) = (f64::INFINITY, 0.0f64);
+            for r in per_rank {
+                let (t, (s, e)) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
+                times.push(t);
+                (first, last) = (first.min(s), last.max(e));
+            }
+            let digest = kernel.digest();
+            out.push(CollRecord {
+                collective: bench.collective,
+                algorithm: bench.algorithms[a],
+                size,
+                nodes: cfg.nodes,
+                ranks_per_node: cfg.ranks_per_node,
+                rails: cfg.rails,
+                mode: "modeled",
+                profile: Some(profile.name.clone()),
+                latency_us: times.iter().sum::<f64>() / times.len().max(1) as f64 / 1e3,
+                latency_max_us: times.iter().copied().fold(0.0, f64::max) / 1e3,
+                pingpong_rtt_ns: None,
+                pingpong_ratio: None,
+                trace_hash: Some(format!("{:016x}", digest.hash)),
+                events: Some(digest.events),
+                makespan_us: (bench.iters == 1).then(|| (last - first) / 1e3),
+            });
+        }
+        progress(size);
+        Ok(out)
+    };
+    let mut results: Vec<Option<Result<Vec<CollRecord>, EmuError>>> =
+        (0..bench.sizes.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let point = &point;
+                scope.spawn(move || {
+                    (w..bench.sizes.len())
+                        .step_by(workers)
+                        .map(|i| (i, point(bench.sizes[i])))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (i, r) in h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
+                results[i] = Some(r);
+            }
+        }
+    });
+    let mut records = Vec::new();
+    for r in results.into_iter().flatten() {
+        records.extend(r?);
+    }
+    Ok(records)
+}
+
 /// Time every algorithm and size of `bench` on a cluster of `cfg`.
 pub fn coll_bench(
     cfg: ClusterConfig,
     bench: &CollBench<'_>,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<CollRecord>, EmuError> {
-    let largest = bench.sizes.iter().copied().max().unwrap_or(0);
-    let ranks = cfg.nodes * cfg.ranks_per_node;
-    // Buffers, plus room for the schedules' scratch (two alternating sets
-    // of up to (2 + 2 log N) x the receive buffer for all-to-all).
-    let need = (bench.send_len)(largest, ranks) + (bench.recv_len)(largest, ranks);
-    let cfg = ClusterConfig {
-        arena_size: cfg
-            .arena_size
-            .max((need * 8 + (1 << 20)).next_power_of_two()),
-        ..cfg
-    };
+    let cfg = coll_config(cfg, bench);
     let cluster = Cluster::new(cfg)?;
     let mut records = Vec::new();
     for &size in &bench.sizes {
@@ -413,10 +535,14 @@ pub fn coll_bench(
                 ranks_per_node: cfg.ranks_per_node,
                 rails: cfg.rails,
                 mode: "threads",
+                profile: None,
                 latency_us: median(&mut mean) * 1e6,
                 latency_max_us: median(&mut max) * 1e6,
-                pingpong_rtt_ns: pp * 1e9,
-                pingpong_ratio: median(&mut ratio),
+                pingpong_rtt_ns: Some(pp * 1e9),
+                pingpong_ratio: Some(median(&mut ratio)),
+                trace_hash: None,
+                events: None,
+                makespan_us: None,
             });
         }
         progress(size);

@@ -12,7 +12,8 @@ use clap::{Args, Parser, Subcommand};
 use railcoll_host::Placement;
 
 use crate::bench::{self, CollBench, CollRecord, PutRecord};
-use crate::cluster::{ClusterConfig, THREADS_PACKET_SIZE};
+use crate::cluster::{ClusterConfig, Mode, THREADS_PACKET_SIZE};
+use crate::modeled::{DEFAULT_PROFILE, Profile};
 use railcoll_host::arena::SymBuffer;
 use railcoll_host::coll::{BarrierAlgorithm, BcastAlgorithm};
 use railcoll_host::sched::cost::{self, Hockney};
@@ -44,6 +45,12 @@ pub enum Command {
         #[command(subcommand)]
         what: ScheduleCommand,
     },
+    /// Calibration profiles of modeled mode.
+    Profile {
+        /// What to do.
+        #[command(subcommand)]
+        what: ProfileCommand,
+    },
     /// The tuning table that picks algorithms for plain collective calls.
     Tuning {
         /// What to do.
@@ -58,6 +65,19 @@ pub enum ScheduleCommand {
     /// Print one rank's schedule, whether the verifier accepts the whole
     /// set, and its Hockney cost beside the paper's formula.
     Show(ScheduleArgs),
+}
+
+/// `railcoll profile ...`.
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// Print a profile (built-in name or TOML file), every number with its
+    /// source, after validating it.
+    Show {
+        /// qsnet2-dual, clan-via, ib-multicore, hockney, or a path.
+        name: String,
+    },
+    /// List the built-in profiles.
+    List,
 }
 
 /// `railcoll tuning ...`.
@@ -124,6 +144,9 @@ pub struct CollArgs {
     /// Cluster shape.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Threads or modeled.
+    #[command(flatten)]
+    pub run: ModeArgs,
     /// Algorithm name, or `all` (every algorithm that runs on the shape).
     #[arg(long, default_value = "all")]
     pub algo: String,
@@ -147,6 +170,9 @@ pub struct BarrierArgs {
     /// Cluster shape.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Threads or modeled.
+    #[command(flatten)]
+    pub run: ModeArgs,
     /// Algorithm: rdma, shm, smp, sendrecv, hardware, or all.
     #[arg(long, default_value = "all", value_parser = parse_algo::<BarrierAlgorithm>)]
     pub algo: AlgoChoice<BarrierAlgorithm>,
@@ -164,6 +190,9 @@ pub struct BcastArgs {
     /// Cluster shape.
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Threads or modeled.
+    #[command(flatten)]
+    pub run: ModeArgs,
     /// Algorithm: binomial, shm, smp, hardware, or all.
     #[arg(long, default_value = "all", value_parser = parse_algo::<BcastAlgorithm>)]
     pub algo: AlgoChoice<BcastAlgorithm>,
@@ -179,6 +208,27 @@ pub struct BcastArgs {
     /// Interleaved rounds (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub rounds: u16,
+}
+
+/// How the emulator runs a measurement (every `bench` subcommand).
+#[derive(Debug, Args, Clone)]
+pub struct ModeArgs {
+    /// threads: free-running threads, wall time (measures the software);
+    /// modeled: deterministic virtual time under --profile (predicts the
+    /// hardware).
+    #[arg(long, default_value = "threads", value_parser = |s: &str| s.parse::<Mode>())]
+    pub mode: Mode,
+    /// Calibration profile for modeled mode: a built-in name
+    /// (qsnet2-dual, clan-via, ib-multicore, hockney) or a TOML file.
+    #[arg(long, default_value = DEFAULT_PROFILE)]
+    pub profile: String,
+    /// Seed of a modeled run (recorded in its trace and watchdog reports).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Modeled mode: run everything twice (the second time with the other
+    /// worker count) and fail unless every trace hash is identical.
+    #[arg(long)]
+    pub check_determinism: bool,
 }
 
 /// `--algo NAME|all`.
@@ -351,6 +401,7 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
         Command::Tuning {
             what: TuningCommand::Show { file },
         } => run_tuning_show(file.as_deref()),
+        Command::Profile { what } => run_profile(&what),
     }
 }
 
@@ -436,7 +487,7 @@ fn run_catalogue(collective: Collective, args: &CollArgs) -> i32 {
         recv_len: bench::per_rank_len,
         synchronised: true,
     };
-    run_coll(&args.cluster, &bench)
+    run_coll(&args.cluster, &args.run, &bench)
 }
 
 fn run_schedule_show(args: &ScheduleArgs) -> i32 {
@@ -658,7 +709,7 @@ fn run_barrier(args: &BarrierArgs) -> i32 {
         recv_len: bench::no_len,
         synchronised: false,
     };
-    run_coll(&args.cluster, &bench)
+    run_coll(&args.cluster, &args.run, &bench)
 }
 
 fn run_bcast(args: &BcastArgs) -> i32 {
@@ -700,18 +751,70 @@ fn run_bcast(args: &BcastArgs) -> i32 {
         recv_len: bench::no_len,
         synchronised: false,
     };
-    run_coll(&args.cluster, &bench)
+    run_coll(&args.cluster, &args.run, &bench)
 }
 
-fn run_coll(cluster: &ClusterArgs, bench: &CollBench<'_>) -> i32 {
-    let cfg = cluster.config();
+fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> i32 {
+    let cfg = ClusterConfig {
+        mode: run.mode,
+        seed: run.seed,
+        ..cluster.config()
+    };
     let quiet = cluster.json;
     let progress = move |size: usize| {
         if !quiet {
             eprint!("\r# measured {size} B          ");
         }
     };
-    let records = match bench::coll_bench(cfg, bench, &progress) {
+    let records = match run.mode {
+        Mode::Threads => {
+            if run.check_determinism {
+                eprintln!(
+                    "error: --check-determinism needs --mode modeled (threads mode is not deterministic)"
+                );
+                return 2;
+            }
+            bench::coll_bench(cfg, bench, &progress)
+        }
+        Mode::Modeled => {
+            let profile = match Profile::load(&run.profile) {
+                Ok((p, _)) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 2;
+                }
+            };
+            let workers = cluster.workers.map_or(1, usize::from);
+            let first = bench::coll_model(cfg, &profile, bench, workers, &progress);
+            match (run.check_determinism, first) {
+                (true, Ok(a)) => {
+                    let other = if workers == 1 { 2 } else { 1 };
+                    match bench::coll_model(cfg, &profile, bench, other, &progress) {
+                        Ok(b) => {
+                            let same = a.len() == b.len()
+                                && a.iter().zip(&b).all(|(x, y)| {
+                                    x.trace_hash == y.trace_hash && x.latency_us == y.latency_us
+                                });
+                            if !same {
+                                eprintln!(
+                                    "\nerror: determinism check failed: trace hashes differ between {workers} and {other} workers"
+                                );
+                                return 1;
+                            }
+                            eprintln!(
+                                "\n# determinism: {} runs repeated with {workers} and {other} workers, identical trace hashes",
+                                a.len()
+                            );
+                            Ok(a)
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                (_, r) => r,
+            }
+        }
+    };
+    let records = match records {
         Ok(r) => r,
         Err(e) => return run_failed(&e),
     };
@@ -723,6 +826,33 @@ fn run_coll(cluster: &ClusterArgs, bench: &CollBench<'_>) -> i32 {
     })
 }
 
+fn run_profile(what: &ProfileCommand) -> i32 {
+    match what {
+        ProfileCommand::List => {
+            for (name, _) in crate::modeled::profile::BUILTIN {
+                match Profile::builtin(name) {
+                    Ok(p) => println!("{name:14} {}", p.description),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return 1;
+                    }
+                }
+            }
+            0
+        }
+        ProfileCommand::Show { name } => match Profile::load(name) {
+            Ok((_, text)) => {
+                print!("{text}");
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                2
+            }
+        },
+    }
+}
+
 fn print_coll_table(
     out: &mut impl Write,
     cfg: &ClusterConfig,
@@ -731,6 +861,34 @@ fn print_coll_table(
     let Some(first) = records.first() else {
         return Ok(());
     };
+    if first.mode == "modeled" {
+        writeln!(
+            out,
+            "# railcoll {}, modeled mode, profile {}: {} nodes x {} ranks, {} rails (virtual latency: mean over ranks, us)",
+            first.collective,
+            first.profile.as_deref().unwrap_or("?"),
+            cfg.nodes,
+            cfg.ranks_per_node,
+            cfg.rails
+        )?;
+        writeln!(
+            out,
+            "{:>10} {:>18} {:>12} {:>12} {:>18}",
+            "# size", "algorithm", "latency_us", "max_us", "trace_hash"
+        )?;
+        for r in records {
+            writeln!(
+                out,
+                "{:>10} {:>18} {:>12.3} {:>12.3} {:>18}",
+                r.size,
+                r.algorithm,
+                r.latency_us,
+                r.latency_max_us,
+                r.trace_hash.as_deref().unwrap_or("-")
+            )?;
+        }
+        return Ok(());
+    }
     writeln!(
         out,
         "# railcoll {}, threads mode: {} nodes x {} ranks, {} rails (latency: mean over ranks, us)",
@@ -753,8 +911,8 @@ fn print_coll_table(
             r.algorithm,
             r.latency_us,
             r.latency_max_us,
-            r.pingpong_rtt_ns,
-            r.pingpong_ratio
+            r.pingpong_rtt_ns.unwrap_or(f64::NAN),
+            r.pingpong_ratio.unwrap_or(f64::NAN)
         )?;
     }
     Ok(())

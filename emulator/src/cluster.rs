@@ -26,10 +26,13 @@ use railcoll_host::{Comm, CommConfig, Placement, RailPolicy, Topology};
 
 use crate::board::{EMU_MAX_NODES, EmuBoard};
 use crate::memory::NodeMemory;
+use crate::modeled::fiber::{self, FiberYielder};
 use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
 use crate::rail::Rail;
 use crate::registers::SharedRegisters;
 use crate::worker::{EngineFactory, Notifier, WorkerPool};
+use corosensei::stack::DefaultStack;
+use corosensei::{ScopedCoroutine, ScopedCoroutineRef};
 
 /// Errors building or running a cluster.
 #[derive(Debug, thiserror::Error)]
@@ -625,35 +628,32 @@ impl Cluster {
     {
         let size = self.topology.size();
         let mut results: Vec<Option<RankOutcome<R>>> = (0..size).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..size)
-                .map(|rank| {
-                    let kernel = Arc::clone(kernel);
-                    std::thread::Builder::new()
-                        .name(format!("rank-{rank}"))
-                        .stack_size(RANK_STACK)
-                        .spawn_scoped(scope, move || {
-                            kernel.start_rank(rank);
-                            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                                let opened = self.open_comm(rank);
-                                let met = kernel.rendezvous(rank);
-                                let comm = opened?;
-                                met.map_err(|e| railcoll_host::Error::Config(e.0))?;
-                                Ok((f(&comm), comm))
-                            }));
-                            let _ = kernel.rendezvous(rank);
-                            let result = close(outcome);
-                            kernel.finish(rank);
-                            result
-                        })
-                        .expect("spawn rank thread")
+        let fibers: Vec<_> = (0..size)
+            .map(|rank| {
+                let kernel = Arc::clone(kernel);
+                let stack = DefaultStack::new(FIBER_STACK).expect("fiber stack");
+                ScopedCoroutine::with_stack(stack, move |yielder: &FiberYielder, ()| {
+                    fiber::run_fiber(yielder, || {
+                        let outcome = catch_unwind(AssertUnwindSafe(|| {
+                            let opened = self.open_comm(rank);
+                            // Opening is collective (like MPI_Init).
+                            let met = kernel.rendezvous(rank);
+                            let comm = opened?;
+                            met.map_err(|e| railcoll_host::Error::Config(e.0))?;
+                            Ok((f(&comm), comm))
+                        }));
+                        // The communicator is dropped (contexts detached) only
+                        // after every rank is done with the others.
+                        let _ = kernel.rendezvous(rank);
+                        close(outcome)
+                    })
                 })
-                .collect();
-            kernel.begin_run(handles.iter().map(|h| h.thread().clone()).collect());
-            kernel.drive_run();
-            for (rank, h) in handles.into_iter().enumerate() {
-                results[rank] = Some(h.join().unwrap_or_else(Err));
-            }
+            })
+            .collect();
+        // Each fiber borrows this frame: enter one scope per fiber, then
+        // let the sequencer run them all.
+        nest_scopes(fibers, Vec::new(), &mut |refs| {
+            kernel.run(refs, &mut |r, v| results[r] = Some(v));
         });
         results
     }
@@ -678,8 +678,32 @@ impl Cluster {
     }
 }
 
-/// Stack of a modeled rank thread (it also polls NIC engines inline).
-const RANK_STACK: usize = 4 << 20;
+/// Stack of a modeled rank's fiber (host code only: NICs are polled on
+/// the sequencer's stack). Reserved, not committed, until touched.
+const FIBER_STACK: usize = 1 << 20;
+
+type Fiber<'a, T> = ScopedCoroutine<'a, (), (), T, DefaultStack>;
+type FiberRef<'a, T> = ScopedCoroutineRef<'a, (), (), T, DefaultStack>;
+
+/// Enter the scope of every fiber in `pending` (one nested scope each, as
+/// corosensei requires for borrowing fibers), then call `body` with all.
+fn nest_scopes<T>(
+    mut pending: Vec<Fiber<'_, T>>,
+    mut entered: Vec<FiberRef<'_, T>>,
+    body: &mut dyn FnMut(&mut [FiberRef<'_, T>]),
+) {
+    match pending.pop() {
+        None => {
+            entered.reverse();
+            body(&mut entered);
+        }
+        Some(fiber) => fiber.scope(|r| {
+            let mut entered: Vec<FiberRef<'_, T>> = entered.into_iter().collect();
+            entered.push(r);
+            nest_scopes(pending, entered, body);
+        }),
+    }
+}
 
 type RankOutcome<R> = std::thread::Result<Result<R, railcoll_host::Error>>;
 

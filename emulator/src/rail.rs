@@ -130,3 +130,11 @@ pub fn route_collective(
         }
     }
 }
+
+/// Is this a link-level acknowledgement (no data, travels beside data)?
+pub fn is_control(packet: &WirePacket) -> bool {
+    matches!(
+        PacketType::from_u8(packet.header.ptype),
+        Some(PacketType::Ack | PacketType::Nack | PacketType::BcastAck)
+    )
+}

@@ -23,7 +23,7 @@
 //! *completion* events, each with a completion word, recycled per rail.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::sync::atomic::{Ordering, fence};
 
 use railcoll_fw::abi::command::{COMMAND_BLOCK_SIZE, Command, CommandBlock};
 use railcoll_fw::abi::error::{ErrorInfo, ErrorRecord};
@@ -59,9 +59,6 @@ pub(crate) fn out_of_range(what: &'static str, e: crate::dma_mem::OutOfRange) ->
     }
 }
 
-/// Global mailbox sequence numbers: unique per process.
-static MAILBOX_SEQ: AtomicU32 = AtomicU32::new(1);
-
 /// Run one admin mailbox call. The caller holds the device's admin lock.
 pub fn mailbox_call(
     regs: &dyn RegisterIo,
@@ -69,7 +66,13 @@ pub fn mailbox_call(
     op: MailboxOp,
     args: [u64; 4],
 ) -> Result<u64, Error> {
-    let seq = MAILBOX_SEQ.fetch_add(1, Ordering::Relaxed);
+    // The next number after the NIC's last completed call: the caller holds
+    // the admin lock, so nobody else is between. (Not a process-global
+    // counter: that made two emulated clusters in one process perturb each
+    // other's register traffic, which modeled mode's determinism check
+    // caught.) Never 0, so a fresh NIC's status cannot match.
+    let last = MailboxStatus::from_reg(regs.read(regs::MBOX_STATUS)).seq;
+    let seq = last.wrapping_add(1).max(1);
     for (i, a) in args.iter().enumerate() {
         regs.write(regs::MBOX_ARG0 + 8 * i as u32, *a);
     }

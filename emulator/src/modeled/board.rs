@@ -23,7 +23,7 @@ use railcoll_host::dma_mem::DmaMemory;
 
 use super::profile::{Costs, transfer};
 use crate::board::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, range};
-use crate::rail::{PayloadRef, WirePacket};
+use crate::rail::{PayloadRef, WirePacket, is_control};
 use crate::registers::SharedRegisters;
 
 /// Virtual time, picoseconds.
@@ -159,18 +159,26 @@ impl Link for ModelBoard {
             len + self.costs.packet_header_bytes,
             self.costs.link_ps_per_byte,
         );
-        let start = fetched.max(self.tx_free) + self.costs.packet_overhead;
-        self.tx_free = start + ser;
-        self.last_ser = ser;
+        let packet = WirePacket {
+            header: *header,
+            payload: payload.map(|p| PayloadRef {
+                node: self.node,
+                phys: p.phys,
+                len: p.len,
+            }),
+        };
+        let start = if is_control(&packet) {
+            // Acknowledgements travel back on the link level (Elan's PAck
+            // on the reverse route), not queued behind this NIC's own DMAs.
+            self.cursor
+        } else {
+            let start = fetched.max(self.tx_free) + self.costs.packet_overhead;
+            self.tx_free = start + ser;
+            self.last_ser = ser;
+            start
+        };
         self.effects.push(Effect::Send {
-            packet: WirePacket {
-                header: *header,
-                payload: payload.map(|p| PayloadRef {
-                    node: self.node,
-                    phys: p.phys,
-                    len: p.len,
-                }),
-            },
+            packet,
             depart: start,
             ser,
         });

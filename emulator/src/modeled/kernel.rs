@@ -35,7 +35,6 @@ use std::cell::Cell;
 use std::collections::BinaryHeap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::Thread;
 
 use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_fw::engine::{Engine, Location};
@@ -47,8 +46,9 @@ use railcoll_host::regio::RegisterIo;
 use zerocopy::IntoBytes;
 
 use super::board::{Effect, ModelBoard, ModelEngine, Ps};
+use super::fiber;
 use super::profile::{Costs, transfer};
-use crate::rail::{WirePacket, is_collective, route_collective};
+use crate::rail::{WirePacket, is_collective, is_control, route_collective};
 use crate::registers::SharedRegisters;
 
 thread_local! {
@@ -145,9 +145,9 @@ struct RankSlot {
     socket: usize,
     time: Ps,
     state: RankState,
-    thread: Option<Thread>,
-    go: bool,
     step: Option<(u32, &'static str)>,
+    /// The watchdog released this rank from a wait: the wait fails.
+    stalled: bool,
 }
 
 #[derive(Debug)]
@@ -225,9 +225,8 @@ struct World {
     records: Option<Vec<TraceRecord>>,
     stats: ModelStats,
     failure: Option<String>,
+    stalls: u64,
     active: usize,
-    complete: bool,
-    launcher: Option<Thread>,
     rendezvous: Vec<usize>,
     horizon: Ps,
     same_time: (Ps, u64),
@@ -336,9 +335,8 @@ impl Kernel {
                     socket: local * sockets / rpn,
                     time: 0,
                     state: RankState::Idle,
-                    thread: None,
-                    go: false,
                     step: None,
+                    stalled: false,
                 }
             })
             .collect();
@@ -361,9 +359,8 @@ impl Kernel {
             records: None,
             stats: ModelStats::default(),
             failure: None,
+            stalls: 0,
             active: 0,
-            complete: false,
-            launcher: None,
             rendezvous: Vec::new(),
             horizon: HORIZON_PS,
             same_time: (0, 0),
@@ -541,15 +538,17 @@ impl Kernel {
         let Some(item) = w.queue.pop() else {
             return Next::Empty;
         };
-        if item.time > w.horizon && w.failure.is_none() {
+        if item.time > w.horizon {
             let report = self.report(w, "virtual time passed the watchdog horizon");
             self.fail(w, report);
+            w.horizon = item.time.saturating_add(HORIZON_PS);
         }
         if item.time == w.same_time.0 {
             w.same_time.1 += 1;
-            if w.same_time.1 > LIVELOCK_EVENTS && w.failure.is_none() {
+            if w.same_time.1 > LIVELOCK_EVENTS {
                 let report = self.report(w, "livelock: no virtual time passes");
                 self.fail(w, report);
+                w.same_time.1 = 0;
             }
         } else {
             w.same_time = (item.time, 0);
@@ -613,13 +612,19 @@ impl Kernel {
     }
 
     /// A packet whose first bit reaches NIC `nic`'s port at `first_bit`.
+    /// Data queues for the receiving port; acknowledgements travel on the
+    /// link level beside it.
     fn transmit(&self, w: &mut World, nic: usize, first_bit: Ps, ser: Ps, packet: WirePacket) {
         let Some(free) = w.rx_free.get_mut(nic) else {
             return; // no such node: the packet is lost, the sender retries
         };
-        let start = first_bit.max(*free);
-        *free = start + ser;
-        let at = start + ser;
+        let at = if is_control(&packet) {
+            first_bit + ser
+        } else {
+            let start = first_bit.max(*free);
+            *free = start + ser;
+            start + ser
+        };
         let entity = self.entity_nic(nic);
         self.push(w, at, entity, Action::Arrive { nic, packet });
     }
@@ -722,80 +727,30 @@ impl Kernel {
         s
     }
 
+    /// Fail every blocked wait (once each: a rank that goes on, say to tear
+    /// its communicator down, waits normally again).
     fn fail(&self, w: &mut World, report: String) {
-        // The watchdog speaks once per stalled run, on stderr: the waits it
-        // fails only carry a timeout.
+        // The watchdog speaks on stderr too: the waits it fails only carry a
+        // timeout.
         eprintln!("railcoll watchdog: {report}");
         w.failure = Some(report);
+        w.stalls += 1;
         let now = w.now;
         for r in 0..w.ranks.len() {
-            self.resume(w, r, now);
+            if matches!(w.ranks[r].state, RankState::Blocked(_)) {
+                w.ranks[r].stalled = true;
+                self.resume(w, r, now);
+            }
         }
     }
 
-    /// Run the queue until some rank is resumed. `me` is the calling rank
-    /// (it returns once it is resumed), or `None` for a thread that only
-    /// drives (the launcher, a finished rank): it returns after handing the
-    /// baton on, or when the run is complete.
-    fn dispatch(&self, me: Option<usize>) {
+    /// Did the watchdog end the wait `rank` just came back from?
+    fn failed(&self, rank: usize) -> Result<(), Stalled> {
         let mut w = self.lock();
-        loop {
-            match self.step(&mut w) {
-                Next::Continue => {}
-                Next::Run(r) => {
-                    let now = w.now;
-                    let slot = &mut w.ranks[r];
-                    slot.state = RankState::Running;
-                    slot.time = now;
-                    if Some(r) == me {
-                        return;
-                    }
-                    slot.go = true;
-                    let thread = slot.thread.clone();
-                    w.stats.handoffs += 1;
-                    drop(w);
-                    if let Some(t) = thread {
-                        t.unpark();
-                    }
-                    if let Some(me) = me {
-                        self.wait_for_baton(me);
-                    }
-                    return;
-                }
-                Next::Empty => {
-                    if w.active == 0 || w.failure.is_some() {
-                        w.complete = true;
-                        if let Some(t) = w.launcher.clone() {
-                            drop(w);
-                            t.unpark();
-                        }
-                        return;
-                    }
-                    let report = self.report(&w, "deadlock: no event can make progress");
-                    self.fail(&mut w, report);
-                }
-            }
+        if !std::mem::take(&mut w.ranks[rank].stalled) {
+            return Ok(());
         }
-    }
-
-    fn wait_for_baton(&self, me: usize) {
-        loop {
-            {
-                let mut w = self.lock();
-                if w.ranks[me].go {
-                    w.ranks[me].go = false;
-                    return;
-                }
-            }
-            std::thread::park();
-        }
-    }
-
-    fn failed(&self) -> Result<(), Stalled> {
-        match &self.lock().failure {
-            Some(f) => Err(Stalled(f.clone())),
-            None => Ok(()),
-        }
+        Err(Stalled(w.failure.clone().unwrap_or_default()))
     }
 
     /// Bring `rank`'s clock and the global clock together: commit every
@@ -803,9 +758,6 @@ impl Kernel {
     pub(crate) fn sync(&self, rank: usize) -> Result<(), Stalled> {
         {
             let mut w = self.lock();
-            if let Some(f) = &w.failure {
-                return Err(Stalled(f.clone()));
-            }
             let t = w.ranks[rank].time.max(w.now);
             let earlier = w
                 .queue
@@ -819,16 +771,13 @@ impl Kernel {
             w.ranks[rank].state = RankState::Ready;
             self.push(&mut w, t, rank as u32, Action::RankRun(rank));
         }
-        self.dispatch(Some(rank));
-        self.failed()
+        fiber::suspend();
+        self.failed(rank)
     }
 
     fn block(&self, rank: usize, watch: Watch) -> Result<(), Stalled> {
         {
             let mut w = self.lock();
-            if let Some(f) = &w.failure {
-                return Err(Stalled(f.clone()));
-            }
             let admin = matches!(watch, Watch::Admin);
             w.ranks[rank].state = RankState::Blocked(watch);
             if !admin {
@@ -836,8 +785,8 @@ impl Kernel {
                 self.admin_retry(&mut w, node);
             }
         }
-        self.dispatch(Some(rank));
-        self.failed()
+        fiber::suspend();
+        self.failed(rank)
     }
 
     /// Block `rank` until `ready()`.
@@ -982,44 +931,75 @@ impl Kernel {
         }
     }
 
-    /// Prepare a run of every rank: each will be resumed at the present.
-    pub(crate) fn begin_run(&self, threads: Vec<Thread>) {
-        let mut w = self.lock();
-        w.failure = None;
-        w.complete = false;
-        w.active = threads.len();
-        w.rendezvous.clear();
-        let now = w.now;
-        w.horizon = now.saturating_add(HORIZON_PS);
-        w.launcher = Some(std::thread::current());
-        for (r, t) in threads.into_iter().enumerate() {
-            let slot = &mut w.ranks[r];
-            slot.thread = Some(t);
-            slot.time = now;
-            slot.state = RankState::Ready;
-            slot.go = false;
-            slot.step = None;
-            self.push(&mut w, now, r as u32, Action::RankRun(r));
-        }
-    }
-
-    /// The launcher: run the queue until the run is complete.
-    pub(crate) fn drive_run(&self) {
-        if self.ranks > 0 {
-            self.dispatch(None);
+    /// Run every rank's fiber under the sequencer until all are done (or
+    /// the watchdog stopped the run); `fibers[r]` is rank `r`, and `done(r,
+    /// value)` receives what a fiber returned.
+    pub(crate) fn run<T>(
+        &self,
+        fibers: &mut [corosensei::ScopedCoroutineRef<
+            '_,
+            (),
+            (),
+            T,
+            corosensei::stack::DefaultStack,
+        >],
+        done: &mut dyn FnMut(usize, T),
+    ) {
+        {
+            let mut w = self.lock();
+            w.failure = None;
+            w.stalls = 0;
+            w.active = fibers.len();
+            w.rendezvous.clear();
+            let now = w.now;
+            w.horizon = now.saturating_add(HORIZON_PS);
+            for r in 0..fibers.len() {
+                let slot = &mut w.ranks[r];
+                slot.time = now;
+                slot.state = RankState::Ready;
+                slot.step = None;
+                self.push(&mut w, now, r as u32, Action::RankRun(r));
+            }
         }
         loop {
-            if self.lock().complete {
+            let mut w = self.lock();
+            if w.stalls > 2 * fibers.len() as u64 {
+                // Ranks that keep waiting after every stall: give up on
+                // them (their fibers are unwound when dropped).
                 return;
             }
-            std::thread::park();
+            if w.active == 0 {
+                // The run ends with its last rank; actions still queued
+                // (acknowledgements in flight, timers) stay queued and are
+                // committed in time order by the next run.
+                return;
+            }
+            match self.step(&mut w) {
+                Next::Continue => {}
+                Next::Run(r) => {
+                    let now = w.now;
+                    let slot = &mut w.ranks[r];
+                    slot.state = RankState::Running;
+                    slot.time = now;
+                    w.stats.handoffs += 1;
+                    drop(w);
+                    let Some(fiber) = fibers.get_mut(r) else {
+                        continue;
+                    };
+                    set_current_rank(Some(r));
+                    let out = fiber.as_mut().resume(());
+                    set_current_rank(None);
+                    if let corosensei::CoroutineResult::Return(v) = out {
+                        self.finish(r);
+                        done(r, v);
+                    }
+                }
+                Next::Empty => {
+                    let report = self.report(&w, "deadlock: no event can make progress");
+                    self.fail(&mut w, report);
+                }
+            }
         }
-    }
-
-    /// A rank thread's first act: wait to be resumed.
-    pub(crate) fn start_rank(&self, rank: usize) {
-        set_current_rank(Some(rank));
-        self.wait_for_baton(rank);
     }
 
     /// Every rank of the run meets here (opening and end of a run); the
@@ -1044,37 +1024,19 @@ impl Kernel {
         Ok(())
     }
 
-    /// `rank` is done with this run: hand the baton on and return (the
-    /// thread may exit).
-    pub(crate) fn finish(&self, rank: usize) {
-        {
-            let mut w = self.lock();
-            w.ranks[rank].state = RankState::Done;
-            w.active = w.active.saturating_sub(1);
-            // A rank waiting at a rendezvous no longer waits for this one.
-            if !w.rendezvous.is_empty() && w.rendezvous.len() >= w.active {
-                let now = w.now;
-                for r in std::mem::take(&mut w.rendezvous) {
-                    self.resume(&mut w, r, now);
-                }
-            }
-            let node = w.ranks[rank].node;
-            self.admin_retry(&mut w, node);
-            if w.active == 0 {
-                // The run ends with its last rank; actions still queued
-                // (acknowledgements in flight, timers) stay queued and are
-                // committed in time order by the next run.
-                w.complete = true;
-                let launcher = w.launcher.clone();
-                drop(w);
-                set_current_rank(None);
-                if let Some(t) = launcher {
-                    t.unpark();
-                }
-                return;
+    /// `rank` is done with this run.
+    fn finish(&self, rank: usize) {
+        let mut w = self.lock();
+        w.ranks[rank].state = RankState::Done;
+        w.active = w.active.saturating_sub(1);
+        // A rank waiting at a rendezvous no longer waits for this one.
+        if !w.rendezvous.is_empty() && w.rendezvous.len() >= w.active {
+            let now = w.now;
+            for r in std::mem::take(&mut w.rendezvous) {
+                self.resume(&mut w, r, now);
             }
         }
-        set_current_rank(None);
-        self.dispatch(None);
+        let node = w.ranks[rank].node;
+        self.admin_retry(&mut w, node);
     }
 }

@@ -4,8 +4,10 @@
 //! - [`profile`]: the profiles (hardware costs, with sources).
 //! - [`board`]: the firmware's hardware traits over virtual time.
 //! - [`kernel`]: the sequencer: one queue of actions ordered by (virtual
-//!   time, entity, sequence), rank threads that run one at a time, NICs as
-//!   state machines, the watchdog and the trace hash.
+//!   time, entity, sequence), ranks that run one at a time, NICs as state
+//!   machines, the watchdog and the trace hash.
+//! - [`fiber`]: ranks as stackful coroutines on the sequencer's thread
+//!   (the crate's only unsafe code outside the board glue).
 //!
 //! This module's types plug into the host library's seams: [`ModelRegs`]
 //! is a NIC's BAR as the driver sees it (writes are committed at the
@@ -13,6 +15,7 @@
 //! (blocking hands the baton to the sequencer).
 
 pub mod board;
+pub mod fiber;
 pub mod kernel;
 pub mod profile;
 

@@ -74,6 +74,26 @@ impl ExecState {
     }
 }
 
+/// Schedule sets generated in this process, shared by its communicators.
+/// A set holds every rank's schedule, so N communicators of one process
+/// (emulated ranks) would otherwise generate N identical sets. Weak: a set
+/// lives as long as some communicator caches it.
+fn shared_schedule(params: &Params) -> Result<Arc<ScheduleSet>, Error> {
+    static SHARED: std::sync::Mutex<Option<HashMap<Params, std::sync::Weak<ScheduleSet>>>> =
+        std::sync::Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    let map = shared.get_or_insert_with(HashMap::new);
+    if let Some(set) = map.get(params).and_then(std::sync::Weak::upgrade) {
+        return Ok(set);
+    }
+    let set = Arc::new(generate(params)?);
+    if map.len() >= CACHE_LIMIT {
+        map.retain(|_, w| w.strong_count() > 0);
+    }
+    map.insert(*params, Arc::downgrade(&set));
+    Ok(set)
+}
+
 fn region_of(base: &SymBuffer, r: &Region, block: usize) -> Result<SymBuffer, Error> {
     base.slice(r.block as usize * block, r.count as usize * block)
 }
@@ -99,7 +119,7 @@ impl Comm {
         if let Some(s) = self.sched.cache.borrow().get(&params) {
             return Ok(Arc::clone(s));
         }
-        let set = Arc::new(generate(&params)?);
+        let set = shared_schedule(&params)?;
         let mut cache = self.sched.cache.borrow_mut();
         if cache.len() >= CACHE_LIMIT {
             cache.clear();

@@ -1,0 +1,253 @@
+//! Modeled mode's own properties: the `hockney` profile reproduces the
+//! papers' closed forms, runs are deterministic (same trace hash over
+//! reruns and worker counts), and the watchdog stops a stuck run with a
+//! report instead of hanging. (Every other emulator test also runs in
+//! modeled mode: `RAILCOLL_TEST_MODE=modeled`, as CI does.)
+
+use railcoll_emu::bench::{self, CollBench};
+use railcoll_emu::modeled::Profile;
+use railcoll_emu::{Cluster, ClusterConfig, Mode};
+use railcoll_host::coll::BarrierAlgorithm;
+use railcoll_host::sched::cost::{self, Hockney};
+use railcoll_host::sched::{Algorithm, Collective, Params, Shape};
+use railcoll_host::{Arrivals, Placement};
+
+/// Modeled completion time (first start to last end, us) of one call.
+fn modeled_makespan(c: Collective, a: Algorithm, n: usize, rails: usize, block: usize) -> f64 {
+    let cluster = Cluster::modeled(
+        ClusterConfig {
+            nodes: n,
+            ranks_per_node: 1,
+            rails,
+            arena_size: (block * n * 24).max(1 << 20),
+            ..ClusterConfig::default()
+        },
+        Profile::builtin("hockney").expect("hockney"),
+    )
+    .expect("cluster");
+    let out = cluster.run(|comm| -> Result<(f64, f64), railcoll_host::Error> {
+        let send_len = if c == Collective::Alltoall {
+            block * n
+        } else {
+            block
+        };
+        let send = comm.alloc(send_len)?;
+        let recv = comm.alloc(block * n)?;
+        // Only the hardware barrier before the call: the switch releases
+        // every node at one instant and no earlier traffic is in flight.
+        comm.barrier_with(BarrierAlgorithm::Hardware)?;
+        let start = cluster.now_ns();
+        comm.collective_with(c, a, &send, &recv, 0)?;
+        Ok((start, cluster.now_ns()))
+    });
+    let (mut first, mut last) = (f64::INFINITY, 0.0f64);
+    for r in out {
+        let (s, e) = r.expect("rank ran").expect("collective ran");
+        (first, last) = (first.min(s), last.max(e));
+    }
+    (last - first) / 1e3
+}
+
+/// Contention-free algorithms, each on shapes where its paper formula
+/// holds exactly: (collective, algorithm, N, k).
+const CONTENTION_FREE: &[(Collective, &str, usize, usize)] = &[
+    (Collective::Gather, "binomial", 9, 2),
+    (Collective::Gather, "binomial", 8, 1),
+    (Collective::Allgather, "exchange", 9, 2),
+    (Collective::Allgather, "exchange", 27, 2),
+    (Collective::Allgather, "exchange", 16, 3),
+    (Collective::Allgather, "bruck", 16, 3),
+    (Collective::Allgather, "bruck", 9, 2),
+    (Collective::Allgather, "ring", 5, 1),
+    (Collective::Allgather, "recursive-doubling", 8, 1),
+    (Collective::Alltoall, "bruck", 16, 3),
+    (Collective::Alltoall, "exchange", 9, 2),
+    (Collective::Alltoall, "pairwise", 4, 1),
+];
+
+#[test]
+fn under_the_hockney_profile_modeled_time_is_the_papers_formula() {
+    let h = Hockney {
+        t_s: 1.6,
+        tau: 1.0 / 900.0,
+    };
+    for &(c, name, n, k) in CONTENTION_FREE {
+        let a = c.parse_algorithm(name).expect("algorithm");
+        for block in [4usize, 4096, 65536] {
+            let shape = Shape::new(n, 1, 1, k, Placement::Block).expect("shape");
+            let p = Params::new(c, a, shape, 0, block);
+            let f = cost::formula(&p, &h).expect("the paper has a formula");
+            assert!(f.exact, "{c} {name} N={n}: {} is meant for this N", f.label);
+            let m = modeled_makespan(c, a, n, k, block);
+            assert!(
+                (m - f.value).abs() < 1e-3,
+                "{c} {name} N={n} k={k} {block} B: modeled {m:.6} us, {} {:.6} us",
+                f.label,
+                f.value
+            );
+        }
+    }
+}
+
+/// A small but busy run: every collective kind, both node phases.
+fn busy_run(cluster: &Cluster) -> u64 {
+    let out = cluster.run(|comm| -> Result<(), railcoll_host::Error> {
+        let n = comm.size();
+        let send = comm.alloc(1024 * n)?;
+        let recv = comm.alloc(1024 * n)?;
+        comm.write_local(
+            &send,
+            0,
+            &railcoll_tests::pattern(1024 * n, comm.rank() as u64),
+        )?;
+        comm.allgather_with(Algorithm::SmpBruck, &send.slice(0, 1024)?, &recv)?;
+        comm.alltoall(&send, &recv)?;
+        comm.gather(&send.slice(0, 1024)?, &recv, 1)?;
+        comm.barrier()?;
+        comm.broadcast(&recv, 2)?;
+        Ok(())
+    });
+    for r in out {
+        r.expect("rank ran").expect("collectives ran");
+    }
+    cluster.kernel().expect("modeled").digest().hash
+}
+
+fn busy_cluster(seed: u64) -> Cluster {
+    Cluster::new(ClusterConfig {
+        nodes: 3,
+        ranks_per_node: 2,
+        rails: 2,
+        sockets: 2,
+        arena_size: 1 << 20,
+        mode: Mode::Modeled,
+        seed,
+        ..ClusterConfig::default()
+    })
+    .expect("cluster")
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace_hash_over_twenty_reruns() {
+    let first = busy_run(&busy_cluster(7));
+    for _ in 0..19 {
+        assert_eq!(busy_run(&busy_cluster(7)), first);
+    }
+    assert_ne!(
+        busy_run(&busy_cluster(8)),
+        first,
+        "the seed is part of the trace"
+    );
+}
+
+#[test]
+fn trace_hashes_do_not_depend_on_the_worker_count() {
+    let cfg = ClusterConfig {
+        nodes: 4,
+        ranks_per_node: 2,
+        rails: 2,
+        mode: Mode::Modeled,
+        ..ClusterConfig::default()
+    };
+    let profile = Profile::builtin("qsnet2-dual").expect("profile");
+    let algos = [Algorithm::Direct, Algorithm::SmpDirect, Algorithm::Native];
+    let op = |comm: &railcoll_host::Comm,
+              a: usize,
+              send: &railcoll_host::arena::SymBuffer,
+              recv: &railcoll_host::arena::SymBuffer| {
+        comm.allgather_with(algos[a], send, recv)
+    };
+    let bench = CollBench {
+        collective: "allgather",
+        algorithms: algos.iter().map(|a| a.name()).collect(),
+        sizes: vec![4, 1024, 4096, 65536],
+        iters: 2,
+        rounds: 1,
+        op: &op,
+        send_len: bench::same_len,
+        recv_len: bench::per_rank_len,
+        synchronised: true,
+    };
+    let one = bench::coll_model(cfg, &profile, &bench, 1, &|_| {}).expect("1 worker");
+    let two = bench::coll_model(cfg, &profile, &bench, 2, &|_| {}).expect("2 workers");
+    assert_eq!(one.len(), 12);
+    for (a, b) in one.iter().zip(&two) {
+        assert!(a.trace_hash.is_some());
+        assert_eq!(
+            (a.size, a.algorithm, &a.trace_hash, a.latency_us),
+            (b.size, b.algorithm, &b.trace_hash, b.latency_us)
+        );
+    }
+}
+
+#[test]
+fn the_watchdog_stops_a_stuck_run_with_a_report() {
+    let cluster = Cluster::new(ClusterConfig {
+        nodes: 2,
+        ranks_per_node: 2,
+        rails: 1,
+        arena_size: 1 << 20,
+        mode: Mode::Modeled,
+        seed: 42,
+        ..ClusterConfig::default()
+    })
+    .expect("cluster");
+    let out = cluster.run(|comm| -> Result<(), railcoll_host::Error> {
+        if comm.rank() == 3 {
+            // An arrival nobody will ever send.
+            let ev = comm.alloc_dest_event()?;
+            let mut one = Arrivals::new();
+            one.add(0, 1);
+            comm.wait_arrivals(&ev, &one)?;
+        }
+        Ok(())
+    });
+    assert!(
+        matches!(out[3], Ok(Err(railcoll_host::Error::Timeout(_)))),
+        "{:?}",
+        out[3]
+    );
+    let report = cluster
+        .kernel()
+        .expect("modeled")
+        .failure()
+        .expect("a report")
+        .0;
+    for needle in ["deadlock", "seed 42", "virtual time", "rank 3"] {
+        assert!(report.contains(needle), "{needle} missing in: {report}");
+    }
+    // The cluster is usable afterwards.
+    let again = cluster.run(|comm| comm.barrier());
+    assert!(again.iter().all(|r| matches!(r, Ok(Ok(())))));
+}
+
+#[test]
+fn a_stuck_schedule_names_the_rank_and_its_step() {
+    let cluster = Cluster::new(ClusterConfig {
+        nodes: 2,
+        ranks_per_node: 1,
+        rails: 1,
+        arena_size: 1 << 20,
+        mode: Mode::Modeled,
+        ..ClusterConfig::default()
+    })
+    .expect("cluster");
+    let out = cluster.run(|comm| -> Result<(), railcoll_host::Error> {
+        let send = comm.alloc(64)?;
+        let recv = comm.alloc(128)?;
+        // Rank 1 never joins: rank 0 waits in its schedule.
+        if comm.rank() == 0 {
+            comm.allgather_with(Algorithm::Direct, &send, &recv)?;
+        }
+        Ok(())
+    });
+    assert!(out[0].as_ref().expect("ran").is_err());
+    let report = cluster
+        .kernel()
+        .expect("modeled")
+        .failure()
+        .expect("report")
+        .0;
+    assert!(report.contains("rank 0 at step"), "{report}");
+    assert!(report.contains("wait for a counter"), "{report}");
+}
