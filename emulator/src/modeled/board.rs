@@ -9,6 +9,8 @@
 //! are buffered with their virtual time stamps and the kernel commits them
 //! through the sequencer after the poll.
 
+#![forbid(unsafe_code)]
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,13 +8,10 @@
 //!   collective packet at a switch. Ties never depend on thread scheduling:
 //!   the sequence number is assigned in commit order, and commits happen in
 //!   queue order.
-//! - Exactly one thread runs at a time: the *baton holder*. Rank threads
-//!   (one per rank, parked unless they hold the baton) run real host code;
-//!   when a rank must wait or bring its clock to the present it runs the
-//!   queue itself, polling NICs and routing packets inline, until an action
-//!   resumes some rank; it then hands the baton to that rank's thread
-//!   (a futex wake) unless it is itself. NIC engines are state machines
-//!   and never need a thread.
+//! - One thread runs the queue ([`Kernel::run`]); ranks are fibers on it
+//!   (real host code on their own stacks, see [`super::fiber`]), resumed
+//!   by a rank action and suspended when they wait or must bring their
+//!   clock to the present. NIC engines are state machines polled inline.
 //! - A rank's clock runs ahead of the global clock between its
 //!   interactions (host costs are charged to it); register writes are
 //!   committed at the rank's time. Before a rank reads memory others write
@@ -30,6 +27,8 @@
 //!   then fail with a timeout instead of hanging.
 //! - Every committed action is hashed into the trace (FNV-1a 64 over its
 //!   fields); the hash is the determinism witness.
+
+#![forbid(unsafe_code)]
 
 use std::cell::Cell;
 use std::collections::BinaryHeap;
