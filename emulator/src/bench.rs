@@ -343,6 +343,23 @@ impl std::fmt::Debug for CollBench<'_> {
     }
 }
 
+/// Allocate and fill a rank's buffers, run algorithm `a` once (warm-up,
+/// and every rank is in), then meet at a barrier.
+fn warm_up(
+    comm: &Comm,
+    bench: &CollBench<'_>,
+    a: usize,
+    size: usize,
+) -> Result<(SymBuffer, SymBuffer), railcoll_host::Error> {
+    let n = comm.size();
+    let send = comm.alloc((bench.send_len)(size, n))?;
+    let recv = comm.alloc((bench.recv_len)(size, n))?;
+    comm.write_local(&send, 0, &fill_pattern(send.len()))?;
+    (bench.op)(comm, a, &send, &recv)?;
+    comm.barrier()?;
+    Ok((send, recv))
+}
+
 /// Arena a collective bench needs for its largest size.
 fn coll_config(cfg: ClusterConfig, bench: &CollBench<'_>) -> ClusterConfig {
     let largest = bench.sizes.iter().copied().max().unwrap_or(0);
@@ -381,12 +398,7 @@ pub fn coll_model(
         for a in 0..bench.algorithms.len() {
             let per_rank = cluster.run(
                 |comm: &Comm| -> Result<(f64, (f64, f64)), railcoll_host::Error> {
-                    let n = comm.size();
-                    let send = comm.alloc((bench.send_len)(size, n))?;
-                    let recv = comm.alloc((bench.recv_len)(size, n))?;
-                    comm.write_local(&send, 0, &fill_pattern(send.len()))?;
-                    (bench.op)(comm, a, &send, &recv)?;
-                    comm.barrier()?;
+                    let (send, recv) = warm_up(comm, bench, a, size)?;
                     let mut total = 0.0;
                     let mut span = (f64::INFINITY, 0.0f64);
                     for _ in 0..bench.iters {
@@ -485,13 +497,7 @@ pub fn coll_bench(
                     .map(|_| pingpong_rtt_seconds())
                     .fold(f64::INFINITY, f64::min);
                 let per_rank = cluster.run(|comm: &Comm| -> Result<f64, railcoll_host::Error> {
-                    let n = comm.size();
-                    let send = comm.alloc((bench.send_len)(size, n))?;
-                    let recv = comm.alloc((bench.recv_len)(size, n))?;
-                    comm.write_local(&send, 0, &fill_pattern(send.len()))?;
-                    // Warm up (and make sure every rank is in), then time.
-                    (bench.op)(comm, a, &send, &recv)?;
-                    comm.barrier()?;
+                    let (send, recv) = warm_up(comm, bench, a, size)?;
                     let mut total = 0.0;
                     if bench.synchronised {
                         for _ in 0..bench.iters {

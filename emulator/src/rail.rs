@@ -108,26 +108,10 @@ pub fn route_collective(
         }
         Forward::ReleaseAll(barrier) => {
             for node in barrier.low_node..=barrier.high_node {
-                let header = switch::release(&barrier, node);
-                out(
-                    node as usize,
-                    WirePacket {
-                        header,
-                        payload: None,
-                    },
-                );
+                out(node as usize, released(&barrier, node));
             }
         }
-        Forward::ReleaseOne(barrier, node) => {
-            let header = switch::release(&barrier, node);
-            out(
-                node as usize,
-                WirePacket {
-                    header,
-                    payload: None,
-                },
-            );
-        }
+        Forward::ReleaseOne(barrier, node) => out(node as usize, released(&barrier, node)),
     }
 }
 
@@ -137,4 +121,11 @@ pub fn is_control(packet: &WirePacket) -> bool {
         PacketType::from_u8(packet.header.ptype),
         Some(PacketType::Ack | PacketType::Nack | PacketType::BcastAck)
     )
+}
+
+fn released(barrier: &railcoll_fw::abi::packet::BarrierPacket, node: u16) -> WirePacket {
+    WirePacket {
+        header: switch::release(barrier, node),
+        payload: None,
+    }
 }

@@ -275,3 +275,89 @@ fn tuning_show_prints_a_table_that_parses_back() {
     let table = railcoll_host::sched::tuning::TuningTable::parse(&text).expect("round trip");
     assert_eq!(table, railcoll_host::sched::tuning::TuningTable::builtin());
 }
+
+#[test]
+fn profiles_are_listed_shown_with_sources_and_bad_names_refused() {
+    let list = railcoll(&["profile", "list"]);
+    assert!(list.status.success());
+    let names = String::from_utf8_lossy(&list.stdout);
+    for p in ["qsnet2-dual", "clan-via", "ib-multicore", "hockney"] {
+        assert!(names.contains(p), "{names}");
+    }
+    let show = railcoll(&["profile", "show", "qsnet2-dual"]);
+    assert!(show.status.success());
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("bandwidth_mb_s = 800") && text.contains("001 §6"),
+        "{text}"
+    );
+    let bad = railcoll(&["profile", "show", "no-such"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("qsnet2-dual"), "{err}");
+    assert!(bad.stdout.is_empty());
+}
+
+#[test]
+fn modeled_bench_reports_virtual_latency_and_checks_determinism() {
+    let out = railcoll(&[
+        "bench",
+        "allgather",
+        "--nodes",
+        "3",
+        "--ranks-per-node",
+        "2",
+        "--mode",
+        "modeled",
+        "--profile",
+        "hockney",
+        "--sizes",
+        "4,4K",
+        "--iters",
+        "1",
+        "--algo",
+        "bruck",
+        "--check-determinism",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("identical trace hashes"), "{err}");
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 2);
+    for v in &lines {
+        assert_eq!(v["mode"], "modeled");
+        assert_eq!(v["profile"], "hockney");
+        assert!(v["latency_us"].as_f64().is_some_and(|x| x > 1.6));
+        assert!(v["trace_hash"].as_str().is_some_and(|h| h.len() == 16));
+    }
+    for (args, needle) in [
+        (
+            vec!["bench", "barrier", "--mode", "fast"],
+            "threads, modeled",
+        ),
+        (
+            vec!["bench", "barrier", "--check-determinism"],
+            "--mode modeled",
+        ),
+        (
+            vec![
+                "bench",
+                "barrier",
+                "--mode",
+                "modeled",
+                "--profile",
+                "/no/such.toml",
+            ],
+            "unknown profile",
+        ),
+    ] {
+        let bad = railcoll(&args);
+        assert_eq!(bad.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert!(bad.stdout.is_empty());
+    }
+}
