@@ -41,12 +41,12 @@ pub fn suspend() -> bool {
         return false;
     }
     RUNNING.with(|c| c.set(std::ptr::null()));
-    // SAFETY: `RUNNING` is non-null only between `run_fiber` setting it and
-    // the fiber suspending or returning, and only on the thread that runs
-    // the fiber: it points to the `Yielder` corosensei passed to that
-    // fiber's closure, which lives until the closure returns. We read it
-    // while that fiber is running on this thread, so the pointee is alive;
-    // it is only ever used through a shared reference.
+    // Why the dereference below is sound: `RUNNING` is non-null only between
+    // `run_fiber` setting it and the fiber suspending or returning, and only
+    // on the thread that runs the fiber; it then points to the `Yielder`
+    // corosensei passed to that fiber's closure, which lives until the
+    // closure returns, and it is only used through a shared reference.
+    // SAFETY: the fiber that set `yielder` is the one running now (above).
     let y = unsafe { &*yielder };
     y.suspend(());
     // Other fibers ran meanwhile and reset the pointer: restore ours.
