@@ -318,6 +318,25 @@ pub struct Cluster {
     backend: Backend,
 }
 
+/// Wait for a NIC's firmware to come up (`shared` is its register file),
+/// then set its packet size through the driver's view `io`.
+fn bring_up(
+    io: &dyn RegisterIo,
+    shared: &SharedRegisters,
+    wait: &dyn WaitHook,
+    packet_size: u32,
+) -> Result<(), EmuError> {
+    wait.wait_until(&mut || shared.nic_read(regs::ID) == regs::ID_VALUE)
+        .map_err(railcoll_host::Error::from)?;
+    railcoll_host::driver::mailbox_call(
+        io,
+        wait,
+        MailboxOp::SetParam,
+        [Param::PacketSize as u64, u64::from(packet_size), 0, 0],
+    )?;
+    Ok(())
+}
+
 fn node_memories(cfg: &ClusterConfig) -> Result<Vec<Arc<NodeMemory>>, EmuError> {
     let per_rank = cfg.arena_size + (1 << 20) * cfg.rails + (256 << 10);
     Ok((0..cfg.nodes)
@@ -395,15 +414,8 @@ impl Cluster {
             kernel: Arc::clone(&kernel),
         };
         for (device, node_regs) in devices.iter().zip(&regs) {
-            for (rail, shared) in node_regs.iter().enumerate() {
-                wait.wait_until(&mut || shared.nic_read(regs::ID) == regs::ID_VALUE)
-                    .map_err(railcoll_host::Error::from)?;
-                railcoll_host::driver::mailbox_call(
-                    &*device.registers[rail],
-                    &wait,
-                    MailboxOp::SetParam,
-                    [Param::PacketSize as u64, cfg.packet_size as u64, 0, 0],
-                )?;
+            for (io, shared) in device.registers.iter().zip(node_regs) {
+                bring_up(&**io, shared, &wait, cfg.packet_size)?;
             }
         }
         Ok(Self {
@@ -470,14 +482,7 @@ impl Cluster {
         ));
         for node_regs in &registers {
             for regs in node_regs {
-                wait.wait_until(&mut || regs.nic_read(regs::ID) == regs::ID_VALUE)
-                    .map_err(railcoll_host::Error::from)?;
-                railcoll_host::driver::mailbox_call(
-                    &**regs,
-                    &*wait,
-                    MailboxOp::SetParam,
-                    [Param::PacketSize as u64, cfg.packet_size as u64, 0, 0],
-                )?;
+                bring_up(&**regs, regs, &*wait, cfg.packet_size)?;
             }
         }
         let devices: Vec<Arc<EmuDevice>> = memories

@@ -165,7 +165,7 @@ pub struct ModelStats {
     /// Actions committed (rank resumes, register writes, NIC polls, packet
     /// arrivals, switch operations).
     pub events: u64,
-    /// Baton hand-offs between threads.
+    /// Switches into a rank's fiber.
     pub handoffs: u64,
     /// Packets put on a link.
     pub packets: u64,
@@ -500,10 +500,10 @@ impl Kernel {
     /// Something on `node` changed: resume, at `at`, the ranks whose wait
     /// it may have satisfied (`only`: just that rank).
     fn node_changed(&self, w: &mut World, node: usize, at: Ps, only: Option<usize>) {
-        let Some(list) = w.node_ranks.get(node).cloned() else {
-            return;
-        };
-        for r in list {
+        // By index: this runs after every NIC write, no list copies.
+        let count = w.node_ranks.get(node).map_or(0, Vec::len);
+        for i in 0..count {
+            let r = w.node_ranks[node][i];
             if only.is_some_and(|o| o != r) {
                 continue;
             }
@@ -521,11 +521,10 @@ impl Kernel {
     /// A non-admin rank of `node` reached the kernel: a rank waiting for
     /// the node's admin lock may now get it.
     fn admin_retry(&self, w: &mut World, node: usize) {
-        let Some(list) = w.node_ranks.get(node).cloned() else {
-            return;
-        };
         let now = w.now;
-        for r in list {
+        let count = w.node_ranks.get(node).map_or(0, Vec::len);
+        for i in 0..count {
+            let r = w.node_ranks[node][i];
             if matches!(w.ranks[r].state, RankState::Blocked(Watch::Admin)) {
                 self.resume(w, r, now);
             }
