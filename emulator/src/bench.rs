@@ -345,7 +345,7 @@ impl std::fmt::Debug for CollBench<'_> {
 
 /// Allocate and fill a rank's buffers, run algorithm `a` once (warm-up,
 /// and every rank is in), then meet at a barrier.
-fn warm_up(
+pub(crate) fn warm_up(
     comm: &Comm,
     bench: &CollBench<'_>,
     a: usize,
@@ -361,12 +361,17 @@ fn warm_up(
 }
 
 /// Arena a collective bench needs for its largest size.
-fn coll_config(cfg: ClusterConfig, bench: &CollBench<'_>) -> ClusterConfig {
+pub(crate) fn coll_config(cfg: ClusterConfig, bench: &CollBench<'_>) -> ClusterConfig {
     let largest = bench.sizes.iter().copied().max().unwrap_or(0);
+    coll_config_for(cfg, bench, largest)
+}
+
+/// Arena a collective bench needs for `size`.
+fn coll_config_for(cfg: ClusterConfig, bench: &CollBench<'_>, size: usize) -> ClusterConfig {
     let ranks = cfg.nodes * cfg.ranks_per_node;
     // Buffers, plus room for the schedules' scratch (two alternating sets
     // of up to (2 + 2 log N) x the receive buffer for all-to-all).
-    let need = (bench.send_len)(largest, ranks) + (bench.recv_len)(largest, ranks);
+    let need = (bench.send_len)(size, ranks) + (bench.recv_len)(size, ranks);
     ClusterConfig {
         arena_size: cfg
             .arena_size
@@ -386,9 +391,10 @@ pub fn coll_model(
     workers: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<CollRecord>, EmuError> {
-    let cfg = coll_config(cfg, bench);
     let workers = workers.clamp(1, bench.sizes.len().max(1));
     let point = |size: usize| -> Result<Vec<CollRecord>, EmuError> {
+        // Each point's cluster is sized for its own size only.
+        let cfg = coll_config_for(cfg, bench, size);
         let cluster = Cluster::modeled(cfg, profile.clone())?;
         let kernel = cluster
             .kernel()

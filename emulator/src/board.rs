@@ -1,7 +1,7 @@
 //! The firmware's hardware traits, implemented over emulated node memory,
 //! the rail switch, the shared register file and the host's wakers.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
@@ -16,6 +16,7 @@ use railcoll_host::env::Waker;
 
 use crate::rail::{PayloadRef, Rail, WirePacket};
 use crate::registers::SharedRegisters;
+use crate::timeline::{Timeline, Track};
 
 /// Largest node count an emulated NIC serves (its flow tables).
 pub const EMU_MAX_NODES: usize = 256;
@@ -37,6 +38,16 @@ pub struct EmuBoard {
     inbox: Receiver<WirePacket>,
     wakers: Arc<[Waker]>,
     epoch: Instant,
+    trace: Option<BoardTrace>,
+}
+
+/// Where a threads-mode board reports its activity when the cluster is
+/// traced (instants in wall time: the NIC's processor and port are not
+/// modeled, so they have no spans).
+#[derive(Debug)]
+struct BoardTrace {
+    rail: usize,
+    timeline: Arc<OnceLock<Arc<Timeline>>>,
 }
 
 impl EmuBoard {
@@ -61,7 +72,29 @@ impl EmuBoard {
             inbox,
             wakers,
             epoch,
+            trace: None,
         })
+    }
+
+    /// Report activity to the cluster's timeline once one is attached.
+    pub fn traced(mut self, rail: usize, timeline: Arc<OnceLock<Arc<Timeline>>>) -> Self {
+        self.trace = Some(BoardTrace { rail, timeline });
+        self
+    }
+
+    fn trace_instant(&self, on_port: bool, cat: &'static str, name: impl FnOnce() -> String) {
+        let Some(t) = &self.trace else { return };
+        let Some(timeline) = t.timeline.get() else {
+            return;
+        };
+        let (node, rail) = (usize::from(self.node), t.rail);
+        let track = if on_port {
+            Track::Port { rail, node }
+        } else {
+            Track::Nic { node, rail }
+        };
+        let at = self.epoch.elapsed().as_nanos() as f64;
+        timeline.push(track, cat, name(), at, None);
     }
 }
 
@@ -93,6 +126,10 @@ impl Link for EmuBoard {
             node: self.node,
             phys: p.phys,
             len: p.len,
+        });
+        self.trace_instant(true, "packet", || {
+            let len = payload.map_or(0, |p| p.len);
+            format!("packet {len} B to node {}", header.dst_node.get())
         });
         self.rail.switch(WirePacket {
             header: *header,
@@ -174,4 +211,14 @@ impl HostWake for EmuBoard {
     }
 }
 
-impl Meter for EmuBoard {}
+impl Meter for EmuBoard {
+    fn note(&mut self, activity: railcoll_fw::engine::hw::Activity) {
+        use railcoll_fw::engine::hw::Activity;
+        let (cat, what) = match activity {
+            Activity::Command => ("nic", "command"),
+            Activity::EventFired => ("event", "event fired"),
+            Activity::DmaStart => ("nic", "dma start"),
+        };
+        self.trace_instant(false, cat, || what.into());
+    }
+}

@@ -11,7 +11,7 @@
 //! may still address it. A cluster can run many closures in turn.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::{Arc, Barrier, Mutex, MutexGuard};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use railcoll_fw::abi::MAX_CONTEXTS;
@@ -30,6 +30,7 @@ use crate::modeled::fiber::{self, FiberYielder};
 use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
 use crate::rail::Rail;
 use crate::registers::SharedRegisters;
+use crate::timeline::{Timeline, TracingWait};
 use crate::worker::{EngineFactory, Notifier, WorkerPool};
 use corosensei::stack::DefaultStack;
 use corosensei::{ScopedCoroutine, ScopedCoroutineRef};
@@ -299,6 +300,7 @@ enum Backend {
         wakers: Arc<[Waker]>,
         wait: Arc<ParkingWait>,
         epoch: Instant,
+        timeline: Arc<OnceLock<Arc<Timeline>>>,
         // Dropped last: stops the NIC workers.
         _pool: WorkerPool,
     },
@@ -445,6 +447,7 @@ impl Cluster {
         let wakers: Arc<[Waker]> = (0..cfg.nodes * MAX_CONTEXTS)
             .map(|_| Waker::new())
             .collect();
+        let timeline: Arc<OnceLock<Arc<Timeline>>> = Arc::new(OnceLock::new());
         let signals = WorkerPool::signals(workers);
         // A rail's NICs all live on one worker: a put on one rail then needs
         // no hand-off between workers, and rails run in parallel.
@@ -461,11 +464,16 @@ impl Cluster {
             for (node, (inbox, notifier)) in inboxes.into_iter().zip(notifiers).enumerate() {
                 let regs = SharedRegisters::new(Some(notifier.clone()));
                 registers[node].push(Arc::clone(&regs));
-                let (views, rail, wakers) =
-                    (Arc::clone(&views), Arc::clone(&rail), Arc::clone(&wakers));
+                let (views, rail, wakers, timeline) = (
+                    Arc::clone(&views),
+                    Arc::clone(&rail),
+                    Arc::clone(&wakers),
+                    Arc::clone(&timeline),
+                );
                 factories[worker_of(rail_index)].push(Box::new(move || {
                     let board = EmuBoard::new(node as u16, views, regs, rail, inbox, wakers, epoch)
-                        .expect("node memory exists for every node");
+                        .expect("node memory exists for every node")
+                        .traced(rail_index, timeline);
                     let loc = Location {
                         node: node as u16,
                         rail: rail_index as u8,
@@ -502,6 +510,7 @@ impl Cluster {
                 wakers,
                 wait,
                 epoch,
+                timeline,
                 _pool: pool,
             },
         })
@@ -522,6 +531,27 @@ impl Cluster {
         match &self.backend {
             Backend::Modeled { kernel, .. } => Some(kernel),
             Backend::Threads { .. } => None,
+        }
+    }
+
+    /// Record this cluster's runs in `timeline` (`railcoll trace`): rank
+    /// waits, steps and copies, NIC activity and packets; spans in virtual
+    /// time in modeled mode, wall-time spans and instants in threads mode.
+    /// A threads-mode cluster keeps the first timeline it is given.
+    pub fn set_timeline(&self, timeline: Arc<Timeline>) {
+        match &self.backend {
+            Backend::Threads { timeline: slot, .. } => {
+                let _ = slot.set(timeline);
+            }
+            Backend::Modeled { kernel, .. } => kernel.set_timeline(Some(timeline)),
+        }
+    }
+
+    /// The timeline attached by [`Cluster::set_timeline`], if any.
+    pub fn timeline(&self) -> Option<Arc<Timeline>> {
+        match &self.backend {
+            Backend::Threads { timeline, .. } => timeline.get().cloned(),
+            Backend::Modeled { kernel, .. } => kernel.timeline(),
         }
     }
 
@@ -667,12 +697,23 @@ impl Cluster {
         let (node, local) = self.topology.locate(rank)?;
         let device: Arc<dyn Device> = self.devices[node].clone();
         let wait: Arc<dyn WaitHook> = match &self.backend {
-            Backend::Threads { wakers, wait, .. } => {
+            Backend::Threads {
+                wakers,
+                wait,
+                epoch,
+                timeline,
+                ..
+            } => {
                 if let Some(w) = wakers.get(node * MAX_CONTEXTS + local) {
                     w.register_current();
                 }
                 let node_wakers = wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS].to_vec();
-                Arc::new(NodeWait::new(Arc::clone(wait), node_wakers))
+                let plain: Arc<dyn WaitHook> =
+                    Arc::new(NodeWait::new(Arc::clone(wait), node_wakers));
+                match timeline.get() {
+                    Some(t) => Arc::new(TracingWait::new(plain, Arc::clone(t), rank, *epoch)),
+                    None => plain,
+                }
             }
             Backend::Modeled { kernel, .. } => Arc::new(ModelWait {
                 kernel: Arc::clone(kernel),

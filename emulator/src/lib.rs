@@ -22,6 +22,10 @@
 //!   closure on every rank.
 //! - [`bench`]: the measurements behind `railcoll bench`, each reported
 //!   beside a baseline measured in the same run.
+//! - [`timeline`]: spans of one run (ranks, NICs, rail ports, switches)
+//!   for `railcoll trace`.
+//! - [`workbench`]: the researcher's workbench: sweeps, their tables, CSV,
+//!   JSON and plots, Chrome traces, tuning tables, presets and study files.
 //! - [`cli`]: the `railcoll` command line.
 
 pub mod bench;
@@ -32,6 +36,8 @@ pub mod memory;
 pub mod modeled;
 pub mod rail;
 pub mod registers;
+pub mod timeline;
+pub mod workbench;
 pub mod worker;
 
 pub use cluster::{Cluster, ClusterConfig, EmuError, Mode};

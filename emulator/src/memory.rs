@@ -63,10 +63,11 @@ impl NodeMemory {
             .memory()
             .slice(start, len)
             .map_err(|_| DeviceError::OutOfMemory { asked: len, free })?;
-        // Reused memory (after a reset) may hold old data: zero that part.
+        // Reused memory (after a reset) may hold old data: zero that part
+        // (large ranges by giving their pages back, not by writing them).
         let dirty = st.high_water.min(end).saturating_sub(start);
         if dirty > 0 {
-            let _ = mem.fill(0, dirty, 0);
+            self.map.zero(start, dirty);
         }
         st.next = end;
         st.high_water = st.high_water.max(end);

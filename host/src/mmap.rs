@@ -77,6 +77,34 @@ impl SharedMapping {
         self.inner.base
     }
 
+    /// Zero `len` bytes at `offset` (false if out of range). Whole pages of
+    /// a large range are handed back to the kernel instead of cleared:
+    /// they read as zero and cost nothing until touched again, so zeroing
+    /// a big, mostly untouched region is cheap.
+    pub fn zero(&self, offset: usize, len: usize) -> bool {
+        const PAGE: usize = 4096;
+        const DISCARD_MIN: usize = 256 << 10;
+        let Some(end) = offset.checked_add(len).filter(|e| *e <= self.inner.len) else {
+            return false;
+        };
+        let mem = self.memory();
+        let (lo, hi) = (offset.next_multiple_of(PAGE), end / PAGE * PAGE);
+        if hi > lo && hi - lo >= DISCARD_MIN {
+            // SAFETY: [lo, hi) is page-aligned and inside this mapping;
+            // no Rust reference into it exists (all access is through
+            // DmaMemory's raw pointers), and MADV_REMOVE only replaces its
+            // contents with zeros.
+            let rc = unsafe {
+                libc::madvise(self.inner.base.add(lo).cast(), hi - lo, libc::MADV_REMOVE)
+            };
+            if rc == 0 {
+                return mem.fill(offset, lo - offset, 0).is_ok()
+                    && mem.fill(hi, end - hi, 0).is_ok();
+            }
+        }
+        mem.fill(offset, len, 0).is_ok()
+    }
+
     /// A weak handle: does not keep the mapping alive.
     pub fn downgrade(&self) -> WeakMapping {
         WeakMapping {
@@ -103,5 +131,26 @@ impl WeakMapping {
     /// The mapping, if some view still keeps it alive.
     pub fn upgrade(&self) -> Option<SharedMapping> {
         self.inner.upgrade().map(|inner| SharedMapping { inner })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroing_clears_exactly_the_range_small_or_large() {
+        let m = SharedMapping::new(4 << 20).expect("map");
+        let mem = m.memory();
+        mem.fill(0, 4 << 20, 0xaa).expect("fill");
+        assert!(m.zero(100, 50));
+        assert!(m.zero(5000, (2 << 20) + 123));
+        let mut buf = vec![0u8; 4 << 20];
+        mem.read(0, &mut buf).expect("read");
+        for (i, b) in buf.iter().enumerate() {
+            let zeroed = (100..150).contains(&i) || (5000..5000 + (2 << 20) + 123).contains(&i);
+            assert_eq!(*b, if zeroed { 0 } else { 0xaa }, "byte {i}");
+        }
+        assert!(!m.zero(4 << 20, 1));
     }
 }

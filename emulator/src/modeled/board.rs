@@ -69,6 +69,9 @@ pub struct ModelBoard {
     /// Wire time of the last packet queued, for double-buffered pacing.
     last_ser: Ps,
     pub(crate) effects: Vec<Effect>,
+    /// Processor activity (start, end or None for an instant, what), kept
+    /// only while a timeline is attached.
+    pub(crate) spans: Option<Vec<(Ps, Option<Ps>, &'static str)>>,
 }
 
 impl ModelBoard {
@@ -91,6 +94,7 @@ impl ModelBoard {
             tx_free: 0,
             last_ser: 0,
             effects: Vec::new(),
+            spans: None,
         })
     }
 
@@ -234,13 +238,24 @@ impl HostWake for ModelBoard {
 
 impl Meter for ModelBoard {
     fn note(&mut self, activity: Activity) {
-        match activity {
-            Activity::Command => self.cursor += self.costs.nic_command,
-            Activity::EventFired => self.cursor += self.costs.nic_event,
+        let start = self.cursor;
+        let (end, what) = match activity {
+            Activity::Command => {
+                self.cursor += self.costs.nic_command;
+                (Some(self.cursor), "command")
+            }
+            Activity::EventFired => {
+                self.cursor += self.costs.nic_event;
+                (Some(self.cursor), "event fired")
+            }
             // The start-up occupies the transmit engine, not the processor.
             Activity::DmaStart => {
                 self.tx_free = self.tx_free.max(self.cursor) + self.costs.dma_setup;
+                (None, "dma start")
             }
+        };
+        if let Some(spans) = self.spans.as_mut() {
+            spans.push((start, end, what));
         }
     }
 }

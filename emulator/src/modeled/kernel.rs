@@ -36,6 +36,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use railcoll_fw::abi::MAX_CONTEXTS;
+use railcoll_fw::abi::packet::PacketType;
 use railcoll_fw::engine::{Engine, Location};
 use railcoll_fw::switch::Switch;
 use railcoll_host::Topology;
@@ -49,6 +50,7 @@ use super::fiber;
 use super::profile::{Costs, transfer};
 use crate::rail::{WirePacket, is_collective, is_control, route_collective};
 use crate::registers::SharedRegisters;
+use crate::timeline::{Timeline, Track};
 
 thread_local! {
     /// The rank this thread runs (modeled-mode rank threads only).
@@ -72,18 +74,35 @@ pub struct Stalled(pub String);
 #[derive(Clone, Copy, Debug)]
 enum Action {
     RankRun(usize),
-    RegWrite { nic: usize, offset: u32, value: u64 },
+    RegWrite {
+        nic: usize,
+        offset: u32,
+        value: u64,
+    },
     NicPoll(usize),
-    Arrive { nic: usize, packet: WirePacket },
-    SwitchIn { rail: usize, packet: WirePacket },
+    Arrive {
+        nic: usize,
+        packet: WirePacket,
+    },
+    /// The head of NIC `nic`'s data arrivals (see `World::arrivals`).
+    ArriveData {
+        nic: usize,
+    },
+    SwitchIn {
+        rail: usize,
+        packet: WirePacket,
+    },
 }
 
+/// A queue entry: the ordering key and the slot of its action in
+/// `World::actions`. Kept small because the heap moves entries on every
+/// push and pop (actions carry packet headers).
 #[derive(Debug)]
 struct Queued {
     time: Ps,
     entity: u32,
+    slot: u32,
     seq: u64,
-    action: Action,
 }
 
 impl Queued {
@@ -197,6 +216,42 @@ pub struct TraceRecord {
     pub detail: u64,
 }
 
+/// Picoseconds as the timeline's nanoseconds.
+fn ns(ps: Ps) -> f64 {
+    ps as f64 / 1000.0
+}
+
+fn packet_name(t: PacketType) -> &'static str {
+    match t {
+        PacketType::Data => "data",
+        PacketType::GetRequest => "get request",
+        PacketType::Ack => "ack",
+        PacketType::Nack => "nack",
+        PacketType::Bcast => "broadcast",
+        PacketType::BcastAck => "broadcast ack",
+        PacketType::BarrierArrive => "barrier arrive",
+        PacketType::BarrierRelease => "barrier release",
+    }
+}
+
+/// A packet leaving `node`'s port on `rail`: data occupies the port
+/// (a span); link-level acknowledgements travel beside it (an instant).
+fn trace_packet(tl: &Timeline, node: usize, rail: usize, packet: &WirePacket, depart: Ps, ser: Ps) {
+    let track = Track::Port { rail, node };
+    let what = PacketType::from_u8(packet.header.ptype).map_or("packet", packet_name);
+    let len = packet.payload.map_or(0, |p| p.len);
+    if is_control(packet) {
+        tl.push(track, "ack", what.into(), ns(depart), None);
+        return;
+    }
+    let name = if is_collective(packet) {
+        format!("{what} {len} B to the switch")
+    } else {
+        format!("{what} {len} B to node {}", packet.header.dst_node.get())
+    };
+    tl.push(track, "packet", name, ns(depart), Some(ns(depart + ser)));
+}
+
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
@@ -213,6 +268,14 @@ struct World {
     now: Ps,
     seq: u64,
     queue: BinaryHeap<Queued>,
+    /// Data packets on their way into each NIC, in arrival order (a
+    /// port receives one packet at a time, so their times never
+    /// decrease): only each head is in `queue`, which keeps the queue as
+    /// small as the number of agents instead of packets in flight.
+    arrivals: Vec<std::collections::VecDeque<(Ps, WirePacket)>>,
+    /// Actions of queued entries, by slot; `free` lists unused slots.
+    actions: Vec<Action>,
+    free: Vec<u32>,
     ranks: Vec<RankSlot>,
     nics: Vec<NicSlot>,
     switches: Vec<Switch>,
@@ -231,6 +294,8 @@ struct World {
     same_time: (Ps, u64),
     /// Time of the last action that moved something (for stall reports).
     last_progress: Ps,
+    /// Where spans go while a run is traced.
+    timeline: Option<Arc<Timeline>>,
 }
 
 enum Next {
@@ -347,6 +412,9 @@ impl Kernel {
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
+            arrivals: vec![std::collections::VecDeque::new(); nodes * rails],
+            actions: Vec::new(),
+            free: Vec::new(),
             ranks,
             nics,
             switches: (0..rails).map(|_| Switch::new()).collect(),
@@ -364,6 +432,7 @@ impl Kernel {
             horizon: HORIZON_PS,
             same_time: (0, 0),
             last_progress: 0,
+            timeline: None,
         };
         let kernel = Arc::new(Kernel {
             world: Mutex::new(world),
@@ -431,6 +500,48 @@ impl Kernel {
             .unwrap_or_default()
     }
 
+    /// Send spans of ranks, NICs, ports and switches to `timeline` (None:
+    /// stop).
+    pub fn set_timeline(&self, timeline: Option<Arc<Timeline>>) {
+        let mut w = self.lock();
+        for slot in &mut w.nics {
+            slot.engine.hardware_mut().spans = timeline.is_some().then(Vec::new);
+        }
+        w.timeline = timeline;
+    }
+
+    /// The timeline spans go to, if any.
+    pub fn timeline(&self) -> Option<Arc<Timeline>> {
+        self.lock().timeline.clone()
+    }
+
+    /// Run `body` (a hook of `rank` that may block or take time) and, when
+    /// traced, record it as a span of the rank from its clock before to
+    /// its clock after.
+    fn traced<T>(
+        &self,
+        rank: usize,
+        cat: &'static str,
+        name: impl FnOnce() -> String,
+        body: impl FnOnce() -> T,
+    ) -> T {
+        let start = {
+            let w = self.lock();
+            w.timeline.as_ref().map(|_| w.ranks[rank].time)
+        };
+        let out = body();
+        if let Some(start) = start {
+            let w = self.lock();
+            let end = w.ranks[rank].time;
+            if let Some(tl) = w.timeline.as_ref()
+                && end > start
+            {
+                tl.rank_span(rank, cat, name(), ns(start), ns(end));
+            }
+        }
+        out
+    }
+
     /// The watchdog's report, if the last run stalled.
     pub fn failure(&self) -> Option<Stalled> {
         self.lock().failure.clone().map(Stalled)
@@ -447,11 +558,21 @@ impl Kernel {
     fn push(&self, w: &mut World, time: Ps, entity: u32, action: Action) {
         w.seq += 1;
         let seq = w.seq;
+        let slot = match w.free.pop() {
+            Some(slot) => {
+                w.actions[slot as usize] = action;
+                slot
+            }
+            None => {
+                w.actions.push(action);
+                (w.actions.len() - 1) as u32
+            }
+        };
         w.queue.push(Queued {
             time: time.max(w.now),
             entity,
+            slot,
             seq,
-            action,
         });
     }
 
@@ -536,6 +657,8 @@ impl Kernel {
         let Some(item) = w.queue.pop() else {
             return Next::Empty;
         };
+        let action = w.actions[item.slot as usize];
+        w.free.push(item.slot);
         if item.time > w.horizon {
             let report = self.report(w, "virtual time passed the watchdog horizon");
             self.fail(w, report);
@@ -553,7 +676,7 @@ impl Kernel {
         }
         w.now = item.time;
         let (t, e) = (item.time, item.entity);
-        match item.action {
+        match action {
             Action::RankRun(r) => {
                 w.last_progress = t;
                 Self::note(w, t, e, 0, r as u64, 0);
@@ -574,24 +697,25 @@ impl Kernel {
                 }
                 self.poll(w, nic);
             }
-            Action::Arrive { nic, packet } => {
-                let h = fnv(FNV_OFFSET, packet.header.as_bytes());
-                Self::note(
-                    w,
-                    t,
-                    e,
-                    3,
-                    h,
-                    u64::from(packet.payload.map_or(0, |p| p.len)),
-                );
-                if let Some(slot) = w.nics.get_mut(nic) {
-                    slot.engine.hardware_mut().inbox.push_back(packet);
-                    self.schedule_poll(w, nic, t);
+            Action::Arrive { nic, packet } => self.arrive(w, nic, packet),
+            Action::ArriveData { nic } => {
+                let Some((_, packet)) = w.arrivals.get_mut(nic).and_then(|q| q.pop_front()) else {
+                    return Next::Continue;
+                };
+                if let Some(&(next, _)) = w.arrivals[nic].front() {
+                    let e = self.entity_nic(nic);
+                    self.push(w, next, e, Action::ArriveData { nic });
                 }
+                self.arrive(w, nic, packet);
             }
             Action::SwitchIn { rail, packet } => {
                 let h = fnv(FNV_OFFSET, packet.header.as_bytes());
                 Self::note(w, t, e, 4, h, rail as u64);
+                if let Some(tl) = w.timeline.as_ref() {
+                    let what =
+                        PacketType::from_u8(packet.header.ptype).map_or("packet", packet_name);
+                    tl.push(Track::Switch { rail }, "switch", what.into(), ns(t), None);
+                }
                 let mut out = Vec::new();
                 if let Some(sw) = w.switches.get_mut(rail) {
                     route_collective(sw, packet, &mut |node, p| out.push((node, p)));
@@ -609,6 +733,25 @@ impl Kernel {
         Next::Continue
     }
 
+    /// Packet `packet` has arrived at NIC `nic` (now).
+    fn arrive(&self, w: &mut World, nic: usize, packet: WirePacket) {
+        let t = w.now;
+        let e = self.entity_nic(nic);
+        let h = fnv(FNV_OFFSET, packet.header.as_bytes());
+        Self::note(
+            w,
+            t,
+            e,
+            3,
+            h,
+            u64::from(packet.payload.map_or(0, |p| p.len)),
+        );
+        if let Some(slot) = w.nics.get_mut(nic) {
+            slot.engine.hardware_mut().inbox.push_back(packet);
+            self.schedule_poll(w, nic, t);
+        }
+    }
+
     /// A packet whose first bit reaches NIC `nic`'s port at `first_bit`.
     /// Data queues for the receiving port; acknowledgements travel on the
     /// link level beside it.
@@ -624,7 +767,15 @@ impl Kernel {
             start + ser
         };
         let entity = self.entity_nic(nic);
-        self.push(w, at, entity, Action::Arrive { nic, packet });
+        if is_control(&packet) {
+            self.push(w, at, entity, Action::Arrive { nic, packet });
+            return;
+        }
+        let queue = &mut w.arrivals[nic];
+        queue.push_back((at, packet));
+        if queue.len() == 1 {
+            self.push(w, at, entity, Action::ArriveData { nic });
+        }
     }
 
     fn poll(&self, w: &mut World, nic: usize) {
@@ -637,6 +788,20 @@ impl Kernel {
             let outcome = slot.engine.poll();
             let board = slot.engine.hardware_mut();
             let effects = std::mem::take(&mut board.effects);
+            if let (Some(tl), Some(spans)) = (w.timeline.as_ref(), board.spans.as_mut()) {
+                let track = Track::Nic {
+                    node: slot.node,
+                    rail: slot.rail,
+                };
+                for (start, end, what) in spans.drain(..) {
+                    let cat = if what == "event fired" {
+                        "event"
+                    } else {
+                        "nic"
+                    };
+                    tl.push(track, cat, what.into(), ns(start), end.map(ns));
+                }
+            }
             (slot.node, slot.rail, outcome, effects, board.ready_at())
         };
         if outcome.progressed {
@@ -662,6 +827,9 @@ impl Kernel {
                     let h = fnv(FNV_OFFSET, packet.header.as_bytes());
                     w.hash = fnv(w.hash, &h.to_le_bytes());
                     w.hash = fnv(w.hash, &depart.to_le_bytes());
+                    if let Some(tl) = w.timeline.as_ref() {
+                        trace_packet(tl, node, rail, &packet, depart, ser);
+                    }
                     let first_bit = depart + self.costs.link_latency;
                     if is_collective(&packet) {
                         let at = first_bit + ser;
@@ -793,24 +961,34 @@ impl Kernel {
         rank: usize,
         ready: &mut dyn FnMut() -> bool,
     ) -> Result<(), Stalled> {
-        loop {
-            self.sync(rank)?;
-            if ready() {
-                return Ok(());
-            }
-            self.block(rank, Watch::Any)?;
-        }
+        self.traced(
+            rank,
+            "wait",
+            || "wait".into(),
+            || loop {
+                self.sync(rank)?;
+                if ready() {
+                    return Ok(());
+                }
+                self.block(rank, Watch::Any)?;
+            },
+        )
     }
 
     /// Block `rank` until every word passes its test.
     pub(crate) fn wait_words(&self, rank: usize, words: &[WordWatch]) -> Result<(), Stalled> {
-        loop {
-            self.sync(rank)?;
-            if words.iter().all(WordWatch::ready) {
-                return Ok(());
-            }
-            self.block(rank, Watch::Words(words.to_vec()))?;
-        }
+        self.traced(
+            rank,
+            "wait",
+            || format!("wait: {} word(s)", words.len()),
+            || loop {
+                self.sync(rank)?;
+                if words.iter().all(WordWatch::ready) {
+                    return Ok(());
+                }
+                self.block(rank, Watch::Words(words.to_vec()))?;
+            },
+        )
     }
 
     /// Block `rank` until its node's admin lock may be free.
@@ -841,6 +1019,14 @@ impl Kernel {
         let dur = transfer(bytes as u64, core.max(c.memory_ps_per_byte * active));
         w.copies[node].push(now + dur);
         w.ranks[rank].time = now + dur;
+        if let Some(tl) = w.timeline.as_ref() {
+            let name = if cross_socket {
+                format!("copy {bytes} B (cross-socket)")
+            } else {
+                format!("copy {bytes} B")
+            };
+            tl.rank_span(rank, "shm", name, ns(now), ns(now + dur));
+        }
     }
 
     /// `rank` polled something that was not ready: a poll's worth of
@@ -880,19 +1066,30 @@ impl Kernel {
         let c = &self.costs;
         let mut w = self.lock();
         let mut cost = c.host_post;
+        let mut commands = 0;
         if let Some((ctx, railcoll_fw::abi::regs::CQ_TAIL)) =
             railcoll_fw::abi::regs::decode_ctx_reg(offset)
             && let Some(slot) = w.nics.get_mut(nic)
             && let Some(tail) = slot.tails.get_mut(ctx as usize)
         {
-            cost += c.host_command * value.wrapping_sub(*tail).min(1 << 20);
+            commands = value.wrapping_sub(*tail).min(1 << 20);
+            cost += c.host_command * commands;
             *tail = value;
         }
         let at = match rank {
             Some(r) => {
                 let slot = &mut w.ranks[r];
+                let start = slot.time;
                 slot.time += cost;
-                slot.time + c.pci_latency
+                let end = slot.time;
+                if let Some(tl) = w.timeline.as_ref() {
+                    let name = match commands {
+                        0 => format!("register write to NIC {nic}"),
+                        n => format!("post {n} command(s) to NIC {nic}"),
+                    };
+                    tl.rank_span(r, "put", name, ns(start), ns(end));
+                }
+                end + c.pci_latency
             }
             None => w.now,
         };
@@ -902,8 +1099,13 @@ impl Kernel {
 
     /// Record which schedule step `rank` is at (for watchdog reports).
     pub(crate) fn at_step(&self, rank: usize, step: u32, what: &'static str) {
-        if let Some(s) = self.lock().ranks.get_mut(rank) {
+        let mut w = self.lock();
+        if let Some(s) = w.ranks.get_mut(rank) {
             s.step = Some((step, what));
+            let t = s.time;
+            if let Some(tl) = w.timeline.as_ref() {
+                tl.step(rank, step, what, ns(t));
+            }
         }
     }
 

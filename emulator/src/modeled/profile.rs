@@ -239,6 +239,37 @@ impl Profile {
         Ok(())
     }
 
+    /// The profile reduced to Hockney's two numbers, for predictions: the
+    /// start-up `t_s` is every fixed cost on one message's path (host post
+    /// and command write, bus latency to the NIC, NIC command and DMA
+    /// start-up, per-packet overhead, link latency, bus latency of the
+    /// delivery, the destination event, the host's poll), in microseconds;
+    /// `tau` is the slower of link and bus per byte, in microseconds. Under
+    /// the `hockney` profile this is exactly t_s = 1.6 us, 900 MB/s.
+    pub fn hockney(&self) -> railcoll_host::sched::cost::Hockney {
+        let n = &self.nic;
+        let h = &self.host;
+        let t_s_ns = h.post_ns
+            + h.command_ns
+            + self.pci.latency_ns
+            + n.command_ns
+            + n.dma_setup_ns
+            + self.link.packet_overhead_ns
+            + self.link.latency_ns
+            + self.pci.latency_ns
+            + n.event_ns
+            + h.poll_ns;
+        let slowest = self.link.bandwidth_mb_s.min(self.pci.bandwidth_mb_s);
+        railcoll_host::sched::cost::Hockney {
+            t_s: t_s_ns / 1000.0,
+            tau: if slowest.is_infinite() {
+                0.0
+            } else {
+                1.0 / slowest
+            },
+        }
+    }
+
     /// The costs in picoseconds, as the model uses them.
     pub fn costs(&self) -> Costs {
         Costs {
@@ -315,6 +346,17 @@ mod tests {
             let p = Profile::builtin(name).expect("built-in profile");
             assert_eq!(p.name, *name);
         }
+    }
+
+    #[test]
+    fn the_hockney_profile_reduces_to_its_own_numbers() {
+        let h = Profile::builtin("hockney").expect("profile").hockney();
+        assert!(
+            (h.t_s - 1.6).abs() < 1e-12 && (h.tau - 1.0 / 900.0).abs() < 1e-15,
+            "{h:?}"
+        );
+        let q = Profile::builtin("qsnet2-dual").expect("profile").hockney();
+        assert!(q.t_s > 1.0 && q.tau > 0.0, "{q:?}");
     }
 
     #[test]

@@ -140,7 +140,8 @@ impl Comm {
     }
 
     /// The tuning table in use: the file named by `RAILCOLL_TUNING`, else
-    /// the built-in default ([`super::tuning::DEFAULT`]).
+    /// the user's table written by `railcoll tune`, else the built-in
+    /// default ([`TuningTable::locate`]).
     pub fn tuning(&self) -> Result<Arc<TuningTable>, Error> {
         if let Some(t) = self.sched.tuning.get() {
             return Ok(Arc::clone(t));

@@ -18,8 +18,12 @@
 //! Other bounds: `min_bytes`, `min_nodes`, `max_nodes`, `max_ranks_per_node`,
 //! `min_rails`, `max_rails`, `min_ranks`, `max_ranks`. The built-in table
 //! ([`DEFAULT`]) encodes the cut-offs 001 measured on its platform; `railcoll
-//! tuning show` prints the table in use and `RAILCOLL_TUNING=FILE` selects
-//! another.
+//! tuning show` prints the table in use.
+//!
+//! Which table a communicator uses ([`TuningTable::locate`]): the file named
+//! by `RAILCOLL_TUNING` if set; else the user's table written by `railcoll
+//! tune` (`$XDG_CONFIG_HOME/railcoll/tuning.toml`, or
+//! `$HOME/.config/railcoll/tuning.toml`) if it exists; else the built-in one.
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +34,41 @@ pub const DEFAULT: &str = include_str!("../../tuning/default.toml");
 
 /// Environment variable naming a tuning file.
 pub const ENV: &str = "RAILCOLL_TUNING";
+
+/// Where the table in use came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TuningSource {
+    /// The file named by `RAILCOLL_TUNING`.
+    Env(std::path::PathBuf),
+    /// The user's table, written by `railcoll tune`.
+    User(std::path::PathBuf),
+    /// The built-in table.
+    Builtin,
+}
+
+impl std::fmt::Display for TuningSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Env(p) => write!(f, "{} (from {ENV})", p.display()),
+            Self::User(p) => write!(f, "{} (written by railcoll tune)", p.display()),
+            Self::Builtin => f.write_str("built-in default"),
+        }
+    }
+}
+
+/// The user's tuning table: `$XDG_CONFIG_HOME/railcoll/tuning.toml`, else
+/// `$HOME/.config/railcoll/tuning.toml` (None without either variable).
+pub fn user_path() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| std::path::PathBuf::from(h).join(".config"))
+        })?;
+    Some(base.join("railcoll").join("tuning.toml"))
+}
 
 /// One rule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,16 +166,37 @@ impl TuningTable {
         })
     }
 
-    /// The table named by `RAILCOLL_TUNING`, or the built-in one.
+    /// The table in use: see [`TuningTable::locate`].
     pub fn from_env() -> Result<Self, Error> {
-        match std::env::var_os(ENV) {
-            Some(path) => {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| Error::Config(format!("{ENV}={}: {e}", path.to_string_lossy())))?;
-                Self::parse(&text)
-            }
-            None => Ok(Self::builtin()),
+        Self::locate().map(|(table, _)| table)
+    }
+
+    /// The table in use and where it came from: `RAILCOLL_TUNING`, else the
+    /// user's table ([`user_path`]) if the file exists, else the built-in.
+    pub fn locate() -> Result<(Self, TuningSource), Error> {
+        Self::locate_in(std::env::var_os(ENV), user_path())
+    }
+
+    /// [`TuningTable::locate`] with the environment spelled out.
+    pub fn locate_in(
+        env: Option<std::ffi::OsString>,
+        user: Option<std::path::PathBuf>,
+    ) -> Result<(Self, TuningSource), Error> {
+        if let Some(path) = env {
+            let path = std::path::PathBuf::from(path);
+            return Ok((Self::load(&path)?, TuningSource::Env(path)));
         }
+        if let Some(path) = user.filter(|p| p.exists()) {
+            return Ok((Self::load(&path)?, TuningSource::User(path)));
+        }
+        Ok((Self::builtin(), TuningSource::Builtin))
+    }
+
+    /// Read and validate the table in `path` (errors name the file).
+    pub fn load(path: &std::path::Path) -> Result<Self, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("tuning table {}: {e}", path.display())))?;
+        Self::parse(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
     }
 
     /// The table as TOML.
@@ -221,6 +281,37 @@ mod tests {
             t.select(Collective::Allgather, 64, &shape(4, 4), none),
             Algorithm::Ring
         );
+    }
+
+    #[test]
+    fn the_environment_beats_the_user_table_which_beats_the_builtin() {
+        let dir = std::env::temp_dir().join(format!("railcoll-tuning-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let user = dir.join("user.toml");
+        let env = dir.join("env.toml");
+        let table =
+            |algo: &str| format!("[[rule]]\ncollective = \"alltoall\"\nalgorithm = \"{algo}\"\n");
+        std::fs::write(&user, table("pairwise")).expect("write");
+        std::fs::write(&env, table("exchange")).expect("write");
+        let first = |t: &TuningTable| t.rule[0].algorithm.clone();
+        let (t, src) = TuningTable::locate_in(Some(env.clone().into()), Some(user.clone()))
+            .expect("env table");
+        assert_eq!(
+            (first(&t).as_str(), src),
+            ("exchange", TuningSource::Env(env.clone()))
+        );
+        let (t, src) = TuningTable::locate_in(None, Some(user.clone())).expect("user table");
+        assert_eq!(
+            (first(&t).as_str(), src),
+            ("pairwise", TuningSource::User(user.clone()))
+        );
+        let (t, src) =
+            TuningTable::locate_in(None, Some(dir.join("absent.toml"))).expect("builtin");
+        assert_eq!((t, src), (TuningTable::builtin(), TuningSource::Builtin));
+        std::fs::write(&user, "[[rule]]\ncollective = 3\n").expect("write");
+        let e = TuningTable::locate_in(None, Some(user.clone())).expect_err("malformed");
+        assert!(e.to_string().contains("user.toml"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

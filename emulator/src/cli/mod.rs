@@ -4,26 +4,35 @@
 //! `--ranks-per-node`, `--rails`, `--placement`), `--sizes` as a list
 //! (`8,64,1K`) or a power-of-two range (`8..4M`), and `--json` for one JSON
 //! object per result line. Bad arguments exit with status 2 and one line
-//! naming the problem and the accepted values.
+//! naming the problem and the accepted values. Every flag can also come
+//! from a study file (`--config FILE.toml`, see
+//! [`crate::workbench::config`]).
+//!
+//! - this module: parsing, the `bench`, `schedule`, `profile` and `tuning`
+//!   subcommands;
+//! - [`workbench`]: `sweep`, `trace` and `tune`.
+
+mod workbench;
 
 use std::io::Write;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use railcoll_host::Placement;
 
 use crate::bench::{self, CollBench, CollRecord, PutRecord};
 use crate::cluster::{ClusterConfig, Mode, THREADS_PACKET_SIZE};
 use crate::modeled::{DEFAULT_PROFILE, Profile};
-use railcoll_host::arena::SymBuffer;
-use railcoll_host::coll::{BarrierAlgorithm, BcastAlgorithm};
 use railcoll_host::sched::cost::{self, Hockney};
 use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::verify::{Budget, verify};
-use railcoll_host::sched::{Algorithm, Collective, Params, Shape, generate};
+use railcoll_host::sched::{Collective, Params, Shape, generate};
+
+use crate::workbench::{AlgoSet, Subject};
+pub use workbench::{StudyArgs, SweepArgs, TraceArgs, TuneArgs};
 
 /// railcoll: NIC-offloaded collectives on emulated multi-rail Elan-style clusters.
 #[derive(Debug, Parser)]
-#[command(name = "railcoll", version, about, long_about = None)]
+#[command(name = "railcoll", version, about, long_about = None, args_override_self = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -33,6 +42,14 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Every algorithm x message size on a cluster: an OSU-style table
+    /// with the best per size and its speedup over the baseline, CSV,
+    /// JSON and the papers' figure.
+    Sweep(SweepArgs),
+    /// Trace one call as Chrome trace JSON (ranks, NICs, rails).
+    Trace(TraceArgs),
+    /// Sweep cluster shapes and write the tuning table the library uses.
+    Tune(TuneArgs),
     /// Measure operations on the emulated cluster.
     Bench {
         /// Which operation.
@@ -83,11 +100,12 @@ pub enum ProfileCommand {
 /// `railcoll tuning ...`.
 #[derive(Debug, Subcommand)]
 pub enum TuningCommand {
-    /// Print the table in use (RAILCOLL_TUNING, or the built-in one).
+    /// Print the table in use (RAILCOLL_TUNING, else the user's table
+    /// written by `railcoll tune`, else the built-in one).
     Show {
         /// Print this file instead (after validating it).
-        #[arg(long)]
-        file: Option<std::path::PathBuf>,
+        #[arg(long, alias = "file")]
+        tuning: Option<std::path::PathBuf>,
     },
 }
 
@@ -173,9 +191,9 @@ pub struct BarrierArgs {
     /// Threads or modeled.
     #[command(flatten)]
     pub run: ModeArgs,
-    /// Algorithm: rdma, shm, smp, sendrecv, hardware, or all.
-    #[arg(long, default_value = "all", value_parser = parse_algo::<BarrierAlgorithm>)]
-    pub algo: AlgoChoice<BarrierAlgorithm>,
+    /// Algorithm: rdma, shm, smp, sendrecv, hardware, a list, or all.
+    #[arg(long, default_value = "all")]
+    pub algo: String,
     /// Barriers per timed sample.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     pub iters: u32,
@@ -193,9 +211,9 @@ pub struct BcastArgs {
     /// Threads or modeled.
     #[command(flatten)]
     pub run: ModeArgs,
-    /// Algorithm: binomial, shm, smp, hardware, or all.
-    #[arg(long, default_value = "all", value_parser = parse_algo::<BcastAlgorithm>)]
-    pub algo: AlgoChoice<BcastAlgorithm>,
+    /// Algorithm: binomial, shm, smp, hardware, a list, or all.
+    #[arg(long, default_value = "all")]
+    pub algo: String,
     /// Message sizes: a list (8,64,1K) or a power-of-two range (8..1M).
     #[arg(long, default_value = "8..1M", value_parser = parse_sizes)]
     pub sizes: Sizes,
@@ -229,25 +247,6 @@ pub struct ModeArgs {
     /// worker count) and fail unless every trace hash is identical.
     #[arg(long)]
     pub check_determinism: bool,
-}
-
-/// `--algo NAME|all`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AlgoChoice<T> {
-    /// Every algorithm valid for the shape.
-    All,
-    /// One algorithm.
-    One(T),
-}
-
-/// Parse `all` or an algorithm name (the error lists the accepted names).
-pub fn parse_algo<T: std::str::FromStr<Err = String>>(s: &str) -> Result<AlgoChoice<T>, String> {
-    if s == "all" {
-        return Ok(AlgoChoice::All);
-    }
-    s.parse::<T>()
-        .map(AlgoChoice::One)
-        .map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))
 }
 
 /// The cluster shape, shared by every subcommand.
@@ -345,6 +344,9 @@ pub fn parse_sizes(s: &str) -> Result<Sizes, String> {
             .map(parse_size)
             .collect::<Result<Vec<_>, _>>()?
     };
+    if sizes.contains(&0) {
+        return Err("size 0 is not allowed (accepted: sizes of 1 byte to 2G)".into());
+    }
     if sizes.is_empty() {
         return Err("no sizes given (accepted: a list like 8,64,1K or a range like 8..4M)".into());
     }
@@ -361,6 +363,13 @@ fn parse_packet_size(s: &str) -> Result<u64, String> {
 
 /// Run the CLI on `args`; returns the process exit status.
 pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
+    let args = match crate::workbench::config::expand(args.into_iter().collect(), &Cli::command()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -387,6 +396,9 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
         }
     };
     match cli.command {
+        Command::Sweep(args) => workbench::run_sweep(&args),
+        Command::Trace(args) => workbench::run_trace(&args),
+        Command::Tune(args) => workbench::run_tune(&args),
         Command::Bench { what } => match what {
             BenchCommand::Put(args) => run_put(&args),
             BenchCommand::Barrier(args) => run_barrier(&args),
@@ -399,8 +411,8 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
             what: ScheduleCommand::Show(args),
         } => run_schedule_show(&args),
         Command::Tuning {
-            what: TuningCommand::Show { file },
-        } => run_tuning_show(file.as_deref()),
+            what: TuningCommand::Show { tuning },
+        } => run_tuning_show(tuning.as_deref()),
         Command::Profile { what } => run_profile(&what),
     }
 }
@@ -408,86 +420,51 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
 /// The shape of `cluster` for the schedule generators (clap already
 /// bounded every field).
 fn shape_of(cluster: &ClusterArgs) -> Result<Shape, String> {
-    let cfg = cluster.config();
-    Shape::new(
-        cfg.nodes,
-        cfg.ranks_per_node,
-        cfg.sockets,
-        cfg.rails,
-        cfg.placement,
-    )
-    .map_err(|e| e.to_string())
+    crate::workbench::sweep::shape_of(&cluster.config())
 }
 
-/// The algorithms to run: the one named (refused with the accepted names,
-/// or with the reason it cannot run on this shape), or every one that can.
-fn catalogue_algorithms(
-    collective: Collective,
+/// Time the algorithms `algo` names of `subject` on the bench's cluster.
+fn run_subject(
+    subject: Subject,
     algo: &str,
-    shape: Shape,
-    root: usize,
-    size: usize,
-) -> Result<Vec<Algorithm>, String> {
-    let runs = |a: Algorithm| generate(&Params::new(collective, a, shape, root, size));
-    if algo == "all" {
-        return Ok(collective
-            .algorithms()
-            .iter()
-            .copied()
-            .filter(|&a| runs(a).is_ok())
-            .collect());
-    }
-    let a = collective
-        .parse_algorithm(algo)
-        .map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))?;
-    runs(a).map_err(|e| format!("{collective} '{algo}' cannot run here: {e}"))?;
-    Ok(vec![a])
-}
-
-fn run_catalogue(collective: Collective, args: &CollArgs) -> i32 {
-    let shape = match shape_of(&args.cluster) {
+    cluster: &ClusterArgs,
+    run: &ModeArgs,
+    (sizes, root): (&[usize], usize),
+    (iters, rounds): (u32, u16),
+) -> i32 {
+    let shape = match shape_of(cluster) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
         }
     };
-    if args.root >= shape.size() {
-        eprintln!(
-            "error: --root {} is not a rank: the cluster has ranks 0..={}",
-            args.root,
-            shape.size() - 1
-        );
+    if let Err(e) = crate::workbench::check_root(root, &shape) {
+        eprintln!("error: {e}");
         return 2;
     }
-    let size = args.sizes.0.first().copied().unwrap_or(0);
-    let algos = match catalogue_algorithms(collective, &args.algo, shape, args.root, size) {
-        Ok(a) => a,
+    let first = sizes.first().copied().unwrap_or(0);
+    let set: AlgoSet = match subject.select(algo, shape, root, first) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
         }
     };
-    let root = args.root;
-    let op = |comm: &railcoll_host::Comm, a: usize, send: &SymBuffer, recv: &SymBuffer| {
-        comm.collective_with(collective, algos[a], send, recv, root)
-    };
-    let bench = CollBench {
-        collective: collective.name(),
-        algorithms: algos.iter().map(|a| a.name()).collect(),
-        sizes: args.sizes.0.clone(),
-        iters: args.iters as usize,
-        rounds: args.rounds as usize,
-        op: &op,
-        send_len: if collective == Collective::Alltoall {
-            bench::per_rank_len
-        } else {
-            bench::same_len
-        },
-        recv_len: bench::per_rank_len,
-        synchronised: true,
-    };
-    run_coll(&args.cluster, &args.run, &bench)
+    set.with_bench(sizes, iters as usize, rounds as usize, root, |bench| {
+        run_coll(cluster, run, bench)
+    })
+}
+
+fn run_catalogue(collective: Collective, args: &CollArgs) -> i32 {
+    run_subject(
+        Subject::Catalogue(collective),
+        &args.algo,
+        &args.cluster,
+        &args.run,
+        (&args.sizes.0, args.root),
+        (args.iters, args.rounds),
+    )
 }
 
 fn run_schedule_show(args: &ScheduleArgs) -> i32 {
@@ -516,16 +493,19 @@ fn run_schedule_show(args: &ScheduleArgs) -> i32 {
         eprintln!("error: --t-s must be >= 0 and --bandwidth > 0 (MB/s)");
         return 2;
     }
-    let algo = match catalogue_algorithms(
-        args.collective,
+    if args.algorithm == "all" || args.algorithm.contains(',') {
+        eprintln!("error: name one algorithm, not 'all' or a list");
+        return 2;
+    }
+    let algo = match Subject::Catalogue(args.collective).select(
         &args.algorithm,
         shape,
         args.root,
         args.size,
     ) {
-        Ok(a) if a.len() == 1 => a[0],
+        Ok(AlgoSet::Catalogue(_, a)) if a.len() == 1 => a[0],
         Ok(_) => {
-            eprintln!("error: name one algorithm, not 'all'");
+            eprintln!("error: name one algorithm");
             return 2;
         }
         Err(e) => {
@@ -615,12 +595,8 @@ fn run_tuning_show(file: Option<&std::path::Path>) -> i32 {
                 return 2;
             }
         },
-        None => match TuningTable::from_env() {
-            Ok(t) => {
-                let source = std::env::var(railcoll_host::sched::tuning::ENV)
-                    .unwrap_or_else(|_| "built-in default".into());
-                (t, source)
-            }
+        None => match TuningTable::locate() {
+            Ok((t, source)) => (t, source.to_string()),
             Err(e) => {
                 eprintln!("error: {e}");
                 return 2;
@@ -657,101 +633,26 @@ fn run_put(args: &PutArgs) -> i32 {
     })
 }
 
-/// Algorithms to run: the one asked for (refused if it cannot run on a
-/// multi-node cluster), or all that can.
-fn select<T: Copy + PartialEq>(
-    choice: &AlgoChoice<T>,
-    all: &[T],
-    node_only: T,
-    nodes: usize,
-    name: impl Fn(T) -> &'static str,
-) -> Result<Vec<T>, String> {
-    match choice {
-        AlgoChoice::One(a) if *a == node_only && nodes > 1 => Err(format!(
-            "algorithm '{}' runs within one node only, but --nodes is {nodes} (use --nodes 1 or another algorithm)",
-            name(*a)
-        )),
-        AlgoChoice::One(a) => Ok(vec![*a]),
-        AlgoChoice::All => Ok(all
-            .iter()
-            .copied()
-            .filter(|a| *a != node_only || nodes == 1)
-            .collect()),
-    }
-}
-
 fn run_barrier(args: &BarrierArgs) -> i32 {
-    let cfg = args.cluster.config();
-    let algos = match select(
+    run_subject(
+        Subject::Barrier,
         &args.algo,
-        &BarrierAlgorithm::ALL,
-        BarrierAlgorithm::Shm,
-        cfg.nodes,
-        BarrierAlgorithm::name,
-    ) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    let op = |comm: &railcoll_host::Comm, a: usize, _: &SymBuffer, _: &SymBuffer| {
-        comm.barrier_with(algos[a])
-    };
-    let bench = CollBench {
-        collective: "barrier",
-        algorithms: algos.iter().map(|a| a.name()).collect(),
-        sizes: vec![0],
-        iters: args.iters as usize,
-        rounds: args.rounds as usize,
-        op: &op,
-        send_len: bench::no_len,
-        recv_len: bench::no_len,
-        synchronised: false,
-    };
-    run_coll(&args.cluster, &args.run, &bench)
+        &args.cluster,
+        &args.run,
+        (&[0], 0),
+        (args.iters, args.rounds),
+    )
 }
 
 fn run_bcast(args: &BcastArgs) -> i32 {
-    let cfg = args.cluster.config();
-    let ranks = cfg.nodes * cfg.ranks_per_node;
-    if args.root >= ranks {
-        eprintln!(
-            "error: --root {} is not a rank: the cluster has ranks 0..={}",
-            args.root,
-            ranks - 1
-        );
-        return 2;
-    }
-    let algos = match select(
+    run_subject(
+        Subject::Bcast,
         &args.algo,
-        &BcastAlgorithm::ALL,
-        BcastAlgorithm::Shm,
-        cfg.nodes,
-        BcastAlgorithm::name,
-    ) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    let root = args.root;
-    let op = |comm: &railcoll_host::Comm, a: usize, buf: &SymBuffer, _: &SymBuffer| {
-        comm.broadcast_with(algos[a], buf, root)
-    };
-    let bench = CollBench {
-        collective: "bcast",
-        algorithms: algos.iter().map(|a| a.name()).collect(),
-        sizes: args.sizes.0.clone(),
-        iters: args.iters as usize,
-        rounds: args.rounds as usize,
-        op: &op,
-        send_len: bench::same_len,
-        recv_len: bench::no_len,
-        synchronised: false,
-    };
-    run_coll(&args.cluster, &args.run, &bench)
+        &args.cluster,
+        &args.run,
+        (&args.sizes.0, args.root),
+        (args.iters, args.rounds),
+    )
 }
 
 fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> i32 {
@@ -1030,6 +931,11 @@ mod tests {
         assert!(parse_sizes("3G").is_err());
         assert!(parse_packet_size("1000").is_err());
         assert_eq!(parse_packet_size("2K"), Ok(2048));
+    }
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 
     #[test]

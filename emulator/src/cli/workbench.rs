@@ -1,0 +1,603 @@
+//! `railcoll sweep`, `trace` and `tune`: the workbench's command line.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use railcoll_host::sched::tuning::{self, TuningTable};
+
+use super::{Sizes, output_status, parse_size, parse_sizes};
+use crate::cluster::{ClusterConfig, Mode};
+use crate::modeled::Profile;
+use crate::workbench::sweep::{self, Sweep, SweepError, SweepSpec};
+use crate::workbench::{PendingFile, Preset, Subject, plot, trace, tune};
+
+/// The cluster, mode and profile of a study (sweep, trace, tune).
+#[derive(Debug, Args, Clone)]
+pub struct StudyArgs {
+    /// Named cluster: qsnet2-4x4 (001's platform), clan-8x1, ib-4x16,
+    /// hockney-4x1. The shape flags below override its fields.
+    #[arg(long, default_value = "qsnet2-4x4", value_parser = |s: &str| s.parse::<Preset>())]
+    pub preset: Preset,
+    /// Nodes (1..=256).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub nodes: Option<u16>,
+    /// Ranks per node (1..=16).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub ranks_per_node: Option<u8>,
+    /// Sockets per node (default: the preset's, reduced to divide the
+    /// ranks per node).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub sockets: Option<u8>,
+    /// Rails (1..=4).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub rails: Option<u8>,
+    /// Rank placement.
+    #[arg(long, value_parser = ["block", "cyclic"])]
+    pub placement: Option<String>,
+    /// modeled: deterministic virtual time under --profile (the default);
+    /// threads: free-running threads, wall time.
+    #[arg(long, default_value = "modeled", value_parser = |s: &str| s.parse::<Mode>())]
+    pub mode: Mode,
+    /// Calibration profile (built-in name or TOML file; default: the
+    /// preset's). Also gives the Hockney parameters of --predict.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Seed of modeled runs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Threads running sizes side by side (modeled; default 2).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub workers: Option<u8>,
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+impl StudyArgs {
+    /// The cluster these flags describe.
+    pub fn config(&self) -> ClusterConfig {
+        let p = self.preset;
+        let rpn = self.ranks_per_node.map_or(p.ranks_per_node, usize::from);
+        ClusterConfig {
+            nodes: self.nodes.map_or(p.nodes, usize::from),
+            ranks_per_node: rpn,
+            sockets: self.sockets.map_or(gcd(p.sockets, rpn), usize::from),
+            rails: self.rails.map_or(p.rails, usize::from),
+            placement: self
+                .placement
+                .as_deref()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(railcoll_host::Placement::Block),
+            mode: self.mode,
+            seed: self.seed,
+            ..ClusterConfig::default()
+        }
+    }
+
+    /// The calibration profile.
+    pub fn profile(&self) -> Result<Profile, String> {
+        let name = self.profile.as_deref().unwrap_or(self.preset.profile);
+        Profile::load(name)
+            .map(|(p, _)| p)
+            .map_err(|e| e.to_string())
+    }
+
+    fn workers(&self) -> usize {
+        self.workers.map_or(2, usize::from)
+    }
+}
+
+/// The shapes of `--scaling`: 4, 8 and 16 processes, keeping the node
+/// count (the papers scale processes per node) where it divides them.
+pub fn scaling_configs(base: ClusterConfig) -> Result<Vec<ClusterConfig>, String> {
+    [4usize, 8, 16]
+        .iter()
+        .map(|&procs| {
+            let (nodes, rpn) = if procs % base.nodes == 0 && procs / base.nodes <= 16 {
+                (base.nodes, procs / base.nodes)
+            } else if procs % base.ranks_per_node == 0 {
+                (procs / base.ranks_per_node, base.ranks_per_node)
+            } else {
+                return Err(format!(
+                    "--scaling runs 4, 8 and 16 processes: --nodes {} or --ranks-per-node {} must divide 4",
+                    base.nodes, base.ranks_per_node
+                ));
+            };
+            Ok(ClusterConfig {
+                nodes,
+                ranks_per_node: rpn,
+                sockets: gcd(base.sockets, rpn),
+                ..base
+            })
+        })
+        .collect()
+}
+
+/// `all` or one subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subjects(pub Vec<Subject>);
+
+/// Parse `all` or one subject.
+fn parse_subjects(s: &str) -> Result<Subjects, String> {
+    if s == "all" {
+        return Ok(Subjects(Subject::ALL.to_vec()));
+    }
+    s.parse::<Subject>()
+        .map(|x| Subjects(vec![x]))
+        .map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))
+}
+
+/// `railcoll sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// gather, allgather, alltoall, bcast, barrier, or all.
+    #[arg(value_parser = parse_subjects)]
+    pub collective: Subjects,
+    /// Cluster, mode and profile.
+    #[command(flatten)]
+    pub study: StudyArgs,
+    /// Algorithms: all (every one that runs on the shape) or a list
+    /// (direct,bruck).
+    #[arg(long, default_value = "all")]
+    pub algo: String,
+    /// Message (block) sizes: a list (8,64,1K) or a power-of-two range.
+    #[arg(long, default_value = "4..1M", value_parser = parse_sizes)]
+    pub sizes: Sizes,
+    /// Root rank (gather, bcast).
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// Operations per sample (default: 1 modeled, 20 threads).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub iters: Option<u32>,
+    /// Interleaved rounds, medians reported (default: 1 modeled, 3 threads).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub rounds: Option<u16>,
+    /// Add each algorithm's Hockney prediction (parameters from the profile).
+    #[arg(long)]
+    pub predict: bool,
+    /// Also write the results as CSV (one row per size and algorithm).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Print the results as one JSON document instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the figure: FILE.svg or FILE.png.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Sweep 4, 8 and 16 processes (the papers' scalability runs).
+    #[arg(long)]
+    pub scaling: bool,
+    /// Tuning table whose choice the `tuned` column shows (default: the
+    /// one the library uses).
+    #[arg(long)]
+    pub tuning: Option<PathBuf>,
+    /// No progress bar or notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `railcoll trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// gather, allgather, alltoall, bcast or barrier.
+    #[arg(value_parser = |s: &str| s.parse::<Subject>())]
+    pub collective: Subject,
+    /// Cluster, mode and profile.
+    #[command(flatten)]
+    pub study: StudyArgs,
+    /// The algorithm.
+    #[arg(long)]
+    pub algo: String,
+    /// Message (block) size.
+    #[arg(long, default_value = "4K", value_parser = parse_size)]
+    pub size: usize,
+    /// Root rank (gather, bcast).
+    #[arg(long, default_value_t = 0)]
+    pub root: usize,
+    /// The Chrome trace file to write (open it in ui.perfetto.dev).
+    #[arg(long, short)]
+    pub output: PathBuf,
+    /// No notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `railcoll tune`.
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    /// gather, allgather, alltoall, or all (the three).
+    #[arg(default_value = "all", value_parser = parse_subjects)]
+    pub collective: Subjects,
+    /// Cluster, mode and profile.
+    #[command(flatten)]
+    pub study: StudyArgs,
+    /// Shapes to tune, NODESxRANKS_PER_NODE (e.g. 4x1,4x2,4x4; default:
+    /// the cluster's shape).
+    #[arg(long)]
+    pub shapes: Option<String>,
+    /// Tune for 4, 8 and 16 processes.
+    #[arg(long)]
+    pub scaling: bool,
+    /// Message (block) sizes.
+    #[arg(long, default_value = "4..1M", value_parser = parse_sizes)]
+    pub sizes: Sizes,
+    /// Operations per sample (default: 1 modeled, 20 threads).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub iters: Option<u32>,
+    /// Interleaved rounds (default: 1 modeled, 3 threads).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub rounds: Option<u16>,
+    /// Where to write the table (default: the user's table, which the
+    /// library then uses: $XDG_CONFIG_HOME/railcoll/tuning.toml or
+    /// ~/.config/railcoll/tuning.toml).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// No progress bar or notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Print `msg` as the one-line error and return status 2.
+fn invalid(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    2
+}
+
+fn sweep_failed(e: &SweepError) -> i32 {
+    match e {
+        SweepError::Invalid(m) => invalid(m),
+        SweepError::Run(e) => super::run_failed(e),
+    }
+}
+
+/// Run `specs` one after another under one progress bar.
+fn run_specs(specs: &[SweepSpec], quiet: bool) -> Result<Vec<Sweep>, i32> {
+    let total: usize = specs.iter().map(|s| s.run_sizes().len()).sum();
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} points, {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut sweeps = Vec::new();
+    for spec in specs {
+        bar.set_prefix(format!(
+            "{} {}x{}",
+            spec.subject, spec.cluster.nodes, spec.cluster.ranks_per_node
+        ));
+        let tick = |_size: usize| bar.inc(1);
+        match sweep::run(spec, &tick) {
+            Ok(s) => sweeps.push(s),
+            Err(e) => {
+                bar.abandon();
+                return Err(sweep_failed(&e));
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(sweeps)
+}
+
+/// The specs of a sweep or tune: every subject on every shape, all
+/// validated before anything runs.
+#[allow(clippy::too_many_arguments)]
+fn specs_for(
+    subjects: &[Subject],
+    configs: &[ClusterConfig],
+    study: &StudyArgs,
+    algo: &str,
+    sizes: &[usize],
+    root: usize,
+    iters: Option<u32>,
+    rounds: Option<u16>,
+    predict: bool,
+    tuning: Option<&TuningTable>,
+) -> Result<Vec<SweepSpec>, String> {
+    let profile = study.profile()?;
+    let modeled = study.mode == Mode::Modeled;
+    let mut specs = Vec::new();
+    for &cluster in configs {
+        for &subject in subjects {
+            let spec = SweepSpec {
+                subject,
+                algo: algo.to_string(),
+                sizes: sizes.to_vec(),
+                root,
+                cluster,
+                profile: profile.clone(),
+                iters: iters.map_or(if modeled { 1 } else { 20 }, |v| v as usize),
+                rounds: rounds.map_or(if modeled { 1 } else { 3 }, usize::from),
+                workers: study.workers(),
+                predict,
+                tuning: tuning.cloned(),
+            };
+            spec.validate().map_err(|e| {
+                format!(
+                    "{e} ({} on {} nodes x {} ranks)",
+                    subject, cluster.nodes, cluster.ranks_per_node
+                )
+            })?;
+            specs.push(spec);
+        }
+    }
+    Ok(specs)
+}
+
+pub(super) fn run_sweep(args: &SweepArgs) -> i32 {
+    let base = args.study.config();
+    let configs = if args.scaling {
+        match scaling_configs(base) {
+            Ok(c) => c,
+            Err(e) => return invalid(e),
+        }
+    } else {
+        vec![base]
+    };
+    let tuning = match &args.tuning {
+        Some(path) => TuningTable::load(path),
+        None => TuningTable::from_env(),
+    };
+    let tuning = match tuning {
+        Ok(t) => t,
+        Err(e) => return invalid(e),
+    };
+    // Outputs are reserved before any work: an unwritable path fails now.
+    let plot_file = match &args.plot {
+        Some(p) => match plot::format_of(p).and_then(|_| PendingFile::create(p)) {
+            Ok(f) => Some(f),
+            Err(e) => return invalid(e),
+        },
+        None => None,
+    };
+    let csv_file = match &args.csv {
+        Some(p) => match PendingFile::create(p) {
+            Ok(f) => Some(f),
+            Err(e) => return invalid(e),
+        },
+        None => None,
+    };
+    let specs = match specs_for(
+        &args.collective.0,
+        &configs,
+        &args.study,
+        &args.algo,
+        &args.sizes.0,
+        args.root,
+        args.iters,
+        args.rounds,
+        args.predict,
+        Some(&tuning),
+    ) {
+        Ok(s) => s,
+        Err(e) => return invalid(e),
+    };
+    let sweeps = match run_specs(&specs, args.quiet) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if let Some(f) = csv_file {
+        let target = f.target().display().to_string();
+        if let Err(e) = f.write(sweep::csv(&sweeps).as_bytes()) {
+            eprintln!("error: {e}");
+            return 1;
+        }
+        if !args.quiet {
+            eprintln!("# wrote {target}");
+        }
+    }
+    if let Some(f) = plot_file {
+        let target = f.target().display().to_string();
+        if let Err(e) = plot::render(&sweeps, f) {
+            eprintln!("error: {e}");
+            return 1;
+        }
+        if !args.quiet {
+            eprintln!("# wrote {target}");
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let result = if args.json {
+        out.write_all(sweep::json(&sweeps).as_bytes())
+    } else {
+        sweeps.iter().enumerate().try_for_each(|(i, s)| {
+            if i > 0 {
+                writeln!(out)?;
+            }
+            sweep::write_table(&mut out, s)
+        })
+    };
+    output_status(result)
+}
+
+pub(super) fn run_trace(args: &TraceArgs) -> i32 {
+    let profile = match args.study.profile() {
+        Ok(p) => p,
+        Err(e) => return invalid(e),
+    };
+    let spec = trace::TraceSpec {
+        subject: args.collective,
+        algo: args.algo.clone(),
+        size: args.size,
+        root: args.root,
+        cluster: args.study.config(),
+        profile,
+    };
+    if let Err(e) = spec.validate() {
+        return invalid(e);
+    }
+    let file = match PendingFile::create(&args.output) {
+        Ok(f) => f,
+        Err(e) => return invalid(e),
+    };
+    let traced = match trace::run(&spec) {
+        Ok(t) => t,
+        Err(e) => return sweep_failed(&e),
+    };
+    let text = serde_json::to_string(&traced.json).unwrap_or_default();
+    if let Err(e) = file.write(text.as_bytes()) {
+        eprintln!("error: {e}");
+        return 1;
+    }
+    if !args.quiet {
+        eprintln!(
+            "# wrote {}: {} spans and instants; {} {} at {} B: {:.3} us ({} mode); open it in ui.perfetto.dev",
+            args.output.display(),
+            traced.spans,
+            args.collective,
+            args.algo,
+            spec.size,
+            traced.latency_us,
+            spec.cluster.mode.name()
+        );
+    }
+    0
+}
+
+/// Parse `4x1,4x2` into (nodes, ranks per node) pairs.
+fn parse_shapes(s: &str) -> Result<Vec<(usize, usize)>, String> {
+    s.split(',')
+        .map(|part| {
+            let bad = || {
+                format!("shape '{part}' is not NODESxRANKS_PER_NODE (accepted: e.g. 4x1,4x2,4x4; nodes 1..=256, ranks 1..=16)")
+            };
+            let (n, r) = part.trim().split_once('x').ok_or_else(bad)?;
+            let (n, r): (usize, usize) = (n.parse().map_err(|_| bad())?, r.parse().map_err(|_| bad())?);
+            if !(1..=256).contains(&n) || !(1..=16).contains(&r) {
+                return Err(bad());
+            }
+            Ok((n, r))
+        })
+        .collect()
+}
+
+pub(super) fn run_tune(args: &TuneArgs) -> i32 {
+    if let Some(s) = args
+        .collective
+        .0
+        .iter()
+        .find(|s| !matches!(s, Subject::Catalogue(_)))
+    {
+        return invalid(format!(
+            "the tuning table covers gather, allgather and alltoall, not {s} (accepted: gather, allgather, alltoall, all)"
+        ));
+    }
+    let subjects: Vec<Subject> = args
+        .collective
+        .0
+        .iter()
+        .copied()
+        .filter(|s| matches!(s, Subject::Catalogue(_)))
+        .collect();
+    let base = args.study.config();
+    let configs = match (&args.shapes, args.scaling) {
+        (Some(_), true) => return invalid("give --shapes or --scaling, not both"),
+        (Some(s), false) => match parse_shapes(s) {
+            Ok(v) => v
+                .into_iter()
+                .map(|(nodes, rpn)| ClusterConfig {
+                    nodes,
+                    ranks_per_node: rpn,
+                    sockets: args
+                        .study
+                        .sockets
+                        .map_or(gcd(base.sockets, rpn), usize::from),
+                    ..base
+                })
+                .collect(),
+            Err(e) => return invalid(e),
+        },
+        (None, true) => match scaling_configs(base) {
+            Ok(c) => c,
+            Err(e) => return invalid(e),
+        },
+        (None, false) => vec![base],
+    };
+    let target = match args.output.clone().or_else(tuning::user_path) {
+        Some(t) => t,
+        None => {
+            return invalid("no --output and no user tuning path (set HOME or XDG_CONFIG_HOME)");
+        }
+    };
+    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty())
+        && args.output.is_none()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return invalid(format!("cannot create '{}': {e}", dir.display()));
+    }
+    let file = match PendingFile::create(&target) {
+        Ok(f) => f,
+        Err(e) => return invalid(e),
+    };
+    let specs = match specs_for(
+        &subjects,
+        &configs,
+        &args.study,
+        "all",
+        &args.sizes.0,
+        0,
+        args.iters,
+        args.rounds,
+        false,
+        None,
+    ) {
+        Ok(s) => s,
+        Err(e) => return invalid(e),
+    };
+    let sweeps = match run_specs(&specs, args.quiet) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let shapes: Vec<String> = configs
+        .iter()
+        .map(|c| format!("{}x{}", c.nodes, c.ranks_per_node))
+        .collect();
+    let names: Vec<&str> = subjects.iter().map(|s| s.name()).collect();
+    let origin = format!(
+        "railcoll tune {} --shapes {} --rails {} --sizes {}..{} --mode {}{} (best measured per size; built-in rules follow as the fallback)",
+        names.join(","),
+        shapes.join(","),
+        base.rails,
+        args.sizes.0.iter().min().copied().unwrap_or(0),
+        args.sizes.0.iter().max().copied().unwrap_or(0),
+        base.mode.name(),
+        if base.mode == Mode::Modeled {
+            format!(
+                " --profile {}",
+                specs.first().map_or("", |s| s.profile.name.as_str())
+            )
+        } else {
+            String::new()
+        }
+    );
+    let table = tune::table_from(&sweeps, origin);
+    let text = format!(
+        "# railcoll tuning table, written by `railcoll tune`; rules are tried in order.\n{}",
+        table.to_toml()
+    );
+    if let Err(e) = file.write(text.as_bytes()) {
+        eprintln!("error: {e}");
+        return 1;
+    }
+    if !args.quiet {
+        eprintln!("# wrote {} ({} rules)", target.display(), table.rule.len());
+    }
+    let mut out = std::io::stdout().lock();
+    let result = (|| -> std::io::Result<()> {
+        for s in &sweeps {
+            write!(out, "{} {}x{}:", s.collective, s.nodes, s.ranks_per_node)?;
+            for p in &s.points {
+                write!(out, " {}={}", sweep::size_label(p.size), p.best)?;
+            }
+            writeln!(out)?;
+        }
+        Ok(())
+    })();
+    output_status(result)
+}

@@ -1,0 +1,263 @@
+//! Study files: every command-line flag from one TOML file, so that a
+//! study is reproducible from the file kept beside its results.
+//!
+//! ```toml
+//! # allgather-study.toml
+//! command = "sweep allgather"   # used when the command line names none
+//! preset = "qsnet2-4x4"
+//! sizes = "4..64K"              # or an array: [4, 64, "1K"]
+//! predict = true                # a switch: true gives it, false leaves it out
+//! csv = "allgather.csv"
+//! plot = "allgather.svg"
+//! ```
+//!
+//! `railcoll --config FILE` runs the file's `command`; `railcoll sweep
+//! allgather --config FILE` takes only the flags from it. Keys are the
+//! long flag names of the subcommand (`ranks-per-node` or
+//! `ranks_per_node`); flags given on the command line override the file.
+//! An unknown key, a value of the wrong kind or malformed TOML is refused
+//! with one line naming the file, the key and what is accepted.
+
+use clap::{ArgAction, Command};
+
+/// `args` with the flags of the study file named by `--config` spliced in
+/// after the subcommand (the command line's own flags follow, and win).
+/// Without `--config`, `args` unchanged.
+pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, String> {
+    let mut path = None;
+    let mut rest = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    if let Some(program) = it.next() {
+        rest.push(program);
+    }
+    while let Some(a) = it.next() {
+        if a == "--" {
+            rest.push(a);
+            rest.extend(it.by_ref());
+            break;
+        }
+        let value = if a == "--config" {
+            Some(
+                it.next()
+                    .ok_or("--config needs a file (accepted: --config FILE.toml)")?,
+            )
+        } else {
+            a.strip_prefix("--config=").map(str::to_string)
+        };
+        match value {
+            Some(v) if path.is_some() => {
+                return Err(format!("--config given twice (second: '{v}')"));
+            }
+            Some(v) => path = Some(v),
+            None => rest.push(a),
+        }
+    }
+    let Some(path) = path else {
+        return Ok(rest);
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("config '{path}': {e}"))?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        format!(
+            "config '{path}': malformed TOML: {}",
+            e.message().replace('\n', " ")
+        )
+    })?;
+    // The subcommand path: from the command line, else from the file.
+    let (mut leaf, mut depth) = walk(cli, &rest[1..]);
+    if depth == 0 {
+        if let Some(command) = table.get("command") {
+            let command = command.as_str().ok_or_else(|| {
+                format!("config '{path}': 'command' must be a string, e.g. \"sweep allgather\"")
+            })?;
+            let words: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+            rest.splice(1..1, words);
+            (leaf, depth) = walk(cli, &rest[1..]);
+        }
+        if depth == 0 {
+            return Err(format!(
+                "config '{path}': no subcommand on the command line or in the file's 'command' key (e.g. command = \"sweep allgather\")"
+            ));
+        }
+    }
+    let mut flags = Vec::new();
+    for (key, value) in &table {
+        if key == "command" {
+            continue;
+        }
+        let long = key.replace('_', "-");
+        let arg = leaf
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long.as_str()) && long != "config")
+            .ok_or_else(|| {
+                let mut names: Vec<&str> = leaf
+                    .get_arguments()
+                    .filter_map(|a| a.get_long())
+                    .filter(|l| !matches!(*l, "help" | "version"))
+                    .collect();
+                names.sort_unstable();
+                format!(
+                    "config '{path}': unknown key '{key}' for `{}` (accepted: {})",
+                    leaf.get_name(),
+                    names.join(", ")
+                )
+            })?;
+        let switch = matches!(arg.get_action(), ArgAction::SetTrue);
+        let bad = |what: &str| format!("config '{path}': key '{key}' {what}");
+        match value {
+            toml::Value::Boolean(b) if switch => {
+                if *b {
+                    flags.push(format!("--{long}"));
+                }
+            }
+            _ if switch => return Err(bad("is a switch: give true or false")),
+            toml::Value::String(s) => flags.push(format!("--{long}={s}")),
+            toml::Value::Integer(i) => flags.push(format!("--{long}={i}")),
+            toml::Value::Float(f) => flags.push(format!("--{long}={f}")),
+            toml::Value::Boolean(b) => flags.push(format!("--{long}={b}")),
+            toml::Value::Array(items) => {
+                let mut parts = Vec::new();
+                for item in items {
+                    match item {
+                        toml::Value::String(s) => parts.push(s.clone()),
+                        toml::Value::Integer(i) => parts.push(i.to_string()),
+                        toml::Value::Float(f) => parts.push(f.to_string()),
+                        _ => return Err(bad("must be a list of strings or numbers")),
+                    }
+                }
+                flags.push(format!("--{long}={}", parts.join(",")));
+            }
+            _ => return Err(bad("must be a string, a number, true/false or a list")),
+        }
+    }
+    let at = 1 + depth;
+    rest.splice(at..at, flags);
+    Ok(rest)
+}
+
+/// The deepest subcommand `tokens` name from their start, and how many
+/// tokens that took.
+fn walk<'a>(cli: &'a Command, tokens: &[String]) -> (&'a Command, usize) {
+    let mut cmd = cli;
+    let mut depth = 0;
+    for t in tokens {
+        match cmd.find_subcommand(t) {
+            Some(sub) => {
+                cmd = sub;
+                depth += 1;
+            }
+            None => break,
+        }
+    }
+    (cmd, depth)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{Arg, ArgAction};
+
+    fn cli() -> Command {
+        Command::new("railcoll").subcommand(
+            Command::new("sweep")
+                .arg(Arg::new("collective"))
+                .arg(Arg::new("nodes").long("nodes"))
+                .arg(Arg::new("ranks-per-node").long("ranks-per-node"))
+                .arg(Arg::new("sizes").long("sizes"))
+                .arg(
+                    Arg::new("predict")
+                        .long("predict")
+                        .action(ArgAction::SetTrue),
+                ),
+        )
+    }
+
+    fn file(name: &str, text: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("railcoll-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write");
+        p.display().to_string()
+    }
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_come_from_the_file_and_the_command_line_wins() {
+        let f = file(
+            "a.toml",
+            "nodes = 4\nranks_per_node = 2\nsizes = [4, \"1K\"]\npredict = true\n",
+        );
+        let out = expand(
+            args(&[
+                "railcoll",
+                "sweep",
+                "allgather",
+                "--config",
+                &f,
+                "--nodes",
+                "8",
+            ]),
+            &cli(),
+        )
+        .expect("expand");
+        assert_eq!(
+            out,
+            args(&[
+                "railcoll",
+                "sweep",
+                "--nodes=4",
+                "--predict",
+                "--ranks-per-node=2",
+                "--sizes=4,1K",
+                "allgather",
+                "--nodes",
+                "8"
+            ])
+        );
+        let m = cli()
+            .args_override_self(true)
+            .try_get_matches_from(out)
+            .expect("parses");
+        let sweep = m.subcommand_matches("sweep").expect("sweep");
+        assert_eq!(
+            sweep.get_one::<String>("nodes").map(String::as_str),
+            Some("8")
+        );
+    }
+
+    #[test]
+    fn the_file_can_name_the_command() {
+        let f = file("b.toml", "command = \"sweep alltoall\"\nnodes = 2\n");
+        let out = expand(args(&["railcoll", &format!("--config={f}")]), &cli()).expect("expand");
+        assert_eq!(out, args(&["railcoll", "sweep", "--nodes=2", "alltoall"]));
+    }
+
+    #[test]
+    fn bad_files_are_refused_in_one_line() {
+        let run = |text: &str| {
+            let f = file("c.toml", text);
+            expand(args(&["railcoll", "sweep", "--config", &f]), &cli()).expect_err("refused")
+        };
+        let e = run("nodez = 4\n");
+        assert!(
+            e.contains("unknown key 'nodez'") && e.contains("accepted: nodes"),
+            "{e}"
+        );
+        assert!(run("nodes = [4").contains("malformed TOML"));
+        assert!(run("predict = 3\n").contains("switch"));
+        assert!(run("nodes = { a = 1 }\n").contains("must be"));
+        for e in [run("nodez = 4\n"), run("nodes = [4")] {
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = expand(
+            args(&["railcoll", "sweep", "--config", "/no/such.toml"]),
+            &cli(),
+        )
+        .expect_err("io");
+        assert!(e.contains("/no/such.toml"), "{e}");
+        let f = file("d.toml", "nodes = 1\n");
+        assert!(expand(args(&["railcoll", "--config", &f]), &cli()).is_err());
+    }
+}

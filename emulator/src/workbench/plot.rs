@@ -1,0 +1,262 @@
+//! The papers' figure, drawn with `plotters`.
+//!
+//! One row per sweep (several with `--scaling`, one per process count):
+//! on the left latency against message size on log-log axes, one line per
+//! algorithm; on the right each algorithm's speedup over the baseline
+//! (baseline / latency) against size, with the baseline's line at 1.
+//! Sweeps of one size (barriers) have no curve and are left out.
+//!
+//! Text is set in an embedded subset of DejaVu Sans (`assets/`, with its
+//! licence) so that figures look the same on every machine and need no
+//! system fonts. SVG is written as a string and PNG through the image
+//! encoder, each into a [`PendingFile`] renamed into place when complete.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::PendingFile;
+use super::sweep::{Measured, Sweep, size_label};
+
+/// The embedded font (ASCII subset of DejaVu Sans; see
+/// `emulator/assets/DEJAVU-LICENSE`).
+const FONT: &[u8] = include_bytes!("../../assets/dejavu-sans-ascii.ttf");
+const FAMILY: &str = "railcoll-sans";
+
+/// Width and height of one panel, pixels.
+const PANEL: (u32, u32) = (720, 460);
+
+/// Distinguishable line colours (Tableau 20, dark shades first).
+const COLOURS: [RGBColor; 16] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(174, 199, 232),
+    RGBColor(255, 187, 120),
+    RGBColor(152, 223, 138),
+    RGBColor(255, 152, 150),
+    RGBColor(197, 176, 213),
+    RGBColor(196, 156, 148),
+];
+
+/// Output formats, by file extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `.svg`.
+    Svg,
+    /// `.png`.
+    Png,
+}
+
+/// The format `path` asks for.
+pub fn format_of(path: &std::path::Path) -> Result<Format, String> {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("svg") => Ok(Format::Svg),
+        Some("png") => Ok(Format::Png),
+        _ => Err(format!(
+            "plot file '{}' must end in .svg or .png (accepted: FILE.svg, FILE.png)",
+            path.display()
+        )),
+    }
+}
+
+fn register_font() -> Result<(), String> {
+    static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *DONE
+        .get_or_init(|| plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
+    ok.then_some(())
+        .ok_or_else(|| "the embedded plot font is invalid".into())
+}
+
+/// Draw `sweeps` into `file` (SVG or PNG by its extension).
+pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), String> {
+    let format = format_of(file.target())?;
+    register_font()?;
+    let plotted: Vec<&Sweep> = sweeps.iter().filter(|s| s.points.len() >= 2).collect();
+    if plotted.is_empty() {
+        return Err("nothing to plot: a figure needs a sweep over at least two sizes".into());
+    }
+    let size = (PANEL.0 * 2, PANEL.1 * plotted.len() as u32);
+    let fail = |e: String| format!("drawing {}: {e}", file.target().display());
+    match format {
+        Format::Svg => {
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+                draw(&root, &plotted).map_err(fail)?;
+                root.present().map_err(|e| fail(e.to_string()))?;
+            }
+            file.write(svg.as_bytes())
+        }
+        Format::Png => {
+            {
+                let root = BitMapBackend::new(file.temp(), size).into_drawing_area();
+                draw(&root, &plotted).map_err(fail)?;
+                root.present().map_err(|e| fail(e.to_string()))?;
+            }
+            file.commit()
+        }
+    }
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    sweeps: &[&Sweep],
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let rows = root.split_evenly((sweeps.len(), 2));
+    for (i, sweep) in sweeps.iter().enumerate() {
+        latency_panel(&rows[2 * i], sweep).map_err(|e| e.to_string())?;
+        speedup_panel(&rows[2 * i + 1], sweep).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn title(sweep: &Sweep) -> String {
+    format!(
+        "{}, {} procs ({} x {}, {} rails), {}{}",
+        sweep.collective,
+        sweep.procs,
+        sweep.nodes,
+        sweep.ranks_per_node,
+        sweep.rails,
+        sweep.mode,
+        sweep
+            .profile
+            .as_ref()
+            .map_or_else(String::new, |p| format!(" {p}"))
+    )
+}
+
+/// (size, value) of `algo` at every size where `value` has one.
+fn series(sweep: &Sweep, algo: &str, value: impl Fn(&Measured) -> Option<f64>) -> Vec<(f64, f64)> {
+    sweep
+        .points
+        .iter()
+        .filter_map(|p| {
+            p.results
+                .iter()
+                .find(|m| m.algorithm == algo)
+                .and_then(&value)
+                .map(|v| (p.size as f64, v))
+        })
+        .collect()
+}
+
+fn x_range(sweep: &Sweep) -> std::ops::Range<f64> {
+    let lo = sweep
+        .points
+        .iter()
+        .map(|p| p.size)
+        .min()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let hi = sweep.points.iter().map(|p| p.size).max().unwrap_or(2) as f64;
+    lo..hi.max(lo * 2.0)
+}
+
+type PanelResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn latency_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    sweep: &Sweep,
+) -> PanelResult<DB> {
+    let lat = sweep
+        .points
+        .iter()
+        .flat_map(|p| p.results.iter().map(|m| m.latency_us));
+    let (lo, hi) = lat.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    let (lo, hi) = (lo.max(1e-3) / 1.5, hi.max(1e-3) * 1.5);
+    let mut chart = ChartBuilder::on(area)
+        .caption(title(sweep), (FAMILY, 18))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x_range(sweep).log_scale(), (lo..hi).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes)")
+        .y_desc("latency (us)")
+        .x_label_formatter(&|x| size_label(x.round() as usize))
+        .y_label_formatter(&|y| format!("{y}"))
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()?;
+    for (i, algo) in sweep.algorithms.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let points = series(sweep, algo, |m| Some(m.latency_us));
+        chart
+            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?
+            .label(algo.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+            });
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FAMILY, 12))
+        .draw()?;
+    Ok(())
+}
+
+fn speedup_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    sweep: &Sweep,
+) -> PanelResult<DB> {
+    let top = sweep
+        .points
+        .iter()
+        .flat_map(|p| p.results.iter().filter_map(|m| m.speedup_over_baseline))
+        .fold(1.0f64, f64::max);
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("speedup over {}", sweep.baseline), (FAMILY, 18))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x_range(sweep).log_scale(), 0.0..top * 1.1)?;
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes)")
+        .y_desc(format!("{} latency / latency", sweep.baseline))
+        .x_label_formatter(&|x| size_label(x.round() as usize))
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()?;
+    let x = x_range(sweep);
+    chart.draw_series(DashedLineSeries::new(
+        vec![(x.start, 1.0), (x.end, 1.0)],
+        6,
+        4,
+        BLACK.mix(0.6).stroke_width(1),
+    ))?;
+    for (i, algo) in sweep.algorithms.iter().enumerate() {
+        if *algo == sweep.baseline {
+            continue;
+        }
+        let colour = COLOURS[i % COLOURS.len()];
+        let points = series(sweep, algo, |m| m.speedup_over_baseline);
+        if points.is_empty() {
+            continue;
+        }
+        chart.draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?;
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,210 @@
+//! One traced run as Chrome trace JSON (opens in Perfetto and
+//! chrome://tracing).
+//!
+//! The run is the sweep's procedure for one point: buffers filled, one
+//! warm-up call, a barrier (hardware in modeled mode, so every node starts
+//! together), then the traced call. Processes and threads of the trace:
+//!
+//! - `ranks`: one thread per rank; the operation as a span, its schedule
+//!   steps inside it, and inside those the posts of commands to NICs
+//!   (`put`), waits on completion words and flags (`wait`) and CPU copies
+//!   of the shared-memory phases (`shm`);
+//! - `NICs`: one thread per NIC; command processing and fired events
+//!   (spans in modeled mode, instants in threads mode);
+//! - `rail R`: one thread per node's transmit port (each data packet a
+//!   span of its wire time, acknowledgements instants) and one for the
+//!   switch (collective packets it handles, instants).
+//!
+//! Timestamps are microseconds from the first kept span: virtual time in
+//! modeled mode, wall time in threads mode.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::sweep::{SweepError, shape_of};
+use super::{AlgoSet, Subject};
+use crate::bench;
+use crate::cluster::{Cluster, ClusterConfig, EmuError, Mode};
+use crate::modeled::Profile;
+use crate::timeline::{Span, Timeline, Track};
+
+/// What to trace.
+#[derive(Clone, Debug)]
+pub struct TraceSpec {
+    /// The operation.
+    pub subject: Subject,
+    /// One algorithm name.
+    pub algo: String,
+    /// Message (block) size, bytes.
+    pub size: usize,
+    /// Root rank.
+    pub root: usize,
+    /// Cluster shape and mode.
+    pub cluster: ClusterConfig,
+    /// Costs (modeled mode).
+    pub profile: Profile,
+}
+
+/// A traced run.
+#[derive(Debug)]
+pub struct Traced {
+    /// The Chrome trace document.
+    pub json: Value,
+    /// Spans and instants in it.
+    pub spans: usize,
+    /// The traced call's latency, mean over ranks, us.
+    pub latency_us: f64,
+}
+
+impl TraceSpec {
+    /// Check the request; returns the one algorithm.
+    pub fn validate(&self) -> Result<AlgoSet, String> {
+        if self.algo == "all" || self.algo.contains(',') {
+            return Err("trace needs one algorithm (--algo NAME), not a list or 'all'".into());
+        }
+        let shape = shape_of(&self.cluster)?;
+        super::check_root(self.root, &shape)?;
+        if self.subject.sized() && self.size == 0 {
+            return Err(format!(
+                "size 0 is not allowed for {} (accepted: 1 byte to 2G)",
+                self.subject
+            ));
+        }
+        self.subject.select(&self.algo, shape, self.root, self.size)
+    }
+}
+
+/// Run and trace one call.
+pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
+    let set = spec.validate().map_err(SweepError::Invalid)?;
+    let size = if spec.subject.sized() { spec.size } else { 0 };
+    let name = format!(
+        "{} {}",
+        spec.subject,
+        set.names().first().copied().unwrap_or("?")
+    );
+    let timeline = Arc::new(Timeline::new());
+    let times = set.with_bench(
+        &[size],
+        1,
+        1,
+        spec.root,
+        |b| -> Result<Vec<f64>, EmuError> {
+            let cfg = bench::coll_config(spec.cluster, b);
+            let cluster = match cfg.mode {
+                Mode::Modeled => Cluster::modeled(cfg, spec.profile.clone())?,
+                Mode::Threads => Cluster::new(cfg)?,
+            };
+            cluster.set_timeline(Arc::clone(&timeline));
+            let per_rank = cluster.run(|comm| -> Result<f64, railcoll_host::Error> {
+                let (send, recv) = bench::warm_up(comm, b, 0, size)?;
+                match cfg.mode {
+                    Mode::Modeled => {
+                        comm.barrier_with(railcoll_host::coll::BarrierAlgorithm::Hardware)?
+                    }
+                    Mode::Threads => comm.barrier()?,
+                }
+                let start = cluster.now_ns();
+                timeline.arm(comm.rank(), start);
+                (b.op)(comm, 0, &send, &recv)?;
+                let end = cluster.now_ns();
+                timeline.rank_span(comm.rank(), "op", name.clone(), start, end);
+                timeline.disarm(comm.rank(), end);
+                comm.barrier()?;
+                comm.reset_arena();
+                Ok(end - start)
+            });
+            if let Some(stalled) = cluster.kernel().and_then(|k| k.failure()) {
+                return Err(EmuError::Config(stalled.0));
+            }
+            per_rank
+                .into_iter()
+                .map(|r| r.map_err(EmuError::Host)?.map_err(EmuError::Host))
+                .collect()
+        },
+    )?;
+    let latency_us = times.iter().sum::<f64>() / times.len().max(1) as f64 / 1e3;
+    let spans = timeline.take();
+    let meta = json!({
+        "collective": spec.subject.name(),
+        "algorithm": set.names().first().copied().unwrap_or(""),
+        "size": size,
+        "mode": spec.cluster.mode.name(),
+        "profile": (spec.cluster.mode == Mode::Modeled).then(|| spec.profile.name.clone()),
+        "nodes": spec.cluster.nodes,
+        "ranks_per_node": spec.cluster.ranks_per_node,
+        "rails": spec.cluster.rails,
+        "latency_us": latency_us,
+        "clock": if spec.cluster.mode == Mode::Modeled { "virtual" } else { "wall" },
+    });
+    Ok(Traced {
+        spans: spans.len(),
+        json: chrome_json(&spans, spec.cluster.rails, meta),
+        latency_us,
+    })
+}
+
+/// Process and thread ids of a track, and their names.
+fn ids(track: Track, rails: usize) -> (u64, u64, String, String) {
+    match track {
+        Track::Rank(r) => (1, r as u64, "ranks".into(), format!("rank {r}")),
+        Track::Nic { node, rail } => (
+            2,
+            (node * rails + rail) as u64,
+            "NICs".into(),
+            format!("node {node} rail {rail}"),
+        ),
+        Track::Port { rail, node } => (
+            10 + rail as u64,
+            node as u64,
+            format!("rail {rail}"),
+            format!("node {node} port"),
+        ),
+        Track::Switch { rail } => (
+            10 + rail as u64,
+            1 << 20,
+            format!("rail {rail}"),
+            "switch".into(),
+        ),
+    }
+}
+
+/// The Chrome trace document of `spans` (sorted as [`Timeline::take`]
+/// returns them), with `meta` as `otherData`.
+pub fn chrome_json(spans: &[Span], rails: usize, meta: Value) -> Value {
+    let t0 = spans
+        .iter()
+        .map(|s| s.start_ns)
+        .fold(f64::INFINITY, f64::min);
+    let t0 = if t0.is_finite() { t0 } else { 0.0 };
+    let us = |ns: f64| ((ns - t0) * 1e3).round() / 1e6;
+    let mut events = Vec::new();
+    let mut named = std::collections::BTreeSet::new();
+    for s in spans {
+        let (pid, tid, process, thread) = ids(s.track, rails);
+        if named.insert((pid, u64::MAX)) {
+            events.push(
+                json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": process}}),
+            );
+            events.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}));
+        }
+        if named.insert((pid, tid)) {
+            events.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": thread}}));
+            events.push(json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}));
+        }
+        events.push(match s.dur_ns {
+            Some(d) => json!({
+                "ph": "X", "name": s.name, "cat": s.cat, "pid": pid, "tid": tid,
+                "ts": us(s.start_ns),
+                // End and start are rounded alike, so nested spans stay nested.
+                "dur": us(s.start_ns + d) - us(s.start_ns),
+            }),
+            None => json!({
+                "ph": "i", "s": "t", "name": s.name, "cat": s.cat, "pid": pid, "tid": tid,
+                "ts": us(s.start_ns),
+            }),
+        });
+    }
+    json!({"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta})
+}

@@ -1,0 +1,747 @@
+//! The researcher's workbench as a user runs it: `railcoll sweep`,
+//! `trace`, `tune` and study files.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use railcoll_emu::modeled::Profile;
+use railcoll_emu::{Cluster, ClusterConfig, Mode};
+use railcoll_host::sched::Collective;
+use railcoll_host::sched::tuning::TuningTable;
+use serde_json::Value;
+
+fn railcoll_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_railcoll"));
+    cmd.args(args).env_remove("RAILCOLL_TUNING");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run railcoll")
+}
+
+fn railcoll(args: &[&str]) -> Output {
+    // No user tuning table leaks in from the machine running the tests.
+    let empty = scratch("no-user-config");
+    railcoll_env(args, &[("XDG_CONFIG_HOME", &empty)])
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("railcoll-wb-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+const SHAPE: [&str; 4] = ["--nodes", "2", "--ranks-per-node", "2"];
+
+fn sweep_json(extra: &[&str]) -> Value {
+    let mut args = vec!["sweep", "allgather", "--sizes", "4,1K,16K", "--json", "-q"];
+    args.extend_from_slice(&SHAPE);
+    args.extend_from_slice(extra);
+    serde_json::from_str(&ok(&railcoll(&args))).expect("one JSON document")
+}
+
+#[test]
+fn csv_and_json_parse_and_agree() {
+    let dir = scratch("csv");
+    let csv_path = dir.join("ag.csv");
+    let csv_arg = csv_path.display().to_string();
+    let doc = sweep_json(&["--predict", "--csv", &csv_arg]);
+    let sweep = &doc["sweeps"][0];
+    let algos: Vec<&str> = sweep["algorithms"]
+        .as_array()
+        .expect("algorithms")
+        .iter()
+        .map(|a| a.as_str().expect("name"))
+        .collect();
+    assert!(
+        algos.contains(&"native") && algos.contains(&"smp-bruck"),
+        "{algos:?}"
+    );
+    let text = std::fs::read_to_string(&csv_path).expect("csv written");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let mut from_csv = HashMap::new();
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), header.len(), "{line}");
+        let size: usize = f[col("size")].parse().expect("size");
+        let latency: f64 = f[col("latency_us")].parse().expect("latency");
+        let predicted: f64 = f[col("predicted_us")].parse().expect("prediction");
+        let best: bool = f[col("best")].parse().expect("best");
+        assert_eq!(f[col("procs")], "4");
+        from_csv.insert(
+            (size, f[col("algorithm")].to_string()),
+            (latency, predicted, best),
+        );
+    }
+    let points = sweep["points"].as_array().expect("points");
+    assert_eq!(points.len(), 3);
+    assert_eq!(
+        from_csv.len(),
+        3 * algos.len(),
+        "one row per size and algorithm"
+    );
+    for p in points {
+        let size = p["size"].as_u64().expect("size") as usize;
+        let best = p["best"].as_str().expect("best");
+        let mut fastest = f64::INFINITY;
+        for r in p["results"].as_array().expect("results") {
+            let algo = r["algorithm"].as_str().expect("algorithm");
+            let latency = r["latency_us"].as_f64().expect("latency");
+            let predicted = r["predicted_us"].as_f64().expect("prediction");
+            let row = from_csv[&(size, algo.to_string())];
+            // Both print the shortest round-trip decimal; serde_json's
+            // default reader may land one unit in the last place away.
+            let same = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(1.0);
+            assert!(
+                same(row.0, latency) && same(row.1, predicted) && row.2 == (algo == best),
+                "{size} {algo}: csv {row:?}, json {latency} {predicted} {best}"
+            );
+            assert!(latency > 0.0 && predicted > 0.0);
+            fastest = fastest.min(latency);
+        }
+        let best_latency = p["results"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["algorithm"] == best))
+            .and_then(|r| r["latency_us"].as_f64())
+            .expect("best is a result");
+        assert_eq!(best_latency, fastest, "best is the fastest at {size}");
+        let native = from_csv[&(size, "native".to_string())].0;
+        let speedup = p["speedup"].as_f64().expect("speedup");
+        assert!((speedup - native / fastest).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn the_table_marks_the_best_per_size_and_its_speedup() {
+    let doc = sweep_json(&[]);
+    let mut args = vec!["sweep", "allgather", "--sizes", "4,1K,16K", "-q"];
+    args.extend_from_slice(&SHAPE);
+    let table = ok(&railcoll(&args));
+    let header = table
+        .lines()
+        .find(|l| l.starts_with("# Size"))
+        .expect("OSU-style header");
+    let columns: Vec<&str> = header.split_whitespace().skip(2).collect();
+    let rows: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 3);
+    for (row, point) in rows
+        .iter()
+        .zip(doc["sweeps"][0]["points"].as_array().expect("points"))
+    {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        let starred: Vec<usize> = (1..cells.len())
+            .filter(|&i| cells[i].ends_with('*'))
+            .collect();
+        assert_eq!(starred.len(), 1, "one best per row: {row}");
+        let best = point["best"].as_str().expect("best");
+        assert_eq!(columns[starred[0] - 1], best, "{row}");
+        let speedup = format!("{:.2}x", point["speedup"].as_f64().expect("speedup"));
+        assert!(cells.contains(&speedup.as_str()), "{row} lacks {speedup}");
+    }
+}
+
+#[test]
+fn svg_is_well_formed_with_one_series_per_algorithm_and_png_is_readable() {
+    let dir = scratch("plot");
+    let svg = dir.join("ag.svg");
+    let png = dir.join("ag.png");
+    let mut args = vec!["sweep", "allgather", "--sizes", "4,1K,16K", "-q", "--json"];
+    args.extend_from_slice(&SHAPE);
+    let svg_arg = svg.display().to_string();
+    let mut svg_args = args.clone();
+    svg_args.extend_from_slice(&["--plot", &svg_arg]);
+    let doc: Value = serde_json::from_str(&ok(&railcoll(&svg_args))).expect("json");
+    let algos: Vec<String> = doc["sweeps"][0]["algorithms"]
+        .as_array()
+        .expect("algorithms")
+        .iter()
+        .map(|a| a.as_str().expect("name").to_string())
+        .collect();
+    let text = std::fs::read_to_string(&svg).expect("svg written");
+    let xml = roxmltree::Document::parse(&text).expect("well-formed XML");
+    assert_eq!(xml.root_element().tag_name().name(), "svg");
+    // Data lines have one vertex per size; legend swatches and dashes two.
+    let series = xml
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .filter(|n| {
+            n.attribute("points")
+                .is_some_and(|p| p.split_whitespace().count() == 3)
+        })
+        .count();
+    assert_eq!(
+        series,
+        2 * algos.len() - 1,
+        "one latency line per algorithm and one speedup line per non-baseline algorithm"
+    );
+    let texts: Vec<&str> = xml
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    for a in &algos {
+        assert_eq!(
+            texts.iter().filter(|t| *t == a).count(),
+            1,
+            "legend entry for {a}"
+        );
+    }
+    let png_arg = png.display().to_string();
+    let mut png_args = args.clone();
+    png_args.extend_from_slice(&["--plot", &png_arg]);
+    ok(&railcoll(&png_args));
+    let bytes = std::fs::read(&png).expect("png written");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let width = u32::from_be_bytes(bytes[16..20].try_into().expect("width"));
+    let height = u32::from_be_bytes(bytes[20..24].try_into().expect("height"));
+    assert_eq!((width, height), (1440, 460));
+    assert_eq!(&bytes[bytes.len() - 8..bytes.len() - 4], b"IEND");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "no temporary files left: {left:?}");
+}
+
+#[test]
+fn scaling_sweeps_four_eight_and_sixteen_processes() {
+    let out = ok(&railcoll(&[
+        "sweep",
+        "allgather",
+        "--scaling",
+        "--sizes",
+        "4,64",
+        "--algo",
+        "direct,native",
+        "--json",
+        "-q",
+    ]));
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let procs: Vec<u64> = doc["sweeps"]
+        .as_array()
+        .expect("sweeps")
+        .iter()
+        .map(|s| s["procs"].as_u64().expect("procs"))
+        .collect();
+    assert_eq!(procs, vec![4, 8, 16]);
+}
+
+/// A span: start, end, name.
+type Interval = (f64, f64, String);
+
+/// Spans on one track must nest or follow each other.
+fn assert_nested(events: &[Value]) {
+    let mut tracks: HashMap<(u64, u64), Vec<Interval>> = HashMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        let ts = e["ts"].as_f64().expect("ts");
+        let dur = e["dur"].as_f64().expect("dur");
+        assert!(dur >= 0.0, "{e}");
+        let key = (
+            e["pid"].as_u64().expect("pid"),
+            e["tid"].as_u64().expect("tid"),
+        );
+        let name = e["name"].as_str().expect("name").to_string();
+        tracks.entry(key).or_default().push((ts, ts + dur, name));
+    }
+    const EPS: f64 = 1e-6;
+    for (track, mut spans) in tracks {
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+        let mut stack: Vec<Interval> = Vec::new();
+        for s in spans {
+            while stack.last().is_some_and(|top| s.0 >= top.1 - EPS) {
+                stack.pop();
+            }
+            if let Some(top) = stack.last() {
+                assert!(
+                    s.1 <= top.1 + EPS,
+                    "track {track:?}: '{}' [{}, {}] overlaps '{}' [{}, {}]",
+                    s.2,
+                    s.0,
+                    s.1,
+                    top.2,
+                    top.0,
+                    top.1
+                );
+            }
+            stack.push(s);
+        }
+    }
+}
+
+fn trace(args: &[&str], dir: &Path) -> Value {
+    let file = dir.join("run.json");
+    let file_arg = file.display().to_string();
+    let mut all = vec!["trace"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", &file_arg]);
+    ok(&railcoll(&all));
+    serde_json::from_str(&std::fs::read_to_string(&file).expect("trace written"))
+        .expect("valid JSON")
+}
+
+#[test]
+fn traces_are_chrome_json_with_tracks_per_rank_nic_and_rail_and_nested_spans() {
+    let dir = scratch("trace");
+    let doc = trace(
+        &[
+            "allgather",
+            "--algo",
+            "smp-bruck",
+            "--size",
+            "1K",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "2",
+        ],
+        &dir,
+    );
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    for e in events {
+        assert!(
+            e["ph"].is_string() && e["name"].is_string() && e["pid"].is_u64(),
+            "{e}"
+        );
+    }
+    assert_nested(events);
+    let thread = |pid: u64, name: &str| {
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["pid"] == pid && e["args"]["name"] == name)
+    };
+    for r in 0..4 {
+        assert!(thread(1, &format!("rank {r}")), "rank {r} track");
+    }
+    // One message per node: smp-bruck at 1 KiB uses rail 0 only.
+    for node in 0..2 {
+        assert!(thread(2, &format!("node {node} rail 0")), "NIC track");
+        assert!(thread(10, &format!("node {node} port")), "rail track");
+    }
+    let cats: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .filter_map(|e| e["cat"].as_str())
+        .collect();
+    for c in ["op", "step", "put", "wait", "shm", "nic", "packet"] {
+        assert!(cats.contains(c), "no '{c}' spans: {cats:?}");
+    }
+    // Every rank's operation span holds its steps.
+    let ops = events.iter().filter(|e| e["cat"] == "op").count();
+    assert_eq!(ops, 4);
+    assert_eq!(doc["otherData"]["clock"], "virtual");
+
+    // Direct all-to-all spreads its puts over both rails.
+    let doc = trace(
+        &[
+            "alltoall",
+            "--algo",
+            "direct",
+            "--size",
+            "4K",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "2",
+        ],
+        &dir,
+    );
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    assert_nested(events);
+    let thread = |pid: u64, name: &str| {
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["pid"] == pid && e["args"]["name"] == name)
+    };
+    for (node, rail) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+        assert!(thread(2, &format!("node {node} rail {rail}")), "NIC track");
+        assert!(
+            thread(10 + rail, &format!("node {node} port")),
+            "rail {rail} track"
+        );
+    }
+
+    let doc = trace(
+        &[
+            "bcast",
+            "--algo",
+            "binomial",
+            "--size",
+            "256",
+            "--nodes",
+            "3",
+            "--ranks-per-node",
+            "1",
+            "--mode",
+            "threads",
+        ],
+        &dir,
+    );
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    assert_nested(events);
+    assert_eq!(events.iter().filter(|e| e["cat"] == "op").count(), 3);
+    assert_eq!(doc["otherData"]["clock"], "wall");
+}
+
+/// The best algorithm per size from `tune`'s summary line for `shape`.
+fn tuned_bests(summary: &str, shape: &str) -> Vec<(usize, String)> {
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with(&format!("allgather {shape}:")))
+        .expect("summary line");
+    line.split_whitespace()
+        .skip(2)
+        .map(|kv| {
+            let (size, algo) = kv.split_once('=').expect("size=algo");
+            let size = match size.strip_suffix('K') {
+                Some(k) => k.parse::<usize>().expect("size") << 10,
+                None => size.parse().expect("size"),
+            };
+            (size, algo.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn tune_writes_a_table_that_library_calls_then_follow() {
+    let dir = scratch("tune");
+    let table = dir.join("tuned.toml");
+    let table_arg = table.display().to_string();
+    let sizes = "4,256,4K,64K";
+    let summary = ok(&railcoll(&[
+        "tune",
+        "allgather",
+        "--shapes",
+        "2x2",
+        "--sizes",
+        sizes,
+        "-o",
+        &table_arg,
+        "-q",
+    ]));
+    let bests = tuned_bests(&summary, "2x2");
+    assert_eq!(bests.len(), 4);
+    // The sweep agrees on the best algorithms.
+    let doc = sweep_json(&["--sizes", sizes]);
+    for (p, (size, best)) in doc["sweeps"][0]["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .zip(&bests)
+    {
+        assert_eq!(
+            (p["size"].as_u64(), p["best"].as_str()),
+            (Some(*size as u64), Some(best.as_str()))
+        );
+    }
+    // A library call on that shape picks the tuned algorithm.
+    let tuned = Arc::new(TuningTable::load(&table).expect("valid table"));
+    let preset_sockets = 2; // gcd(qsnet2-4x4's 4 sockets, 2 ranks per node)
+    let cfg = ClusterConfig {
+        nodes: 2,
+        ranks_per_node: 2,
+        rails: 2,
+        sockets: preset_sockets,
+        mode: Mode::Modeled,
+        ..ClusterConfig::default()
+    };
+    let cluster =
+        Cluster::modeled(cfg, Profile::builtin("qsnet2-dual").expect("profile")).expect("cluster");
+    let picks = cluster.run(|comm| {
+        comm.set_tuning(Arc::clone(&tuned))?;
+        bests
+            .iter()
+            .map(|(size, _)| {
+                comm.tuned_algorithm(Collective::Allgather, *size)
+                    .map(|a| a.name().to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let expected: Vec<String> = bests.iter().map(|(_, a)| a.clone()).collect();
+    for p in picks {
+        assert_eq!(p.expect("ran").expect("picked"), expected);
+    }
+    // Without --output, tune writes the user's table, which is then the
+    // one in use (what `Comm::tuning` loads), unless RAILCOLL_TUNING says
+    // otherwise.
+    let home = scratch("tune-home");
+    let env = [("XDG_CONFIG_HOME", home.as_path())];
+    ok(&railcoll_env(
+        &[
+            "tune",
+            "allgather",
+            "--shapes",
+            "2x2",
+            "--sizes",
+            sizes,
+            "-q",
+        ],
+        &env,
+    ));
+    let user = home.join("railcoll/tuning.toml");
+    assert_eq!(TuningTable::load(&user).expect("user table"), *tuned);
+    let shown = ok(&railcoll_env(&["tuning", "show"], &env));
+    assert!(
+        shown.contains("written by railcoll tune") && shown.contains("tuning.toml"),
+        "{shown}"
+    );
+    let mut args = vec!["sweep", "allgather", "--sizes", sizes, "--json", "-q"];
+    args.extend_from_slice(&SHAPE);
+    let doc: Value = serde_json::from_str(&ok(&railcoll_env(&args, &env))).expect("json");
+    for (p, (_, best)) in doc["sweeps"][0]["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .zip(&bests)
+    {
+        assert_eq!(
+            p["tuned"].as_str(),
+            Some(best.as_str()),
+            "tuned column follows the user table"
+        );
+    }
+    let builtin = dir.join("builtin.toml");
+    std::fs::write(&builtin, TuningTable::builtin().to_toml()).expect("write");
+    let shown = ok(&railcoll_env(
+        &["tuning", "show"],
+        &[
+            ("XDG_CONFIG_HOME", home.as_path()),
+            ("RAILCOLL_TUNING", builtin.as_path()),
+        ],
+    ));
+    assert!(shown.contains("from RAILCOLL_TUNING"), "{shown}");
+}
+
+#[test]
+fn a_study_file_reproduces_the_command_line() {
+    let dir = scratch("study");
+    let study = dir.join("study.toml");
+    std::fs::write(
+        &study,
+        "command = \"sweep allgather\"\nnodes = 2\nranks_per_node = 2\nsizes = [4, \"1K\"]\nalgo = \"direct,native\"\njson = true\nquiet = true\n",
+    )
+    .expect("write");
+    let from_file = ok(&railcoll(&["--config", &study.display().to_string()]));
+    let from_flags = ok(&railcoll(&[
+        "sweep",
+        "allgather",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+        "--sizes",
+        "4,1K",
+        "--algo",
+        "direct,native",
+        "--json",
+        "-q",
+    ]));
+    assert_eq!(from_file, from_flags);
+    // The command line overrides the file.
+    let overridden = ok(&railcoll(&[
+        "sweep",
+        "allgather",
+        "--config",
+        &study.display().to_string(),
+        "--nodes",
+        "3",
+    ]));
+    let doc: Value = serde_json::from_str(&overridden).expect("json");
+    assert_eq!(doc["sweeps"][0]["nodes"], 3);
+}
+
+#[test]
+fn bad_input_is_one_line_exit_2_and_nothing_is_written() {
+    let dir = scratch("bad");
+    let bad_toml = dir.join("bad.toml");
+    std::fs::write(&bad_toml, "nodes = [4\n").expect("write");
+    let unknown_key = dir.join("unknown.toml");
+    std::fs::write(&unknown_key, "nodez = 4\n").expect("write");
+    let out = |name: &str| dir.join(name).display().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["sweep", "allgather", "--algo", "nope"]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            "unknown allgather algorithm 'nope'",
+        ),
+        (
+            [
+                "sweep",
+                "alltoall",
+                "--algo",
+                "exchange",
+                "--nodes",
+                "3",
+                "--ranks-per-node",
+                "1",
+                "--rails",
+                "1",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "cannot run on this shape",
+        ),
+        (
+            ["sweep", "bcast", "--algo", "shm"]
+                .map(String::from)
+                .to_vec(),
+            "one node",
+        ),
+        (
+            ["sweep", "allgather", "--sizes", "0"]
+                .map(String::from)
+                .to_vec(),
+            "size 0",
+        ),
+        (
+            ["sweep", "allgather", "--nodes", "0"]
+                .map(String::from)
+                .to_vec(),
+            "--nodes",
+        ),
+        (
+            ["sweep", "scan"].map(String::from).to_vec(),
+            "accepted: all, gather",
+        ),
+        (
+            ["sweep", "allgather", "--preset", "nowhere"]
+                .map(String::from)
+                .to_vec(),
+            "accepted: qsnet2-4x4",
+        ),
+        (
+            ["sweep", "allgather", "--profile", "/no/such.toml"]
+                .map(String::from)
+                .to_vec(),
+            "unknown profile",
+        ),
+        (
+            ["sweep", "allgather", "--root", "99"]
+                .map(String::from)
+                .to_vec(),
+            "--root 99",
+        ),
+        (
+            vec![
+                "sweep".into(),
+                "allgather".into(),
+                "--config".into(),
+                bad_toml.display().to_string(),
+            ],
+            "malformed TOML",
+        ),
+        (
+            vec![
+                "sweep".into(),
+                "allgather".into(),
+                "--config".into(),
+                unknown_key.display().to_string(),
+            ],
+            "unknown key 'nodez'",
+        ),
+        (
+            vec![
+                "sweep".into(),
+                "allgather".into(),
+                "--csv".into(),
+                "/nonexistent/dir/x.csv".into(),
+            ],
+            "cannot write output",
+        ),
+        (
+            vec![
+                "sweep".into(),
+                "allgather".into(),
+                "--plot".into(),
+                out("fig.pdf"),
+            ],
+            ".svg or .png",
+        ),
+        (
+            vec![
+                "sweep".into(),
+                "allgather".into(),
+                "--plot".into(),
+                "/nonexistent/fig.svg".into(),
+            ],
+            "cannot write output",
+        ),
+        (
+            vec![
+                "trace".into(),
+                "allgather".into(),
+                "--algo".into(),
+                "all".into(),
+                "-o".into(),
+                out("t.json"),
+            ],
+            "one algorithm",
+        ),
+        (
+            vec![
+                "trace".into(),
+                "allgather".into(),
+                "--algo".into(),
+                "bruck".into(),
+                "--size".into(),
+                "0".into(),
+                "-o".into(),
+                out("t.json"),
+            ],
+            "size 0",
+        ),
+        (
+            vec!["tune".into(), "barrier".into(), "-o".into(), out("t.toml")],
+            "not barrier",
+        ),
+        (
+            vec![
+                "tune".into(),
+                "allgather".into(),
+                "--shapes".into(),
+                "4by4".into(),
+                "-o".into(),
+                out("t.toml"),
+            ],
+            "NODESxRANKS_PER_NODE",
+        ),
+    ];
+    for (args, needle) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = railcoll(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        vec!["bad.toml", "unknown.toml"],
+        "nothing half-written"
+    );
+}
