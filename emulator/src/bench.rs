@@ -380,10 +380,116 @@ fn coll_config_for(cfg: ClusterConfig, bench: &CollBench<'_>, size: usize) -> Cl
     }
 }
 
-/// Model every algorithm and size of `bench` on a cluster of `cfg` under
-/// `profile`: virtual-time latencies, one fresh cluster per size (so a
-/// point's trace hash does not depend on which other points ran, or on
-/// how many `workers` threads ran the sizes side by side).
+/// What [`timed_calls`] returns per rank (outer error: the rank did not
+/// start; inner: a call failed).
+pub(crate) type RankTiming = Result<(f64, (f64, f64)), railcoll_host::Error>;
+
+/// Run algorithm `a` of `bench` on `size` bytes on every rank of
+/// `cluster`, the papers' way: buffers filled, one warm-up call, then
+/// `iters` calls, each after a barrier of `barrier` kind (hardware in
+/// modeled mode: the switch releases every node at one instant). With a
+/// `timeline`, each rank is armed around its calls and each call is an
+/// `op` span. Per rank: mean time per call (ns), and the first start and
+/// last end (ns).
+pub(crate) fn timed_calls(
+    cluster: &Cluster,
+    bench: &CollBench<'_>,
+    a: usize,
+    size: usize,
+    barrier: railcoll_host::coll::BarrierAlgorithm,
+    timeline: Option<&crate::timeline::Timeline>,
+) -> Vec<Result<RankTiming, railcoll_host::Error>> {
+    let name = format!("{} {}", bench.collective, bench.algorithms[a]);
+    cluster.run(
+        |comm: &Comm| -> Result<(f64, (f64, f64)), railcoll_host::Error> {
+            let (send, recv) = warm_up(comm, bench, a, size)?;
+            let mut total = 0.0;
+            let mut span = (f64::INFINITY, 0.0f64);
+            for _ in 0..bench.iters {
+                comm.barrier_with(barrier)?;
+                let start = cluster.now_ns();
+                if let Some(t) = timeline {
+                    t.arm(comm.rank(), start);
+                }
+                (bench.op)(comm, a, &send, &recv)?;
+                let end = cluster.now_ns();
+                if let Some(t) = timeline {
+                    t.rank_span(comm.rank(), "op", name.clone(), start, end);
+                    t.disarm(comm.rank(), end);
+                }
+                total += end - start;
+                span = (span.0.min(start), end);
+            }
+            comm.barrier()?;
+            comm.reset_arena();
+            Ok((total / bench.iters.max(1) as f64, span))
+        },
+    )
+}
+
+/// Model algorithm `a` of `bench` at `size` under `profile` on a fresh
+/// cluster of `cfg` (so the result depends on nothing else that ran), with
+/// an optional timeline of the timed calls.
+pub(crate) fn model_point(
+    cfg: ClusterConfig,
+    profile: &crate::modeled::Profile,
+    bench: &CollBench<'_>,
+    a: usize,
+    size: usize,
+    timeline: Option<&Arc<crate::timeline::Timeline>>,
+) -> Result<CollRecord, EmuError> {
+    let cfg = coll_config_for(cfg, bench, size);
+    let cluster = Cluster::modeled(cfg, profile.clone())?;
+    if let Some(t) = timeline {
+        cluster.set_timeline(Arc::clone(t));
+    }
+    let kernel = cluster
+        .kernel()
+        .cloned()
+        .ok_or_else(|| EmuError::Config("a modeled cluster has a sequencer".into()))?;
+    let per_rank = timed_calls(
+        &cluster,
+        bench,
+        a,
+        size,
+        railcoll_host::coll::BarrierAlgorithm::Hardware,
+        timeline.map(|t| &**t),
+    );
+    if let Some(stalled) = kernel.failure() {
+        return Err(EmuError::Config(stalled.0));
+    }
+    let mut times = Vec::new();
+    let (mut first, mut last) = (f64::INFINITY, 0.0f64);
+    for r in per_rank {
+        let (t, (s, e)) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
+        times.push(t);
+        (first, last) = (first.min(s), last.max(e));
+    }
+    let digest = kernel.digest();
+    Ok(CollRecord {
+        collective: bench.collective,
+        algorithm: bench.algorithms[a],
+        size,
+        nodes: cfg.nodes,
+        ranks_per_node: cfg.ranks_per_node,
+        rails: cfg.rails,
+        mode: "modeled",
+        profile: Some(profile.name.clone()),
+        latency_us: times.iter().sum::<f64>() / times.len().max(1) as f64 / 1e3,
+        latency_max_us: times.iter().copied().fold(0.0, f64::max) / 1e3,
+        pingpong_rtt_ns: None,
+        pingpong_ratio: None,
+        trace_hash: Some(format!("{:016x}", digest.hash)),
+        events: Some(digest.events),
+        makespan_us: (bench.iters == 1).then(|| (last - first) / 1e3),
+    })
+}
+
+/// Model every algorithm and size of `bench` on clusters of `cfg` under
+/// `profile`: virtual-time latencies, one fresh cluster per (size,
+/// algorithm), so a point's latency and trace hash do not depend on which
+/// other points ran, or on how many `workers` threads ran points side by
+/// side. `progress` is called once per point with its size.
 pub fn coll_model(
     cfg: ClusterConfig,
     profile: &crate::modeled::Profile,
@@ -391,80 +497,27 @@ pub fn coll_model(
     workers: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<CollRecord>, EmuError> {
-    let workers = workers.clamp(1, bench.sizes.len().max(1));
-    let point = |size: usize| -> Result<Vec<CollRecord>, EmuError> {
-        // Each point's cluster is sized for its own size only.
-        let cfg = coll_config_for(cfg, bench, size);
-        let cluster = Cluster::modeled(cfg, profile.clone())?;
-        let kernel = cluster
-            .kernel()
-            .cloned()
-            .ok_or_else(|| EmuError::Config("a modeled cluster has a sequencer".into()))?;
-        let mut out = Vec::new();
-        for a in 0..bench.algorithms.len() {
-            let per_rank = cluster.run(
-                |comm: &Comm| -> Result<(f64, (f64, f64)), railcoll_host::Error> {
-                    let (send, recv) = warm_up(comm, bench, a, size)?;
-                    let mut total = 0.0;
-                    let mut span = (f64::INFINITY, 0.0f64);
-                    for _ in 0..bench.iters {
-                        if bench.synchronised {
-                            // The switch releases every node at one instant.
-                            comm.barrier_with(railcoll_host::coll::BarrierAlgorithm::Hardware)?;
-                        }
-                        let start = cluster.now_ns();
-                        (bench.op)(comm, a, &send, &recv)?;
-                        let end = cluster.now_ns();
-                        total += end - start;
-                        span = (span.0.min(start), end);
-                    }
-                    comm.barrier()?;
-                    comm.reset_arena();
-                    Ok((total / bench.iters.max(1) as f64, span))
-                },
-            );
-            if let Some(stalled) = kernel.failure() {
-                return Err(EmuError::Config(stalled.0));
-            }
-            let mut times = Vec::new();
-            let (mut first, mut last) = (f64::INFINITY, 0.0f64);
-            for r in per_rank {
-                let (t, (s, e)) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
-                times.push(t);
-                (first, last) = (first.min(s), last.max(e));
-            }
-            let digest = kernel.digest();
-            out.push(CollRecord {
-                collective: bench.collective,
-                algorithm: bench.algorithms[a],
-                size,
-                nodes: cfg.nodes,
-                ranks_per_node: cfg.ranks_per_node,
-                rails: cfg.rails,
-                mode: "modeled",
-                profile: Some(profile.name.clone()),
-                latency_us: times.iter().sum::<f64>() / times.len().max(1) as f64 / 1e3,
-                latency_max_us: times.iter().copied().fold(0.0, f64::max) / 1e3,
-                pingpong_rtt_ns: None,
-                pingpong_ratio: None,
-                trace_hash: Some(format!("{:016x}", digest.hash)),
-                events: Some(digest.events),
-                makespan_us: (bench.iters == 1).then(|| (last - first) / 1e3),
-            });
-        }
+    let points: Vec<(usize, usize)> = bench
+        .sizes
+        .iter()
+        .flat_map(|&size| (0..bench.algorithms.len()).map(move |a| (size, a)))
+        .collect();
+    let workers = workers.clamp(1, points.len().max(1));
+    let point = |(size, a): (usize, usize)| {
+        let r = model_point(cfg, profile, bench, a, size, None);
         progress(size);
-        Ok(out)
+        r
     };
-    let mut results: Vec<Option<Result<Vec<CollRecord>, EmuError>>> =
-        (0..bench.sizes.len()).map(|_| None).collect();
+    let mut results: Vec<Option<Result<CollRecord, EmuError>>> =
+        (0..points.len()).map(|_| None).collect();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|w| {
-                let point = &point;
+                let (point, points) = (&point, &points);
                 scope.spawn(move || {
-                    (w..bench.sizes.len())
+                    (w..points.len())
                         .step_by(workers)
-                        .map(|i| (i, point(bench.sizes[i])))
+                        .map(|i| (i, point(points[i])))
                         .collect::<Vec<_>>()
                 })
             })
@@ -475,11 +528,7 @@ pub fn coll_model(
             }
         }
     });
-    let mut records = Vec::new();
-    for r in results.into_iter().flatten() {
-        records.extend(r?);
-    }
-    Ok(records)
+    results.into_iter().flatten().collect()
 }
 
 /// Time every algorithm and size of `bench` on a cluster of `cfg`.

@@ -221,6 +221,31 @@ fn svg_is_well_formed_with_one_series_per_algorithm_and_png_is_readable() {
     assert_eq!(left.len(), 2, "no temporary files left: {left:?}");
 }
 
+/// (algorithm, latency) of each point of the first sweep in `doc`.
+fn latencies(doc: &Value) -> Vec<(u64, String, f64)> {
+    let mut v = Vec::new();
+    for p in doc["sweeps"][0]["points"].as_array().expect("points") {
+        for r in p["results"].as_array().expect("results") {
+            v.push((
+                p["size"].as_u64().expect("size"),
+                r["algorithm"].as_str().expect("algorithm").to_string(),
+                r["latency_us"].as_f64().expect("latency"),
+            ));
+        }
+    }
+    v
+}
+
+#[test]
+fn a_point_does_not_depend_on_the_other_algorithms_in_the_sweep() {
+    let all = latencies(&sweep_json(&[]));
+    let some = latencies(&sweep_json(&["--algo", "native,bruck", "--workers", "1"]));
+    assert_eq!(some.len(), 6);
+    for point in &some {
+        assert!(all.contains(point), "{point:?} differs from the full sweep");
+    }
+}
+
 #[test]
 fn scaling_sweeps_four_eight_and_sixteen_processes() {
     let out = ok(&railcoll(&[
@@ -347,6 +372,12 @@ fn traces_are_chrome_json_with_tracks_per_rank_nic_and_rail_and_nested_spans() {
     let ops = events.iter().filter(|e| e["cat"] == "op").count();
     assert_eq!(ops, 4);
     assert_eq!(doc["otherData"]["clock"], "virtual");
+    // The traced call is the sweep's point, to the picosecond.
+    let swept = sweep_json(&["--algo", "smp-bruck", "--sizes", "1K"]);
+    assert_eq!(
+        doc["otherData"]["latency_us"],
+        swept["sweeps"][0]["points"][0]["results"][0]["latency_us"]
+    );
 
     // Direct all-to-all spreads its puts over both rails.
     let doc = trace(

@@ -79,11 +79,6 @@ impl TraceSpec {
 pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
     let set = spec.validate().map_err(SweepError::Invalid)?;
     let size = if spec.subject.sized() { spec.size } else { 0 };
-    let name = format!(
-        "{} {}",
-        spec.subject,
-        set.names().first().copied().unwrap_or("?")
-    );
     let timeline = Arc::new(Timeline::new());
     let times = set.with_bench(
         &[size],
@@ -91,36 +86,18 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
         1,
         spec.root,
         |b| -> Result<Vec<f64>, EmuError> {
-            let cfg = bench::coll_config(spec.cluster, b);
-            let cluster = match cfg.mode {
-                Mode::Modeled => Cluster::modeled(cfg, spec.profile.clone())?,
-                Mode::Threads => Cluster::new(cfg)?,
-            };
-            cluster.set_timeline(Arc::clone(&timeline));
-            let per_rank = cluster.run(|comm| -> Result<f64, railcoll_host::Error> {
-                let (send, recv) = bench::warm_up(comm, b, 0, size)?;
-                match cfg.mode {
-                    Mode::Modeled => {
-                        comm.barrier_with(railcoll_host::coll::BarrierAlgorithm::Hardware)?
-                    }
-                    Mode::Threads => comm.barrier()?,
-                }
-                let start = cluster.now_ns();
-                timeline.arm(comm.rank(), start);
-                (b.op)(comm, 0, &send, &recv)?;
-                let end = cluster.now_ns();
-                timeline.rank_span(comm.rank(), "op", name.clone(), start, end);
-                timeline.disarm(comm.rank(), end);
-                comm.barrier()?;
-                comm.reset_arena();
-                Ok(end - start)
-            });
-            if let Some(stalled) = cluster.kernel().and_then(|k| k.failure()) {
-                return Err(EmuError::Config(stalled.0));
+            if spec.cluster.mode == Mode::Modeled {
+                // Exactly the sweep's point, with a timeline attached.
+                let r =
+                    bench::model_point(spec.cluster, &spec.profile, b, 0, size, Some(&timeline))?;
+                return Ok(vec![r.latency_us * 1e3]);
             }
-            per_rank
+            let cluster = Cluster::new(bench::coll_config(spec.cluster, b))?;
+            cluster.set_timeline(Arc::clone(&timeline));
+            let barrier = railcoll_host::coll::BarrierAlgorithm::Smp;
+            bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline))
                 .into_iter()
-                .map(|r| r.map_err(EmuError::Host)?.map_err(EmuError::Host))
+                .map(|r| Ok(r.map_err(EmuError::Host)?.map_err(EmuError::Host)?.0))
                 .collect()
         },
     )?;
