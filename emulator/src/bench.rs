@@ -386,8 +386,9 @@ pub(crate) type RankTiming = Result<(f64, (f64, f64)), railcoll_host::Error>;
 
 /// Run algorithm `a` of `bench` on `size` bytes on every rank of
 /// `cluster`, the papers' way: buffers filled, one warm-up call, then
-/// `iters` calls, each after a barrier of `barrier` kind (hardware in
-/// modeled mode: the switch releases every node at one instant). With a
+/// `iters` calls, each after a barrier of `barrier` kind if the bench is
+/// synchronised (hardware in modeled mode: the switch releases every node
+/// at one instant), back to back otherwise. With a
 /// `timeline`, each rank is armed around its calls and each call is an
 /// `op` span. Per rank: mean time per call (ns), and the first start and
 /// last end (ns).
@@ -406,7 +407,9 @@ pub(crate) fn timed_calls(
             let mut total = 0.0;
             let mut span = (f64::INFINITY, 0.0f64);
             for _ in 0..bench.iters {
-                comm.barrier_with(barrier)?;
+                if bench.synchronised {
+                    comm.barrier_with(barrier)?;
+                }
                 let start = cluster.now_ns();
                 if let Some(t) = timeline {
                     t.arm(comm.rank(), start);

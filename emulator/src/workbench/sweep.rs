@@ -312,10 +312,10 @@ pub fn write_table(out: &mut dyn Write, sweep: &Sweep) -> std::io::Result<()> {
     writeln!(
         out,
         "# latency in us ({}); * marks the best per size; speedup = {} / best",
-        if sweep.collective == "gather" {
-            "the root's time, one call after a barrier"
-        } else {
-            "mean over ranks, one call after a barrier"
+        match sweep.collective.as_str() {
+            "gather" => "the root's time, one call after a barrier",
+            "bcast" | "barrier" => "mean over ranks per call, calls back to back",
+            _ => "mean over ranks, one call after a barrier",
         },
         sweep.baseline
     )?;
