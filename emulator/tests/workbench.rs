@@ -247,6 +247,38 @@ fn a_point_does_not_depend_on_the_other_algorithms_in_the_sweep() {
 }
 
 #[test]
+fn threads_mode_sweeps_report_wall_time_against_a_pingpong_of_the_same_run() {
+    let out = ok(&railcoll(&[
+        "sweep",
+        "allgather",
+        "--mode",
+        "threads",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "1",
+        "--sizes",
+        "64",
+        "--iters",
+        "2",
+        "--rounds",
+        "1",
+        "--algo",
+        "direct,native",
+        "--json",
+        "-q",
+    ]));
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let sweep = &doc["sweeps"][0];
+    assert_eq!(sweep["mode"], "threads");
+    assert!(sweep["pingpong_rtt_ns"].as_f64().is_some_and(|v| v > 0.0));
+    for r in sweep["points"][0]["results"].as_array().expect("results") {
+        assert!(r["pingpong_ratio"].as_f64().is_some_and(|v| v > 0.0), "{r}");
+        assert!(r["trace_hash"].is_null());
+    }
+}
+
+#[test]
 fn scaling_sweeps_four_eight_and_sixteen_processes() {
     let out = ok(&railcoll(&[
         "sweep",

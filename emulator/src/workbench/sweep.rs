@@ -89,6 +89,9 @@ pub struct Measured {
     pub speedup_over_baseline: Option<f64>,
     /// Modeled mode: the run's trace hash.
     pub trace_hash: Option<String>,
+    /// Threads mode: latency / cache-line ping-pong round trip measured in
+    /// the same run (wall times mean something only as such ratios).
+    pub pingpong_ratio: Option<f64>,
 }
 
 /// One size.
@@ -136,6 +139,9 @@ pub struct Sweep {
     pub hockney: Option<HockneyParams>,
     /// One per size.
     pub points: Vec<Point>,
+    /// Threads mode: the fastest cache-line ping-pong round trip of the
+    /// run, ns (the baseline of `pingpong_ratio`).
+    pub pingpong_rtt_ns: Option<f64>,
 }
 
 /// The shape a cluster configuration describes.
@@ -223,6 +229,7 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
                 predicted_us,
                 speedup_over_baseline: None,
                 trace_hash: r.trace_hash.clone(),
+                pingpong_ratio: r.pingpong_ratio,
             });
         }
         let base = results
@@ -277,6 +284,10 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
                 f64::INFINITY
             },
         }),
+        pingpong_rtt_ns: records
+            .iter()
+            .filter_map(|r| r.pingpong_rtt_ns)
+            .reduce(f64::min),
         points,
     })
 }
@@ -319,6 +330,12 @@ pub fn write_table(out: &mut dyn Write, sweep: &Sweep) -> std::io::Result<()> {
         },
         sweep.baseline
     )?;
+    if let Some(rtt) = sweep.pingpong_rtt_ns {
+        writeln!(
+            out,
+            "# wall time: compare only as ratios to the cache-line ping-pong of this run ({rtt:.0} ns round trip; pingpong_ratio in --csv and --json)"
+        )?;
+    }
     let widths: Vec<usize> = sweep
         .algorithms
         .iter()
@@ -379,7 +396,7 @@ pub fn write_table(out: &mut dyn Write, sweep: &Sweep) -> std::io::Result<()> {
 }
 
 /// The CSV header.
-pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash";
+pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio";
 
 /// Tidy CSV of `sweeps`: one row per (sweep, size, algorithm).
 pub fn csv(sweeps: &[Sweep]) -> String {
@@ -390,7 +407,7 @@ pub fn csv(sweeps: &[Sweep]) -> String {
         for p in &sw.points {
             for m in &p.results {
                 s.push_str(&format!(
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                     sw.collective,
                     sw.mode,
                     sw.profile.as_deref().unwrap_or(""),
@@ -407,7 +424,8 @@ pub fn csv(sweeps: &[Sweep]) -> String {
                     opt(m.predicted_us),
                     opt(m.speedup_over_baseline),
                     m.algorithm == p.best,
-                    m.trace_hash.as_deref().unwrap_or("")
+                    m.trace_hash.as_deref().unwrap_or(""),
+                    opt(m.pingpong_ratio)
                 ));
             }
         }

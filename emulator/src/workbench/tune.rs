@@ -72,6 +72,7 @@ mod tests {
                 predicted_us: None,
                 speedup_over_baseline: None,
                 trace_hash: None,
+                pingpong_ratio: None,
             }],
             best: best.into(),
             speedup: None,
@@ -94,6 +95,7 @@ mod tests {
             baseline: "native".into(),
             algorithms: vec![],
             hockney: None,
+            pingpong_rtt_ns: None,
             points: vec![
                 point(4, "smp-direct"),
                 point(64, "smp-direct"),
