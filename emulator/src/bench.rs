@@ -289,6 +289,37 @@ pub struct CollRecord {
     pub makespan_us: Option<f64>,
 }
 
+impl CollRecord {
+    /// The record of algorithm `a` of `bench` at `size` on `cfg` with these
+    /// latencies (us); the mode and its fields are the caller's to set.
+    fn new(
+        bench: &CollBench<'_>,
+        a: usize,
+        size: usize,
+        cfg: &ClusterConfig,
+        latency_us: f64,
+        latency_max_us: f64,
+    ) -> Self {
+        Self {
+            collective: bench.collective,
+            algorithm: bench.algorithms[a],
+            size,
+            nodes: cfg.nodes,
+            ranks_per_node: cfg.ranks_per_node,
+            rails: cfg.rails,
+            mode: cfg.mode.name(),
+            profile: None,
+            latency_us,
+            latency_max_us,
+            pingpong_rtt_ns: None,
+            pingpong_ratio: None,
+            trace_hash: None,
+            events: None,
+            makespan_us: None,
+        }
+    }
+}
+
 /// A collective to time: its name, its algorithms' names, and how to run
 /// one operation of algorithm `index` on `size` bytes.
 pub struct CollBench<'a> {
@@ -470,21 +501,19 @@ pub(crate) fn model_point(
     }
     let digest = kernel.digest();
     Ok(CollRecord {
-        collective: bench.collective,
-        algorithm: bench.algorithms[a],
-        size,
-        nodes: cfg.nodes,
-        ranks_per_node: cfg.ranks_per_node,
-        rails: cfg.rails,
         mode: "modeled",
         profile: Some(profile.name.clone()),
-        latency_us: times.iter().sum::<f64>() / times.len().max(1) as f64 / 1e3,
-        latency_max_us: times.iter().copied().fold(0.0, f64::max) / 1e3,
-        pingpong_rtt_ns: None,
-        pingpong_ratio: None,
         trace_hash: Some(format!("{:016x}", digest.hash)),
         events: Some(digest.events),
         makespan_us: (bench.iters == 1).then(|| (last - first) / 1e3),
+        ..CollRecord::new(
+            bench,
+            a,
+            size,
+            &cfg,
+            times.iter().sum::<f64>() / times.len().max(1) as f64 / 1e3,
+            times.iter().copied().fold(0.0, f64::max) / 1e3,
+        )
     })
 }
 
@@ -592,21 +621,17 @@ pub fn coll_bench(
             let mut max: Vec<f64> = s.iter().map(|x| x.1).collect();
             let mut ratio: Vec<f64> = s.iter().map(|x| x.0 / pp).collect();
             records.push(CollRecord {
-                collective: bench.collective,
-                algorithm: bench.algorithms[a],
-                size,
-                nodes: cfg.nodes,
-                ranks_per_node: cfg.ranks_per_node,
-                rails: cfg.rails,
                 mode: "threads",
-                profile: None,
-                latency_us: median(&mut mean) * 1e6,
-                latency_max_us: median(&mut max) * 1e6,
                 pingpong_rtt_ns: Some(pp * 1e9),
                 pingpong_ratio: Some(median(&mut ratio)),
-                trace_hash: None,
-                events: None,
-                makespan_us: None,
+                ..CollRecord::new(
+                    bench,
+                    a,
+                    size,
+                    &cfg,
+                    median(&mut mean) * 1e6,
+                    median(&mut max) * 1e6,
+                )
             });
         }
         progress(size);

@@ -638,158 +638,63 @@ fn bad_input_is_one_line_exit_2_and_nothing_is_written() {
     let unknown_key = dir.join("unknown.toml");
     std::fs::write(&unknown_key, "nodez = 4\n").expect("write");
     let out = |name: &str| dir.join(name).display().to_string();
-    let cases: Vec<(Vec<String>, &str)> = vec![
+    let bad = dir.join("bad.toml").display().to_string();
+    let unknown = dir.join("unknown.toml").display().to_string();
+    let cases: Vec<(String, &str)> = vec![
         (
-            vec!["sweep", "allgather", "--algo", "nope"]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            "sweep allgather --algo nope".into(),
             "unknown allgather algorithm 'nope'",
         ),
         (
-            [
-                "sweep",
-                "alltoall",
-                "--algo",
-                "exchange",
-                "--nodes",
-                "3",
-                "--ranks-per-node",
-                "1",
-                "--rails",
-                "1",
-            ]
-            .map(String::from)
-            .to_vec(),
+            "sweep alltoall --algo exchange --nodes 3 --ranks-per-node 1 --rails 1".into(),
             "cannot run on this shape",
         ),
+        ("sweep bcast --algo shm".into(), "one node"),
+        ("sweep allgather --sizes 0".into(), "size 0"),
+        ("sweep allgather --nodes 0".into(), "--nodes"),
+        ("sweep scan".into(), "accepted: all, gather"),
         (
-            ["sweep", "bcast", "--algo", "shm"]
-                .map(String::from)
-                .to_vec(),
-            "one node",
-        ),
-        (
-            ["sweep", "allgather", "--sizes", "0"]
-                .map(String::from)
-                .to_vec(),
-            "size 0",
-        ),
-        (
-            ["sweep", "allgather", "--nodes", "0"]
-                .map(String::from)
-                .to_vec(),
-            "--nodes",
-        ),
-        (
-            ["sweep", "scan"].map(String::from).to_vec(),
-            "accepted: all, gather",
-        ),
-        (
-            ["sweep", "allgather", "--preset", "nowhere"]
-                .map(String::from)
-                .to_vec(),
+            "sweep allgather --preset nowhere".into(),
             "accepted: qsnet2-4x4",
         ),
         (
-            ["sweep", "allgather", "--profile", "/no/such.toml"]
-                .map(String::from)
-                .to_vec(),
+            "sweep allgather --profile /no/such.toml".into(),
             "unknown profile",
         ),
+        ("sweep allgather --root 99".into(), "--root 99"),
+        (format!("sweep allgather --config {bad}"), "malformed TOML"),
         (
-            ["sweep", "allgather", "--root", "99"]
-                .map(String::from)
-                .to_vec(),
-            "--root 99",
-        ),
-        (
-            vec![
-                "sweep".into(),
-                "allgather".into(),
-                "--config".into(),
-                bad_toml.display().to_string(),
-            ],
-            "malformed TOML",
-        ),
-        (
-            vec![
-                "sweep".into(),
-                "allgather".into(),
-                "--config".into(),
-                unknown_key.display().to_string(),
-            ],
+            format!("sweep allgather --config {unknown}"),
             "unknown key 'nodez'",
         ),
         (
-            vec![
-                "sweep".into(),
-                "allgather".into(),
-                "--csv".into(),
-                "/nonexistent/dir/x.csv".into(),
-            ],
+            "sweep allgather --csv /nonexistent/dir/x.csv".into(),
             "cannot write output",
         ),
         (
-            vec![
-                "sweep".into(),
-                "allgather".into(),
-                "--plot".into(),
-                out("fig.pdf"),
-            ],
+            format!("sweep allgather --plot {}", out("fig.pdf")),
             ".svg or .png",
         ),
         (
-            vec![
-                "sweep".into(),
-                "allgather".into(),
-                "--plot".into(),
-                "/nonexistent/fig.svg".into(),
-            ],
+            "sweep allgather --plot /nonexistent/fig.svg".into(),
             "cannot write output",
         ),
         (
-            vec![
-                "trace".into(),
-                "allgather".into(),
-                "--algo".into(),
-                "all".into(),
-                "-o".into(),
-                out("t.json"),
-            ],
+            format!("trace allgather --algo all -o {}", out("t.json")),
             "one algorithm",
         ),
         (
-            vec![
-                "trace".into(),
-                "allgather".into(),
-                "--algo".into(),
-                "bruck".into(),
-                "--size".into(),
-                "0".into(),
-                "-o".into(),
-                out("t.json"),
-            ],
+            format!("trace allgather --algo bruck --size 0 -o {}", out("t.json")),
             "size 0",
         ),
+        (format!("tune barrier -o {}", out("t.toml")), "not barrier"),
         (
-            vec!["tune".into(), "barrier".into(), "-o".into(), out("t.toml")],
-            "not barrier",
-        ),
-        (
-            vec![
-                "tune".into(),
-                "allgather".into(),
-                "--shapes".into(),
-                "4by4".into(),
-                "-o".into(),
-                out("t.toml"),
-            ],
+            format!("tune allgather --shapes 4by4 -o {}", out("t.toml")),
             "NODESxRANKS_PER_NODE",
         ),
     ];
     for (args, needle) in cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let args: Vec<&str> = args.split_whitespace().collect();
         let o = railcoll(&args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
