@@ -90,13 +90,10 @@ impl SharedMapping {
         let mem = self.memory();
         let (lo, hi) = (offset.next_multiple_of(PAGE), end / PAGE * PAGE);
         if hi > lo && hi - lo >= DISCARD_MIN {
-            // SAFETY: [lo, hi) is page-aligned and inside this mapping;
-            // no Rust reference into it exists (all access is through
-            // DmaMemory's raw pointers), and MADV_REMOVE only replaces its
-            // contents with zeros.
-            let rc = unsafe {
-                libc::madvise(self.inner.base.add(lo).cast(), hi - lo, libc::MADV_REMOVE)
-            };
+            let start = self.inner.base.wrapping_add(lo).cast();
+            // SAFETY: [lo, hi) is page-aligned, inside this mapping, never borrowed
+            // (DmaMemory uses raw pointers); MADV_REMOVE only makes it read as zero.
+            let rc = unsafe { libc::madvise(start, hi - lo, libc::MADV_REMOVE) };
             if rc == 0 {
                 return mem.fill(offset, lo - offset, 0).is_ok()
                     && mem.fill(hi, end - hi, 0).is_ok();
