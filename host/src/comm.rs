@@ -894,7 +894,9 @@ impl InputQueue {
 impl Comm {
     /// Create an input queue of `slots` items of up to `max_payload` bytes.
     /// Collective: every rank calls it in the same order. When it returns,
-    /// this rank's NIC knows the queue.
+    /// this rank's NIC knows the queue; other ranks may send to it only
+    /// after that (a barrier after creating is the usual way): an item for
+    /// a queue its target NIC does not know yet fails with `BadEvent`.
     pub fn create_queue(&self, slots: u32, max_payload: usize) -> Result<InputQueue, Error> {
         let index = self.next_queue.get();
         if u32::from(index) >= railcoll_fw::abi::command::MAX_QUEUES {

@@ -204,6 +204,8 @@ fn queued_messages_from_many_senders_into_a_small_queue() {
     let per_sender = 20u32;
     let out = c.run(|comm| -> Result<Vec<(usize, u32)>, Error> {
         let queue = comm.create_queue(2, 4)?;
+        // No item may reach rank 0's NIC before it knows the queue.
+        comm.barrier()?;
         let msg = comm.alloc(4)?;
         if comm.rank() == 0 {
             let mut got = Vec::new();
