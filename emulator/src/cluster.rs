@@ -547,14 +547,6 @@ impl Cluster {
         }
     }
 
-    /// The timeline attached by [`Cluster::set_timeline`], if any.
-    pub fn timeline(&self) -> Option<Arc<Timeline>> {
-        match &self.backend {
-            Backend::Threads { timeline, .. } => timeline.get().cloned(),
-            Backend::Modeled { kernel, .. } => kernel.timeline(),
-        }
-    }
-
     /// The calibration profile, in modeled mode.
     pub fn profile(&self) -> Option<&Profile> {
         match &self.backend {

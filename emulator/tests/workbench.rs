@@ -343,6 +343,13 @@ fn assert_nested(events: &[Value]) {
     }
 }
 
+/// Does the trace name a thread `name` in process `pid`?
+fn has_thread(events: &[Value], pid: u64, name: &str) -> bool {
+    events
+        .iter()
+        .any(|e| e["ph"] == "M" && e["pid"] == pid && e["args"]["name"] == name)
+}
+
 fn trace(args: &[&str], dir: &Path) -> Value {
     let file = dir.join("run.json");
     let file_arg = file.display().to_string();
@@ -379,11 +386,7 @@ fn traces_are_chrome_json_with_tracks_per_rank_nic_and_rail_and_nested_spans() {
         );
     }
     assert_nested(events);
-    let thread = |pid: u64, name: &str| {
-        events
-            .iter()
-            .any(|e| e["ph"] == "M" && e["pid"] == pid && e["args"]["name"] == name)
-    };
+    let thread = |pid: u64, name: &str| has_thread(events, pid, name);
     for r in 0..4 {
         assert!(thread(1, &format!("rank {r}")), "rank {r} track");
     }
@@ -428,11 +431,7 @@ fn traces_are_chrome_json_with_tracks_per_rank_nic_and_rail_and_nested_spans() {
     );
     let events = doc["traceEvents"].as_array().expect("traceEvents");
     assert_nested(events);
-    let thread = |pid: u64, name: &str| {
-        events
-            .iter()
-            .any(|e| e["ph"] == "M" && e["pid"] == pid && e["args"]["name"] == name)
-    };
+    let thread = |pid: u64, name: &str| has_thread(events, pid, name);
     for (node, rail) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
         assert!(thread(2, &format!("node {node} rail {rail}")), "NIC track");
         assert!(

@@ -32,7 +32,7 @@
 
 use std::cell::Cell;
 use std::collections::BinaryHeap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use railcoll_fw::abi::MAX_CONTEXTS;
@@ -322,6 +322,8 @@ pub struct Kernel {
     nodes: usize,
     rails: usize,
     ranks: usize,
+    /// A timeline is attached (checked without the lock on every wait).
+    tracing: AtomicBool,
 }
 
 impl Kernel {
@@ -441,6 +443,7 @@ impl Kernel {
             nodes,
             rails,
             ranks: size,
+            tracing: AtomicBool::new(false),
         });
         {
             let mut w = kernel.lock();
@@ -507,12 +510,8 @@ impl Kernel {
         for slot in &mut w.nics {
             slot.engine.hardware_mut().spans = timeline.is_some().then(Vec::new);
         }
+        self.tracing.store(timeline.is_some(), Ordering::Relaxed);
         w.timeline = timeline;
-    }
-
-    /// The timeline spans go to, if any.
-    pub fn timeline(&self) -> Option<Arc<Timeline>> {
-        self.lock().timeline.clone()
     }
 
     /// Run `body` (a hook of `rank` that may block or take time) and, when
@@ -525,6 +524,9 @@ impl Kernel {
         name: impl FnOnce() -> String,
         body: impl FnOnce() -> T,
     ) -> T {
+        if !self.tracing.load(Ordering::Relaxed) {
+            return body();
+        }
         let start = {
             let w = self.lock();
             w.timeline.as_ref().map(|_| w.ranks[rank].time)

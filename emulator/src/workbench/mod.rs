@@ -99,18 +99,12 @@ impl Subject {
                         .filter(|&a| runs(a).is_ok())
                         .collect()
                 } else {
-                    let mut v = Vec::new();
-                    for name in algo.split(',').map(str::trim) {
-                        let a = c
-                            .parse_algorithm(name)
-                            .map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))?;
+                    parse_list(algo, |name| {
+                        let a = c.parse_algorithm(name)?;
                         runs(a)
                             .map_err(|e| format!("{c} '{name}' cannot run on this shape: {e}"))?;
-                        if !v.contains(&a) {
-                            v.push(a);
-                        }
-                    }
-                    v
+                        Ok(a)
+                    })?
                 };
                 Ok(AlgoSet::Catalogue(c, algos))
             }
@@ -166,17 +160,27 @@ fn pick<T: Copy + PartialEq + std::str::FromStr<Err = String>>(
             .filter(|a| *a != node_only || nodes == 1)
             .collect());
     }
-    let mut v = Vec::new();
-    for n in algo.split(',').map(str::trim) {
-        let a: T = n
-            .parse()
-            .map_err(|e: String| e.replace(" (accepted: ", " (accepted: all, "))?;
+    parse_list(algo, |n| {
+        let a: T = n.parse()?;
         if a == node_only && nodes > 1 {
             return Err(format!(
                 "algorithm '{}' runs within one node only, but the cluster has {nodes} nodes (use --nodes 1 or another algorithm)",
                 name(a)
             ));
         }
+        Ok(a)
+    })
+}
+
+/// A comma-separated list of algorithm names, each checked by `parse`,
+/// duplicates dropped; errors list `all` among the accepted values.
+fn parse_list<T: PartialEq>(
+    list: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        let a = parse(name).map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))?;
         if !v.contains(&a) {
             v.push(a);
         }
