@@ -1,0 +1,128 @@
+//! The model's behaviour, pinned: every algorithm of every collective on
+//! two shapes under `qsnet2-dual`, at three sizes, gives the trace hash and
+//! the modeled latency recorded in `emulator/tests/pinned/modeled.tsv`.
+//!
+//! The runs go through the `railcoll` binary as a user runs it, so the pin
+//! holds across any restructuring of the crates behind it. A change that
+//! alters the model (a cost, an algorithm's schedule, the firmware's
+//! packet traffic) must update the file on purpose and say why in its
+//! commit:
+//!
+//! ```sh
+//! RAILCOLL_PIN_UPDATE=1 cargo test -p railcoll-emu --test pinned
+//! ```
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The two shapes: 001's platform (4 nodes x 4 ranks, 4 sockets, 2 rails,
+/// block placement) and a small irregular one (3 nodes x 2 ranks, 2
+/// sockets, 3 rails, cyclic placement), both under qsnet2-dual. Root 1, so
+/// rooted collectives do not start at rank 0.
+const SHAPES: [(&str, &[&str]); 2] = [
+    ("qsnet2-4x4", &["--preset", "qsnet2-4x4"]),
+    (
+        "3x2-cyclic-3rails",
+        &[
+            "--nodes",
+            "3",
+            "--ranks-per-node",
+            "2",
+            "--sockets",
+            "2",
+            "--rails",
+            "3",
+            "--placement",
+            "cyclic",
+            "--profile",
+            "qsnet2-dual",
+        ],
+    ),
+];
+
+/// Below the striping threshold, above it, and above the packet size.
+const SIZES: &str = "8,4K,64K";
+
+fn pinned_file() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/pinned/modeled.tsv")
+}
+
+/// One line per (shape, collective, algorithm, size): latency (us, as the
+/// JSON prints it) and trace hash.
+fn measure() -> String {
+    let mut out = String::from("# shape\tcollective\talgorithm\tsize\tlatency_us\ttrace_hash\n");
+    for (label, args) in SHAPES {
+        let run = Command::new(env!("CARGO_BIN_EXE_railcoll"))
+            .args(["sweep", "all", "--sizes", SIZES, "--root", "1", "--json", "-q"])
+            .args(args)
+            .output()
+            .expect("run railcoll");
+        assert!(
+            run.status.success(),
+            "railcoll sweep on {label}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let doc: serde_json::Value =
+            serde_json::from_slice(&run.stdout).expect("sweep prints one JSON document");
+        let sweeps = doc["sweeps"].as_array().expect("sweeps");
+        assert_eq!(sweeps.len(), 5, "all five collectives swept on {label}");
+        for sweep in sweeps {
+            let collective = sweep["collective"].as_str().expect("collective");
+            for point in sweep["points"].as_array().expect("points") {
+                let size = point["size"].as_u64().expect("size");
+                for r in point["results"].as_array().expect("results") {
+                    let _ = writeln!(
+                        out,
+                        "{label}\t{collective}\t{}\t{size}\t{}\t{}",
+                        r["algorithm"].as_str().expect("algorithm"),
+                        r["latency_us"],
+                        r["trace_hash"].as_str().expect("modeled runs have a hash"),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn modeled_runs_keep_their_pinned_hashes_and_latencies() {
+    let now = measure();
+    let path = pinned_file();
+    if std::env::var_os("RAILCOLL_PIN_UPDATE").is_some() {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, &now).expect("write the pinned file");
+        return;
+    }
+    let pinned = std::fs::read_to_string(&path).expect("the pinned file exists");
+    let (pinned_lines, now_lines): (Vec<&str>, Vec<&str>) =
+        (pinned.lines().collect(), now.lines().collect());
+    let changed: Vec<String> = pinned_lines
+        .iter()
+        .zip(&now_lines)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("  pinned: {a}\n  now:    {b}"))
+        .collect();
+    assert!(
+        changed.is_empty() && pinned_lines.len() == now_lines.len(),
+        "{} of {} modeled runs changed ({} lines pinned, {} now):\n{}\n\
+         If the change is meant, update the pin (see this file's doc) and say why.",
+        changed.len(),
+        pinned_lines.len().saturating_sub(1),
+        pinned_lines.len(),
+        now_lines.len(),
+        changed.join("\n")
+    );
+    // The pin covers every algorithm of every collective on both shapes.
+    for collective in ["gather", "allgather", "alltoall", "bcast", "barrier"] {
+        for (label, _) in SHAPES {
+            assert!(
+                now_lines
+                    .iter()
+                    .any(|l| l.starts_with(&format!("{label}\t{collective}\t"))),
+                "{collective} on {label} is pinned"
+            );
+        }
+    }
+}
