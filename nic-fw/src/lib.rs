@@ -15,7 +15,9 @@
 //!   - [`abi::command`]: 64-byte command blocks, opcodes, the DMA descriptor;
 //!   - [`abi::event`]: event actions and the completion word they write;
 //!   - [`abi::packet`]: the wire header, acks and nacks, the checksum;
-//!   - [`abi::error`]: error codes and the error record written to the host.
+//!   - [`abi::error`]: error codes and the error record written to the host;
+//!   - [`abi::ring`]: the free-running producer/consumer counter arithmetic
+//!     every queue shares (command, chain, error and QDMA rings).
 //! - [`engine`]: the poll-driven firmware state machine, generic over the
 //!   small hardware traits of [`engine::hw`] (host memory DMA, link, register
 //!   file, clock, host wakeup), so the same code runs in the emulator and on

@@ -22,6 +22,7 @@ pub mod error;
 pub mod event;
 pub mod packet;
 pub mod regs;
+pub mod ring;
 
 pub use command::{Command, CommandBlock, DmaDescriptor, DmaKind, Opcode};
 pub use error::{ErrorCode, ErrorKind, ErrorRecord};
@@ -29,6 +30,7 @@ pub use event::{CompletionWord, EventAction, EventId};
 pub use packet::{
     BarrierPacket, BcastPacket, DataPacket, GetRequestPacket, Packet, PacketHeader, PacketType,
 };
+pub use ring::{MAX_RING_ENTRIES, Overrun, Ring, RingError, Unread};
 
 /// ABI version: major in bits 31:16, minor in bits 15:0. A host driver must
 /// refuse a NIC whose major version differs from the one it was built for.

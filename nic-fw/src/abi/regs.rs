@@ -19,6 +19,7 @@
 use bitflags::bitflags;
 
 use super::error::ErrorCode;
+use super::ring::Ring;
 use super::{ContextIndex, MAX_CONTEXTS, NodeId};
 
 /// `ID`: the ASCII bytes `RAILCOLL`, little-endian.
@@ -382,6 +383,17 @@ pub struct ContextConfig {
 }
 
 impl ContextConfig {
+    /// The command ring: `2^cq_log2` blocks (`cq_log2` clamped to 16, the
+    /// largest [`ContextConfig::from_args`] accepts).
+    pub const fn cq_ring(&self) -> Ring {
+        log2_ring(self.cq_log2)
+    }
+
+    /// The error ring: `2^err_log2` records (`err_log2` clamped to 16).
+    pub const fn err_ring(&self) -> Ring {
+        log2_ring(self.err_log2)
+    }
+
     /// Pack into the four mailbox arguments.
     pub fn to_args(&self) -> [u64; 4] {
         [
@@ -419,6 +431,16 @@ impl ContextConfig {
             return Err(ErrorCode::BadConfig);
         }
         Ok(cfg)
+    }
+}
+
+/// A ring of `2^min(log2, 16)` entries.
+const fn log2_ring(log2: u8) -> Ring {
+    let log2 = if log2 > 16 { 16 } else { log2 };
+    match Ring::from_log2(log2 as u32) {
+        Ok(ring) => ring,
+        // log2 <= 16 is always accepted.
+        Err(_) => Ring::ONE,
     }
 }
 

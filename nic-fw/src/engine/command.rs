@@ -1,14 +1,16 @@
 //! Command execution: the queues, the chain queue, and starting DMAs.
 
 use super::hw::{Activity, Hardware};
-use super::{CMD_BUDGET, Dma, DmaRole, Engine};
+use super::{CHAIN_RING, CMD_BUDGET, Dma, DmaRole, Engine};
+use crate::abi::ContextIndex;
 use crate::abi::command::{
-    Command, CommandBlock, DMA_FLAG_GET, DmaCommand, DmaDescriptor, DmaKind, Opcode,
+    COMMAND_BLOCK_SIZE, Command, CommandBlock, DMA_FLAG_GET, DmaCommand, DmaDescriptor, DmaKind,
+    Opcode,
 };
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
 use crate::abi::regs::{self, QueuePerms, RegionPerms};
-use crate::abi::{CHAIN_DEPTH, ContextIndex};
+use crate::abi::ring::Ring;
 use zerocopy::FromBytes;
 
 /// Result of executing one command.
@@ -24,21 +26,20 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// Drain the chain queue in order; stop at a command that stalls.
     pub(super) fn run_chain(&mut self) -> bool {
         let mut progressed = false;
-        while self.chain_len > 0 {
-            let Some(Some(entry)) = self.chain.get(self.chain_head).copied() else {
+        while !CHAIN_RING.is_empty(self.chain_head, self.chain_tail) {
+            let slot = CHAIN_RING.slot(self.chain_head);
+            let Some(Some(entry)) = self.chain.get(slot).copied() else {
                 // Unreachable by construction; recover by dropping the slot.
-                self.chain_head = self.chain_head.wrapping_add(1) % CHAIN_DEPTH;
-                self.chain_len = self.chain_len.saturating_sub(1);
+                self.chain_head = self.chain_head.wrapping_add(1);
                 continue;
             };
             if self.execute(entry.ctx, &entry.block, ErrorKind::Chained) == Exec::Stall {
                 break;
             }
-            if let Some(s) = self.chain.get_mut(self.chain_head) {
+            if let Some(s) = self.chain.get_mut(slot) {
                 *s = None;
             }
-            self.chain_head = self.chain_head.wrapping_add(1) % CHAIN_DEPTH;
-            self.chain_len = self.chain_len.saturating_sub(1);
+            self.chain_head = self.chain_head.wrapping_add(1);
             progressed = true;
         }
         progressed
@@ -69,15 +70,16 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         ) else {
             return (false, true);
         };
-        let entries = 1u64 << cfg.cq_log2.min(16);
+        let ring = cfg.cq_ring();
         let tail = self.hw.reg_read(tail_reg);
         let Some(c) = self.contexts.get(ctx as usize) else {
             return (false, true);
         };
         let mut head = c.head;
-        if tail.wrapping_sub(head) > entries {
-            // The host wrote more blocks than the ring holds: the overwritten
-            // ones are lost to it; say so and resynchronise.
+        if ring.len(head, tail).is_err() {
+            // The host wrote more blocks than the ring holds (or a tail
+            // behind the head): the overwritten ones are lost to it; say so
+            // and resynchronise.
             self.report_command(ctx, ErrorKind::Command, ErrorCode::QueueOverrun, 0, 0);
             head = tail;
             self.set_head(ctx, head, head_reg);
@@ -85,9 +87,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         let mut progressed = false;
         let mut budget = CMD_BUDGET;
-        while head != tail && budget > 0 {
-            let index = head & entries.wrapping_sub(1);
-            let phys = cfg.cq_base.wrapping_add(index.wrapping_mul(64));
+        while !ring.is_empty(head, tail) && budget > 0 {
+            let phys = cfg
+                .cq_base
+                .wrapping_add(ring.byte_offset(head, COMMAND_BLOCK_SIZE as u32));
             let mut raw = [0u8; 64];
             if self.hw.read(phys, &mut raw).is_err() {
                 self.report_command(ctx, ErrorKind::Command, ErrorCode::HostBus, 0, 0);
@@ -103,7 +106,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if progressed {
             self.set_head(ctx, head, head_reg);
         }
-        (progressed, head == tail)
+        (progressed, ring.is_empty(head, tail))
     }
 
     fn set_head(&mut self, ctx: ContextIndex, head: u64, head_reg: u32) {
@@ -367,7 +370,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         event: Option<EventId>,
         base: u64,
     ) -> Result<(), ErrorCode> {
-        let len = (slots as u64)
+        let ring = Ring::new(u64::from(slots)).map_err(|_| ErrorCode::BadLength)?;
+        let len = ring
+            .entries()
             .saturating_mul(slot_size as u64)
             .saturating_add(64);
         let phys = self.translate(
@@ -391,7 +396,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .ok_or(ErrorCode::BadEvent)?;
         *slot = Some(super::InputQueue {
             base,
-            slots,
+            ring,
             slot_size,
             event,
             produced,

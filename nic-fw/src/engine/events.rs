@@ -2,12 +2,12 @@
 //! [`crate::abi::event`] for the contract).
 
 use super::hw::{Activity, Hardware};
-use super::{ChainEntry, Engine};
+use super::{CHAIN_RING, ChainEntry, Engine};
+use crate::abi::ContextIndex;
 use crate::abi::command::CommandBlock;
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId};
 use crate::abi::regs::RegionPerms;
-use crate::abi::{CHAIN_DEPTH, ContextIndex};
 
 impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
     /// Add `n` sets to an event, carrying `status` (an error is sticky until
@@ -126,21 +126,20 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     fn inject_chain(&mut self, ctx: ContextIndex, src: u64) -> Result<(), ErrorCode> {
-        if self.chain_len >= CHAIN_DEPTH {
+        let Some(slot) = CHAIN_RING.producer_slot(self.chain_head, self.chain_tail) else {
             return Err(ErrorCode::ChainOverflow);
-        }
+        };
         let phys = self.translate(ctx, src, 64, RegionPerms::LOCAL_READ)?;
         let mut raw = [0u8; 64];
         self.hw
             .read(phys, &mut raw)
             .map_err(|_| ErrorCode::HostBus)?;
-        let slot = self.chain_head.wrapping_add(self.chain_len) % CHAIN_DEPTH;
         if let Some(s) = self.chain.get_mut(slot) {
             *s = Some(ChainEntry {
                 ctx,
                 block: CommandBlock::from_bytes(&raw),
             });
-            self.chain_len = self.chain_len.wrapping_add(1);
+            self.chain_tail = self.chain_tail.wrapping_add(1);
             self.stats.chained = self.stats.chained.wrapping_add(1);
         }
         Ok(())

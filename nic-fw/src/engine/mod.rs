@@ -43,6 +43,7 @@ use crate::abi::command::{CommandBlock, MAX_QUEUES};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorRecord};
 use crate::abi::event::{EventAction, EventId};
 use crate::abi::regs::{self, ContextConfig, Geometry, RegionPerms, Status};
+use crate::abi::ring::Ring;
 use crate::abi::{
     ABI_VERSION, CHAIN_DEPTH, ContextIndex, DEFAULT_PACKET_SIZE, MAX_CONTEXTS, MAX_DMAS,
     MAX_REGIONS, NodeId, TX_WINDOW,
@@ -112,9 +113,11 @@ struct Params {
 #[derive(Clone, Copy, Debug)]
 struct Context {
     cfg: Option<ContextConfig>,
-    /// Free-running count of consumed command blocks.
+    /// Free-running count of consumed command blocks (`CQ_HEAD`), on the
+    /// ring [`ContextConfig::cq_ring`].
     head: u64,
-    /// Free-running count of error records written.
+    /// Free-running count of error records written (`ERR_COUNT`), on the
+    /// ring [`ContextConfig::err_ring`].
     err_count: u64,
 }
 
@@ -139,10 +142,12 @@ struct Region {
 #[derive(Clone, Copy, Debug)]
 struct InputQueue {
     base: u64,
-    slots: u32,
+    /// `slots` entries (any size in `1..=65536`, not only powers of two).
+    ring: Ring,
     slot_size: u32,
     event: Option<EventId>,
-    /// Items written so far (free-running); mirrored in header word 0.
+    /// Items written so far (free-running); mirrored in header word 0. The
+    /// host's consumer count (header word 1) is the ring's head.
     produced: u64,
 }
 
@@ -398,6 +403,12 @@ const TX_BUDGET: usize = 64;
 const DEFAULT_RETRY_TIMEOUT_NS: u64 = 50_000_000;
 /// Default retransmissions of a window before a flow is declared broken.
 const DEFAULT_RETRY_LIMIT: u32 = 16;
+/// The chain queue's ring: [`CHAIN_DEPTH`] entries.
+const CHAIN_RING: Ring = match Ring::power_of_two(CHAIN_DEPTH as u64) {
+    Ok(ring) => ring,
+    Err(_) => Ring::ONE,
+};
+const _: () = assert!(CHAIN_RING.entries() == CHAIN_DEPTH as u64);
 
 /// The NIC firmware state machine. See the module documentation.
 pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
@@ -421,8 +432,10 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     bcast_rx: [BcastRx; NODES],
     barriers: [Option<PendingBarrier>; MAX_CONTEXTS],
     chain: [Option<ChainEntry>; CHAIN_DEPTH],
-    chain_head: usize,
-    chain_len: usize,
+    /// Free-running counts of chain entries run and injected, on
+    /// [`CHAIN_RING`].
+    chain_head: u64,
+    chain_tail: u64,
     /// Contexts whose queues may hold unconsumed commands.
     queues_pending: u32,
     flows_in_flight: usize,
@@ -504,7 +517,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             barriers: [None; MAX_CONTEXTS],
             chain: [None; CHAIN_DEPTH],
             chain_head: 0,
-            chain_len: 0,
+            chain_tail: 0,
             queues_pending: 0,
             flows_in_flight: 0,
             stats: Stats::default(),
@@ -551,7 +564,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         // Work that can move without an external stimulus. A queue or chain
         // stalled on a full DMA table waits for an ack, which is a stimulus.
         let slots_free = self.dmas_active < MAX_DMAS;
-        let pending = ((self.chain_len > 0 || self.queues_pending != 0) && slots_free)
+        let chain_pending = !CHAIN_RING.is_empty(self.chain_head, self.chain_tail);
+        let pending = ((chain_pending || self.queues_pending != 0) && slots_free)
             || self.has_unsent()
             || self.bcast_sendable();
         PollOutcome {
@@ -603,13 +617,16 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 .reg_write(regs::STATS_ERRORS, self.stats.unreported_errors);
             return;
         };
+        // The error ring overwrites: the NIC never waits for the host, which
+        // tells lost records from `ERR_COUNT` (see `Ring::unread`).
         info.seq = c.err_count;
-        let entries = 1u64 << cfg.err_log2.min(16);
-        let index = c.err_count & entries.wrapping_sub(1);
+        let offset = cfg
+            .err_ring()
+            .byte_offset(c.err_count, size_of::<ErrorRecord>() as u32);
         c.err_count = c.err_count.wrapping_add(1);
         let count = c.err_count;
         let record: ErrorRecord = info.emit();
-        let phys = cfg.err_base.wrapping_add(index.wrapping_mul(32));
+        let phys = cfg.err_base.wrapping_add(offset);
         if self.hw.write(phys, record.as_bytes()).is_err() {
             self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
         }

@@ -272,7 +272,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if d.len > q.slot_size.saturating_sub(8) {
             return Err(ErrorCode::BadLength);
         }
-        let len = (q.slots as u64)
+        let len = q
+            .ring
+            .entries()
             .saturating_mul(q.slot_size as u64)
             .saturating_add(64);
         let phys = self.translate(
@@ -285,13 +287,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.hw
             .read(phys.wrapping_add(8), &mut consumed)
             .map_err(|_| ErrorCode::HostBus)?;
-        if q.produced.wrapping_sub(u64::from_le_bytes(consumed)) >= q.slots as u64 {
+        // Full (or a consumer count ahead of the producer, or the item would
+        // wrap past 2^64 onto a slot still in use): refuse for now.
+        let consumed = u64::from_le_bytes(consumed);
+        if q.ring.producer_slot(consumed, q.produced).is_none() {
             return Ok(false);
         }
-        let index = q.produced.checked_rem(q.slots as u64).unwrap_or(0);
         let slot = phys
             .wrapping_add(64)
-            .wrapping_add(index.wrapping_mul(q.slot_size as u64));
+            .wrapping_add(q.ring.byte_offset(q.produced, q.slot_size));
         let mut header = [0u8; 8];
         header[..4].copy_from_slice(&d.len.to_le_bytes());
         header[4..6].copy_from_slice(&d.route.src_node.to_le_bytes());

@@ -1112,3 +1112,160 @@ fn collective_commands_refuse_bad_ranges() {
 }
 
 impl Meter for Board {}
+
+/// A QDMA input queue whose slot count is not a power of two, initialised
+/// over a header whose consumer count is all ones (e.g. memory filled with
+/// 0xff): the producer count starts at `u64::MAX` and wraps to 0 after one
+/// item. `index % slots` is not continuous across that wrap (`u64::MAX % 3`
+/// and `0 % 3` are both slot 0), so the NIC must not write item 1 before
+/// item 0 is consumed; every item arrives, in order, none overwritten.
+#[test]
+fn queued_dmas_across_the_counter_wrap_do_not_overwrite_unread_items() {
+    let mut net = Net::new(2, 15);
+    let base = VA_DATA + 0x20000;
+    let header = DATA + 0x20000;
+    let slot = 64u32;
+    let slots = 3u64;
+    net.fill(0, header + 8, &u64::MAX.to_le_bytes());
+    net.post(
+        0,
+        Command::QueueInit {
+            queue: 1,
+            slots: slots as u32,
+            slot_size: slot,
+            event: None,
+            base,
+        },
+    );
+    net.run(100);
+    assert_eq!(
+        u64::from_le_bytes(net.mem(0, header, 8).try_into().unwrap()),
+        u64::MAX,
+        "the producer count starts at the consumer count"
+    );
+    let items = 4u8;
+    for i in 0..items {
+        net.fill(1, DATA + 64 * u64::from(i), &[0x5a, i]);
+        net.post(
+            1,
+            Command::Dma(DmaCommand {
+                kind: DmaKind::Queued(1),
+                len: 2,
+                vp: 0,
+                src_addr: VA_DATA + 64 * u64::from(i),
+                dst_addr: 0,
+                src_event: None,
+                dst_event: None,
+                wake: false,
+            }),
+        );
+    }
+    // Nothing is consumed yet: the first item must still be intact however
+    // long the sender retries.
+    net.run_for(2_000);
+    let first = net.mem(0, header + 64 + (u64::MAX % slots) * u64::from(slot), 10);
+    assert_eq!(&first[8..10], &[0x5a, 0], "item 0 not overwritten");
+    let mut consumed = u64::MAX;
+    let mut got = Vec::new();
+    for _ in 0..100 {
+        net.run_for(2_000);
+        let produced = u64::from_le_bytes(net.mem(0, header, 8).try_into().unwrap());
+        assert!(produced.wrapping_sub(consumed) <= slots);
+        while consumed != produced {
+            let at = header + 64 + (consumed % slots) * u64::from(slot);
+            let item = net.mem(0, at, 10);
+            assert_eq!(&item[0..4], &2u32.to_le_bytes(), "item length");
+            assert_eq!(item[8], 0x5a);
+            got.push(item[9]);
+            consumed = consumed.wrapping_add(1);
+        }
+        net.fill(0, header + 8, &consumed.to_le_bytes());
+        if got.len() == usize::from(items) {
+            break;
+        }
+    }
+    assert_eq!(got, (0..items).collect::<Vec<_>>(), "every item, in order");
+    assert!(net.errors(0).is_empty() && net.errors(1).is_empty());
+}
+
+/// Write `block` at command-ring index `tail` and publish `tail + 1`
+/// (wrapping: `Net::post_raw` cannot cross 2^64).
+fn post_at(net: &mut Net, node: usize, tail: u64, block: [u8; 64]) {
+    let ring = crate::abi::Ring::from_log2(6).unwrap();
+    let hw = net.nics[node].hardware_mut();
+    hw.write(RING + ring.byte_offset(tail, 64), &block).unwrap();
+    hw.reg_write(
+        regs::ctx_reg(0, regs::CQ_TAIL).unwrap(),
+        tail.wrapping_add(1),
+    );
+    hw.doorbells |= 1;
+}
+
+/// A `CQ_TAIL` more than the ring ahead of `CQ_HEAD`, or behind it, is an
+/// overrun: one `QueueOverrun` record, `CQ_HEAD := CQ_TAIL`, no block read.
+/// After a resynchronisation just below 2^64 the queue runs on across the
+/// wrap of the free-running counters.
+#[test]
+fn a_malformed_cq_tail_is_an_overrun_and_the_queue_runs_on_across_the_wrap() {
+    let mut net = Net::new(2, 16);
+    let tail_reg = regs::ctx_reg(0, regs::CQ_TAIL).unwrap();
+    let head_reg = regs::ctx_reg(0, regs::CQ_HEAD).unwrap();
+    let ring_tail = |net: &mut Net, tail: u64| {
+        let hw = net.nics[0].hardware_mut();
+        hw.reg_write(tail_reg, tail);
+        hw.doorbells |= 1;
+        net.run(100);
+        net.nics[0].hardware().reg_read(head_reg)
+    };
+    // 65 blocks into a 64-block ring; then a tail behind the head; then
+    // a tail 2^63 ahead; then two below the wrap.
+    let tails = [65, 3, 3 + (1 << 63), u64::MAX - 1];
+    for (i, tail) in tails.into_iter().enumerate() {
+        assert_eq!(ring_tail(&mut net, tail), tail, "resynchronised");
+        let errors = net.errors(0);
+        assert_eq!(errors.len(), i + 1);
+        assert_eq!(errors[i].code, ErrorCode::QueueOverrun);
+    }
+    // Four writes at indices 2^64 - 2 .. 2^64 + 2, across the wrap.
+    for (i, tail) in (0..4u64).map(|i| (i, (u64::MAX - 1).wrapping_add(i))) {
+        let cmd = Command::WriteWord {
+            addr: VA_WORDS + 8 * (20 + i),
+            value: 0x100 + i,
+        };
+        post_at(&mut net, 0, tail, cmd.emit(0).to_bytes());
+        net.run(100);
+    }
+    assert_eq!(net.nics[0].hardware().reg_read(head_reg), 2);
+    for i in 0..4 {
+        assert_eq!(net.word(0, 20 + i).value, 0x100 + i);
+    }
+    assert_eq!(net.errors(0).len(), tails.len(), "no further errors");
+}
+
+/// More errors than the error ring holds: each record sits at slot
+/// `n mod entries` and carries its number `n`; the oldest are overwritten,
+/// which a reader tells from `ERR_COUNT` (`Ring::unread`).
+#[test]
+fn the_error_ring_wraps_and_every_record_carries_its_number() {
+    let mut net = Net::new(2, 17);
+    let total = 21u64;
+    for cookie in 0..total {
+        let mut bad = Command::Nop.emit(cookie as u32).to_bytes();
+        bad[0] = 0xee;
+        net.post_raw(0, bad);
+    }
+    net.run(1000);
+    let count = net.nics[0]
+        .hardware()
+        .reg_read(regs::ctx_reg(0, regs::ERR_COUNT).unwrap());
+    assert_eq!(count, total);
+    let ring = crate::abi::Ring::from_log2(4).unwrap();
+    let unread = ring.unread(0, count);
+    assert_eq!((unread.start, unread.lost), (total - 16, total - 16));
+    for n in unread.indices() {
+        let raw = net.mem(0, ERRS + ring.byte_offset(n, 32), 32);
+        let info = ErrorInfo::parse(&ErrorRecord::read_from_bytes(&raw).unwrap()).unwrap();
+        assert_eq!((info.seq, u64::from(info.cookie)), (n, n));
+        assert_eq!(info.code, ErrorCode::UnknownOpcode);
+    }
+}
