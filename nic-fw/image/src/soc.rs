@@ -23,34 +23,67 @@ use railcoll_fw::engine::hw::{
 };
 use volatile::VolatilePtr;
 
-const REGS: usize = 0x1000_0000;
-const DOORBELLS: usize = 0x1000_1000;
-const DMA: usize = 0x1001_0000;
-const TX: usize = 0x1002_0000;
-const RX: usize = 0x1003_0000;
-const IRQ: usize = 0x1004_0000;
-const BOARD: usize = 0x1005_0000;
-const MTIME: usize = 0x0200_bff8;
-const SRAM: usize = 0x2000_0000;
+/// A peripheral block of the SoC map above: `LEN` bytes at `BASE`, always
+/// mapped. The block's type is the only way to reach its registers, and a
+/// register's offset is a const parameter checked when the image is
+/// compiled, so no safe call can name an address outside the map.
+struct Block<const BASE: usize, const LEN: usize>;
+
+impl<const BASE: usize, const LEN: usize> Block<BASE, LEN> {
+    /// The 32-bit register at byte offset `OFF`.
+    fn r32<const OFF: usize>() -> VolatilePtr<'static, u32> {
+        const { assert!(OFF.is_multiple_of(4) && OFF + 4 <= LEN) };
+        // SAFETY: BASE + OFF is a 4-byte aligned register inside a block of
+        // the SoC map (checked at compile time above), always mapped, and
+        // reached only through volatile accesses.
+        unsafe { VolatilePtr::new(NonNull::new_unchecked((BASE + OFF) as *mut u32)) }
+    }
+
+    /// The 64-bit word at byte offset `offset`, if it lies in the block and
+    /// is 8-byte aligned.
+    fn r64(offset: usize) -> Option<VolatilePtr<'static, u64>> {
+        if !offset.is_multiple_of(8) || offset.checked_add(8).is_none_or(|end| end > LEN) {
+            return None;
+        }
+        // SAFETY: an aligned word inside a block of the SoC map (checked
+        // above), always mapped, reached only through volatile accesses.
+        Some(unsafe { VolatilePtr::new(NonNull::new_unchecked((BASE + offset) as *mut u64)) })
+    }
+
+    /// Byte `offset` of a byte-addressable window, if inside the block.
+    fn byte(offset: usize) -> Option<VolatilePtr<'static, u8>> {
+        if offset >= LEN {
+            return None;
+        }
+        // SAFETY: a byte inside a byte-addressable block of the SoC map
+        // (checked above: the SRAM and the MAC header windows), always
+        // mapped, reached only through volatile accesses.
+        Some(unsafe { VolatilePtr::new(NonNull::new_unchecked((BASE + offset) as *mut u8)) })
+    }
+}
+
+/// The register file (BAR0, dual-ported with PCIe).
+type Regs = Block<0x1000_0000, { railcoll_fw::abi::regs::BAR0_SIZE as usize }>;
+/// Doorbell pending mask (read clears).
+type Doorbells = Block<0x1000_1000, 8>;
+/// Host DMA.
+type Dma = Block<0x1001_0000, 0x20>;
+/// MAC transmit.
+type Tx = Block<0x1002_0000, 0x50>;
+/// MAC receive.
+type Rx = Block<0x1003_0000, 0x5c>;
+/// Host interrupt.
+type Irq = Block<0x1004_0000, 4>;
+/// Board straps.
+type Board = Block<0x1005_0000, 4>;
+/// CLINT `mtime`.
+type Mtime = Block<0x0200_bff8, 8>;
+/// Bounce SRAM for host reads and writes by the CPU.
+type Sram = Block<0x2000_0000, SRAM_LEN>;
+/// Local address of the bounce SRAM, as the DMA block takes it.
+const SRAM_BASE: usize = 0x2000_0000;
 const SRAM_LEN: usize = 4096;
 const MTIME_HZ: u64 = 100_000_000;
-
-fn reg32(addr: usize) -> VolatilePtr<'static, u32> {
-    // SAFETY: every address passed here is a fixed peripheral register of
-    // the reference SoC map above, 4-byte aligned and always mapped.
-    unsafe { VolatilePtr::new(NonNull::new_unchecked(addr as *mut u32)) }
-}
-
-fn reg64(addr: usize) -> VolatilePtr<'static, u64> {
-    // SAFETY: as for reg32, for the 64-bit register file and mtime.
-    unsafe { VolatilePtr::new(NonNull::new_unchecked(addr as *mut u64)) }
-}
-
-fn byte(addr: usize) -> VolatilePtr<'static, u8> {
-    // SAFETY: used only for the bounce SRAM and header windows, which are
-    // byte-addressable memory of the SoC map above.
-    unsafe { VolatilePtr::new(NonNull::new_unchecked(addr as *mut u8)) }
-}
 
 /// Sleep until an interrupt (doorbell, packet, timer).
 pub fn wait_for_interrupt() {
@@ -72,17 +105,17 @@ impl SocBoard {
 
     /// Strap pins.
     pub fn straps(&self) -> u32 {
-        reg32(BOARD).read()
+        Board::r32::<0>().read()
     }
 
     fn dma(&mut self, host: u64, local: usize, len: usize, ctrl: u32) -> Result<(), BusError> {
-        reg32(DMA).write(host as u32);
-        reg32(DMA + 4).write((host >> 32) as u32);
-        reg32(DMA + 8).write(local as u32);
-        reg32(DMA + 0xc).write(len as u32);
-        reg32(DMA + 0x10).write(ctrl);
+        Dma::r32::<0>().write(host as u32);
+        Dma::r32::<4>().write((host >> 32) as u32);
+        Dma::r32::<8>().write(local as u32);
+        Dma::r32::<0xc>().write(len as u32);
+        Dma::r32::<0x10>().write(ctrl);
         loop {
-            let status = reg32(DMA + 0x14).read();
+            let status = Dma::r32::<0x14>().read();
             if status & 1 == 0 {
                 return if status & 2 == 0 {
                     Ok(())
@@ -98,9 +131,9 @@ impl HostMemory for SocBoard {
     fn read(&mut self, phys: u64, buf: &mut [u8]) -> Result<(), BusError> {
         let mut done = 0usize;
         for chunk in buf.chunks_mut(SRAM_LEN) {
-            self.dma(phys.wrapping_add(done as u64), SRAM, chunk.len(), 1)?;
+            self.dma(phys.wrapping_add(done as u64), SRAM_BASE, chunk.len(), 1)?;
             for (i, b) in chunk.iter_mut().enumerate() {
-                *b = byte(SRAM + i).read();
+                *b = Sram::byte(i).ok_or(BusError)?.read();
             }
             done = done.wrapping_add(chunk.len());
         }
@@ -111,17 +144,17 @@ impl HostMemory for SocBoard {
         let mut done = 0usize;
         for chunk in data.chunks(SRAM_LEN) {
             for (i, b) in chunk.iter().enumerate() {
-                byte(SRAM + i).write(*b);
+                Sram::byte(i).ok_or(BusError)?.write(*b);
             }
-            self.dma(phys.wrapping_add(done as u64), SRAM, chunk.len(), 2)?;
+            self.dma(phys.wrapping_add(done as u64), SRAM_BASE, chunk.len(), 2)?;
             done = done.wrapping_add(chunk.len());
         }
         Ok(())
     }
 
     fn write_word_release(&mut self, phys: u64, value: u64) -> Result<(), BusError> {
-        reg32(DMA + 0x18).write(value as u32);
-        reg32(DMA + 0x1c).write((value >> 32) as u32);
+        Dma::r32::<0x18>().write(value as u32);
+        Dma::r32::<0x1c>().write((value >> 32) as u32);
         // The DMA block orders this write after all earlier writes (PCIe
         // posted writes are ordered).
         self.dma(phys, 0, 8, 3)
@@ -133,30 +166,33 @@ impl Link for SocBoard {
     type Payload = u32;
 
     fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
-        if reg32(TX + 0x4c).read() == 0 {
+        if Tx::r32::<0x4c>().read() == 0 {
             return false;
         }
         for (i, b) in header.to_bytes().iter().enumerate() {
-            byte(TX + i).write(*b);
+            match Tx::byte(i) {
+                Some(r) => r.write(*b),
+                None => return false,
+            }
         }
         let (addr, len) = payload.map_or((0, 0), |p| (p.phys, p.len));
-        reg32(TX + 0x40).write(addr as u32);
-        reg32(TX + 0x44).write((addr >> 32) as u32);
-        reg32(TX + 0x48).write(len);
-        reg32(TX + 0x4c).write(1);
+        Tx::r32::<0x40>().write(addr as u32);
+        Tx::r32::<0x44>().write((addr >> 32) as u32);
+        Tx::r32::<0x48>().write(len);
+        Tx::r32::<0x4c>().write(1);
         true
     }
 
     fn recv(&mut self) -> Option<(PacketHeader, u32)> {
-        if reg32(RX + 0x44).read() & 1 == 0 {
+        if Rx::r32::<0x44>().read() & 1 == 0 {
             return None;
         }
         let mut raw = [0u8; HEADER_LEN];
         for (i, b) in raw.iter_mut().enumerate() {
-            *b = byte(RX + i).read();
+            *b = Rx::byte(i)?.read();
         }
-        let len = reg32(RX + 0x40).read();
-        reg32(RX + 0x58).write(1);
+        let len = Rx::r32::<0x40>().read();
+        Rx::r32::<0x58>().write(1);
         Some((PacketHeader::from_bytes(&raw), len))
     }
 
@@ -165,11 +201,11 @@ impl Link for SocBoard {
     }
 
     fn deliver(&mut self, _payload: &u32, phys: u64) -> Result<(), BusError> {
-        reg32(RX + 0x48).write(phys as u32);
-        reg32(RX + 0x4c).write((phys >> 32) as u32);
-        reg32(RX + 0x50).write(1);
+        Rx::r32::<0x48>().write(phys as u32);
+        Rx::r32::<0x4c>().write((phys >> 32) as u32);
+        Rx::r32::<0x50>().write(1);
         loop {
-            let status = reg32(RX + 0x54).read();
+            let status = Rx::r32::<0x54>().read();
             if status & 1 == 0 {
                 return if status & 2 == 0 {
                     Ok(())
@@ -183,35 +219,32 @@ impl Link for SocBoard {
 
 impl RegisterFile for SocBoard {
     fn reg_read(&self, offset: u32) -> u64 {
-        if offset >= railcoll_fw::abi::regs::BAR0_SIZE || !offset.is_multiple_of(8) {
-            return u64::MAX;
-        }
-        reg64(REGS + offset as usize).read()
+        Regs::r64(offset as usize).map_or(u64::MAX, |r| r.read())
     }
 
     fn reg_write(&mut self, offset: u32, value: u64) {
-        if offset < railcoll_fw::abi::regs::BAR0_SIZE && offset.is_multiple_of(8) {
-            reg64(REGS + offset as usize).write(value);
+        if let Some(r) = Regs::r64(offset as usize) {
+            r.write(value);
         }
     }
 
     fn take_doorbells(&mut self) -> u64 {
-        let lo = reg32(DOORBELLS).read() as u64;
-        let hi = reg32(DOORBELLS + 4).read() as u64;
+        let lo = Doorbells::r32::<0>().read() as u64;
+        let hi = Doorbells::r32::<4>().read() as u64;
         lo | (hi << 32)
     }
 }
 
 impl Clock for SocBoard {
     fn now_ns(&self) -> u64 {
-        let ticks = reg64(MTIME).read();
+        let ticks = Mtime::r64(0).map_or(0, |r| r.read());
         ticks.wrapping_mul(1_000_000_000 / MTIME_HZ)
     }
 }
 
 impl HostWake for SocBoard {
     fn wake(&mut self, ctx: ContextIndex) {
-        reg32(IRQ).write(ctx as u32);
+        Irq::r32::<0>().write(ctx as u32);
     }
 }
 
