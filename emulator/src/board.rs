@@ -11,8 +11,8 @@ use railcoll_fw::engine::Engine;
 use railcoll_fw::engine::hw::{
     BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, RegisterFile,
 };
-use railcoll_host::dma_mem::DmaMemory;
 use railcoll_host::env::Waker;
+use railcoll_mem::dma_mem::DmaMemory;
 
 use crate::rail::{PayloadRef, Rail, WirePacket};
 use crate::registers::SharedRegisters;
@@ -198,7 +198,7 @@ impl RegisterFile for EmuBoard {
 
 impl Clock for EmuBoard {
     fn now_ns(&self) -> u64 {
-        crate::worker::clock_ns(self.epoch)
+        crate::notify::clock_ns(self.epoch)
     }
 }
 

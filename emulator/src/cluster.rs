@@ -19,19 +19,20 @@ use railcoll_fw::abi::regs::{self, MailboxOp, Param};
 use railcoll_fw::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
 use railcoll_fw::engine::{Engine, Location};
 use railcoll_host::device::{Device, DeviceError, DmaBuffer};
-use railcoll_host::dma_mem::DmaMemory;
 use railcoll_host::env::{NodeWait, ParkingWait, WaitHook, Waker};
-use railcoll_host::regio::RegisterIo;
 use railcoll_host::{Comm, CommConfig, Placement, RailPolicy, Topology};
+use railcoll_mem::dma_mem::DmaMemory;
+use railcoll_mem::regio::RegisterIo;
 
 use crate::board::{EMU_MAX_NODES, EmuBoard};
 use crate::memory::NodeMemory;
 use crate::modeled::fiber::{self, FiberYielder};
 use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
+use crate::notify::Notifier;
 use crate::rail::Rail;
 use crate::registers::SharedRegisters;
 use crate::timeline::{Timeline, TracingWait};
-use crate::worker::{EngineFactory, Notifier, WorkerPool};
+use crate::worker::{EngineFactory, WorkerPool};
 use corosensei::stack::DefaultStack;
 use corosensei::{ScopedCoroutine, ScopedCoroutineRef};
 
@@ -210,7 +211,7 @@ pub struct EmuDevice {
     memory: Arc<NodeMemory>,
     registers: Vec<Arc<dyn RegisterIo>>,
     admin: Mutex<()>,
-    segments: Mutex<std::collections::HashMap<u64, railcoll_host::mmap::WeakMapping>>,
+    segments: Mutex<std::collections::HashMap<u64, railcoll_mem::mmap::WeakMapping>>,
     /// In modeled mode, a rank that finds the admin lock taken yields to
     /// the sequencer instead of blocking its thread (which holds the baton).
     kernel: Option<Arc<Kernel>>,
@@ -286,7 +287,7 @@ impl Device for EmuDevice {
             }
             return Ok(map.memory());
         }
-        let map = railcoll_host::mmap::SharedMapping::new(len)
+        let map = railcoll_mem::mmap::SharedMapping::new(len)
             .map_err(|e| DeviceError::Backend(format!("shared segment: {e}")))?;
         segments.insert(key, map.downgrade());
         Ok(map.memory())

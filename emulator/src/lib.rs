@@ -14,19 +14,28 @@
 //!   with doorbells that wake the NIC's worker.
 //! - [`rail`]: the switch of one rail (per-node inboxes).
 //! - [`board`]: the firmware's hardware traits implemented over the above.
+//! - [`notify`]: how doorbells and packets wake a NIC's worker; the
+//!   threads-mode clock.
 //! - [`worker`]: the pool of NIC worker threads (never more than cores;
 //!   idle workers park and are woken by doorbells and packets).
 //! - [`modeled`]: modeled mode: calibration profiles, the modeled board
 //!   and the sequencer that runs everything in deterministic virtual time.
 //! - [`cluster`]: building a cluster (threads or modeled) and running a
 //!   closure on every rank.
-//! - [`bench`]: the measurements behind `railcoll bench`, each reported
+//! - [`mod@bench`]: the measurements behind `railcoll bench`, each reported
 //!   beside a baseline measured in the same run.
 //! - [`timeline`]: spans of one run (ranks, NICs, rail ports, switches)
 //!   for `railcoll trace`.
 //! - [`workbench`]: the researcher's workbench: sweeps, their tables, CSV,
 //!   JSON and plots, Chrome traces, tuning tables, presets and study files.
 //! - [`cli`]: the `railcoll` command line.
+//!
+//! Unsafe code: none, except the fiber switch ([`modeled::fiber`], one
+//! dereference with its SAFETY argument), the one module allowed it. The
+//! raw memory, mappings and registers the emulated NICs are built from
+//! come from `railcoll-mem`.
+
+#![deny(unsafe_code)]
 
 pub mod bench;
 pub mod board;
@@ -34,6 +43,7 @@ pub mod cli;
 pub mod cluster;
 pub mod memory;
 pub mod modeled;
+pub mod notify;
 pub mod rail;
 pub mod registers;
 pub mod timeline;

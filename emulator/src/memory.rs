@@ -5,8 +5,8 @@
 use std::sync::Mutex;
 
 use railcoll_host::device::{DeviceError, DmaBuffer};
-use railcoll_host::dma_mem::DmaMemory;
-use railcoll_host::mmap::SharedMapping;
+use railcoll_mem::dma_mem::DmaMemory;
+use railcoll_mem::mmap::SharedMapping;
 
 /// First allocatable physical address.
 pub const PHYS_BASE: usize = 4096;

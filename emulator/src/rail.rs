@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 use railcoll_fw::abi::packet::{PacketHeader, PacketType};
 use railcoll_fw::switch::{self, Forward, Switch};
 
-use crate::worker::Notifier;
+use crate::notify::Notifier;
 
 /// Payload bytes in a node's memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use railcoll_fw::abi::regs;
 use railcoll_fw::engine::hw::DOORBELL_MAILBOX;
-use railcoll_host::regio::RegisterIo;
+use railcoll_mem::regio::RegisterIo;
 
-use crate::worker::Notifier;
+use crate::notify::Notifier;
 
 /// One NIC's BAR0.
 #[derive(Debug)]

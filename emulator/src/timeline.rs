@@ -14,8 +14,6 @@
 //! operation being traced), so warm-up and set-up do not clutter the view;
 //! NIC and port spans are kept when they overlap the armed window.
 
-#![forbid(unsafe_code)]
-
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 

@@ -8,56 +8,13 @@
 //! briefly (a hand-off between running threads costs 25-200 ns), then yields,
 //! then parks until notified (a futex wake costs ~25 us).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::board::EmuEngine;
-
-/// Wakes one worker.
-#[derive(Debug, Default)]
-pub struct WorkerSignal {
-    flag: AtomicBool,
-    thread: OnceLock<Thread>,
-}
-
-impl WorkerSignal {
-    fn notify(&self) {
-        if !self.flag.swap(true, Ordering::AcqRel)
-            && let Some(t) = self.thread.get()
-        {
-            t.unpark();
-        }
-    }
-}
-
-/// Tells a worker that one of its engines has work.
-#[derive(Clone, Debug)]
-pub struct Notifier {
-    nic: Arc<AtomicBool>,
-    worker: Arc<WorkerSignal>,
-}
-
-impl Notifier {
-    /// A notifier for an engine owned by `worker`.
-    pub fn new(worker: Arc<WorkerSignal>) -> Self {
-        Self {
-            nic: Arc::new(AtomicBool::new(false)),
-            worker,
-        }
-    }
-
-    /// Mark the engine as having work and wake its worker.
-    pub fn notify(&self) {
-        self.nic.store(true, Ordering::Release);
-        self.worker.notify();
-    }
-
-    fn take(&self) -> bool {
-        self.nic.load(Ordering::Relaxed) && self.nic.swap(false, Ordering::AcqRel)
-    }
-}
+use crate::notify::{Notifier, WorkerSignal};
 
 /// Idle polls that spin before yielding.
 const SPIN_POLLS: u32 = 64;
@@ -196,9 +153,4 @@ fn run_worker(signal: &WorkerSignal, mut slots: Vec<Slot>, stop: &AtomicBool, ep
             .min(MAX_PARK);
         std::thread::park_timeout(wait);
     }
-}
-
-/// A board's view of the clock: nanoseconds since the cluster started.
-pub fn clock_ns(epoch: Instant) -> u64 {
-    epoch.elapsed().as_nanos() as u64
 }

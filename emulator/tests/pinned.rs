@@ -54,7 +54,9 @@ fn measure() -> String {
     let mut out = String::from("# shape\tcollective\talgorithm\tsize\tlatency_us\ttrace_hash\n");
     for (label, args) in SHAPES {
         let run = Command::new(env!("CARGO_BIN_EXE_railcoll"))
-            .args(["sweep", "all", "--sizes", SIZES, "--root", "1", "--json", "-q"])
+            .args([
+                "sweep", "all", "--sizes", SIZES, "--root", "1", "--json", "-q",
+            ])
             .args(args)
             .output()
             .expect("run railcoll");

@@ -8,8 +8,8 @@
 
 use std::sync::MutexGuard;
 
-use crate::dma_mem::DmaMemory;
-use crate::regio::RegisterIo;
+use railcoll_mem::dma_mem::DmaMemory;
+use railcoll_mem::regio::RegisterIo;
 
 /// A buffer the NICs can reach by host physical (IOVA) address.
 #[derive(Clone, Debug)]

@@ -31,14 +31,15 @@ use railcoll_fw::abi::event::{ActionKind, CompletionWord, EventAction, EventId, 
 use railcoll_fw::abi::regs::{
     self, ContextConfig, Geometry, MailboxOp, MailboxStatus, QueuePerms, RegionConfig, RegionPerms,
 };
+use railcoll_fw::abi::ring::Ring;
 use railcoll_fw::abi::{ABI_MAJOR, ErrorCode, MAX_REGIONS};
 use zerocopy::FromBytes;
 
 use crate::device::{Device, DmaBuffer};
 use crate::env::{WaitHook, WordTest, WordWatch};
-use crate::error::Error;
-use crate::regio::RegisterIo;
+use crate::error::{Error, out_of_range};
 use crate::topology::Topology;
+use railcoll_mem::regio::RegisterIo;
 
 /// Virtual base of every rank's arena (the same on all ranks: symmetric).
 pub const ARENA_VA: u64 = 0x1000_0000_0000;
@@ -46,18 +47,15 @@ pub const ARENA_VA: u64 = 0x1000_0000_0000;
 pub const CONTROL_VA: u64 = 0x2000_0000_0000;
 /// Chain command blocks per rank.
 pub const CHAIN_BLOCKS: usize = 64;
-/// Error records per rail ring.
+/// Error records per rail ring (log2).
 const ERR_LOG2: u8 = 6;
-
-/// An access outside a DMA buffer, as a host error naming the buffer.
-pub(crate) fn out_of_range(what: &'static str, e: crate::dma_mem::OutOfRange) -> Error {
-    Error::OutOfBounds {
-        what,
-        offset: e.offset,
-        len: e.len,
-        limit: e.size,
-    }
-}
+/// The error ring's geometry.
+const ERROR_RING: Ring = match Ring::from_log2(ERR_LOG2 as u32) {
+    Ok(r) => r,
+    Err(_) => Ring::ONE,
+};
+/// Bytes of one error record.
+const ERROR_RECORD_SIZE: usize = 32;
 
 /// Run one admin mailbox call. The caller holds the device's admin lock.
 pub fn mailbox_call(
@@ -113,9 +111,11 @@ pub fn probe(regs: &dyn RegisterIo) -> Result<Geometry, Error> {
 
 #[derive(Debug)]
 struct RailPort {
-    ring: DmaBuffer,
+    /// The command ring's blocks.
+    blocks: DmaBuffer,
+    /// Its geometry: `tail` and `head` are free-running counters on it.
+    ring: Ring,
     errors: DmaBuffer,
-    entries: u64,
     tail: u64,
     /// Tail last written to the doorbell.
     rung: u64,
@@ -126,6 +126,89 @@ struct RailPort {
     errors_seen: u64,
     /// Free completion events.
     free_events: Vec<u32>,
+}
+
+/// Most rails a rank drives.
+pub const MAX_RAILS: usize = crate::stripe::MAX_RAILS;
+
+/// An operation's completion: the event armed for it on `rail` and the
+/// generation its completion word will carry when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// Rail.
+    pub rail: usize,
+    /// The event.
+    pub event: EventId,
+    /// The value the event's completion word takes when it fires.
+    pub generation: u64,
+    /// The chain block holding the command, for a chained post.
+    chain_block: Option<usize>,
+}
+
+impl Completion {
+    /// A destination event re-armed by [`Driver::push_arm_write`]: the
+    /// driver lent nothing for it, so releasing it gives nothing back.
+    pub fn of_dest_event(rail: usize, event: EventId, generation: u64) -> Self {
+        Self {
+            rail,
+            event,
+            generation,
+            chain_block: None,
+        }
+    }
+}
+
+/// What a tracked post runs (see [`Driver::post_tracked`]).
+pub enum Tracked<'a> {
+    /// A command from the ring; `build` receives the completion event,
+    /// which the command names as its source event.
+    Now(&'a dyn Fn(EventId) -> Command),
+    /// A command the NIC injects by itself once `trigger` has collected
+    /// `count` sets on the post's rail (the event's COPY action); `build`
+    /// receives the completion event, as for `Now`.
+    Chained {
+        /// The local event that starts it.
+        trigger: EventId,
+        /// Sets needed.
+        count: u32,
+        /// The command.
+        build: &'a dyn Fn(EventId) -> Command,
+    },
+    /// Nothing: the completion fires when the NIC reaches it in the ring.
+    Marker,
+}
+
+impl Tracked<'_> {
+    /// Sets that fire the completion event.
+    fn count(&self) -> u32 {
+        match self {
+            Tracked::Now(_) | Tracked::Chained { .. } => 1,
+            Tracked::Marker => 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for Tracked<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tracked::Now(_) => f.write_str("Now"),
+            Tracked::Chained { trigger, count, .. } => f
+                .debug_struct("Chained")
+                .field("trigger", trigger)
+                .field("count", count)
+                .finish(),
+            Tracked::Marker => f.write_str("Marker"),
+        }
+    }
+}
+
+/// One post of [`Driver::post_tracked`].
+#[derive(Debug)]
+pub struct Post<'a> {
+    /// Rail.
+    pub rail: usize,
+    /// What runs.
+    pub what: Tracked<'a>,
 }
 
 /// A NIC error record, with the rail it came from.
@@ -187,7 +270,7 @@ impl Driver {
         wait: Arc<dyn WaitHook>,
         cfg: DriverConfig,
     ) -> Result<Self, Error> {
-        if cfg.rails == 0 || cfg.rails > 4 {
+        if cfg.rails == 0 || cfg.rails > MAX_RAILS {
             return Err(Error::BadRails(cfg.rails));
         }
         if cfg.rails > device.rails() {
@@ -225,15 +308,16 @@ impl Driver {
         let words_len = cfg.rails * events_per_ctx as usize * 8;
         let control = device.alloc_dma(words_len + CHAIN_BLOCKS * COMMAND_BLOCK_SIZE, 4096)?;
         let arena = device.alloc_dma(cfg.arena_size.max(64), 4096)?;
-        let entries = 1u64 << cfg.cq_log2;
+        let ring = Ring::from_log2(u32::from(cfg.cq_log2))
+            .map_err(|e| Error::Config(format!("command ring of 2^{}: {e:?}", cfg.cq_log2)))?;
         let mut ports = Vec::with_capacity(cfg.rails);
         for _ in 0..cfg.rails {
-            let ring = device.alloc_dma(entries as usize * COMMAND_BLOCK_SIZE, 64)?;
-            let errors = device.alloc_dma((1usize << ERR_LOG2) * 32, 64)?;
+            let blocks = device.alloc_dma(ring.entries() as usize * COMMAND_BLOCK_SIZE, 64)?;
+            let errors = device.alloc_dma(ERROR_RING.entries() as usize * ERROR_RECORD_SIZE, 64)?;
             ports.push(RailPort {
+                blocks,
                 ring,
                 errors,
-                entries,
                 tail: 0,
                 rung: 0,
                 head: 0,
@@ -258,7 +342,7 @@ impl Driver {
                     err_log2: ERR_LOG2,
                     perms: QueuePerms::all(),
                     job_key: cfg.job_key,
-                    cq_base: port.ring.phys,
+                    cq_base: port.blocks.phys,
                     err_base: port.errors.phys,
                     cap: cfg.topology.capability(),
                 };
@@ -319,7 +403,11 @@ impl Driver {
     }
 
     /// The CPU view of a node peer's DMA memory (see [`Device::dma_view`]).
-    pub fn dma_view(&self, phys: u64, len: usize) -> Result<crate::dma_mem::DmaMemory, Error> {
+    pub fn dma_view(
+        &self,
+        phys: u64,
+        len: usize,
+    ) -> Result<railcoll_mem::dma_mem::DmaMemory, Error> {
         Ok(self.device.dma_view(phys, len)?)
     }
 
@@ -349,33 +437,49 @@ impl Driver {
             .ok_or(Error::NoSuchRail { rail, rails })
     }
 
+    /// Wait until rail `rail`'s ring has room for `n` more blocks (first
+    /// making what is queued visible, so the NIC can consume it).
+    fn wait_space(&mut self, rail: usize, n: u64) -> Result<(), Error> {
+        let port = self.port(rail)?;
+        let (ring, head, tail, head_reg) = (port.ring, port.head, port.tail, port.head_reg);
+        if n > ring.entries() {
+            return Err(Error::Config(format!(
+                "{n} command blocks do not fit a ring of {}",
+                ring.entries()
+            )));
+        }
+        if ring.space(head, tail).is_ok_and(|free| free >= n) {
+            return Ok(());
+        }
+        self.ring(rail)?;
+        let regs = self.device.registers(rail)?;
+        let mut head = head;
+        self.wait.wait_until(&mut || {
+            head = regs.read(head_reg);
+            ring.space(head, tail).is_ok_and(|free| free >= n)
+        })?;
+        self.port(rail)?.head = head;
+        Ok(())
+    }
+
+    /// Write `block` at ring index `index` of rail `rail` (not yet
+    /// published: the caller advances the tail).
+    fn write_block(&mut self, rail: usize, index: u64, block: &CommandBlock) -> Result<(), Error> {
+        let port = self.port(rail)?;
+        let offset = port.ring.byte_offset(index, COMMAND_BLOCK_SIZE as u32) as usize;
+        port.blocks
+            .mem
+            .write(offset, &block.to_bytes())
+            .map_err(|e| out_of_range("the command ring", e))
+    }
+
     /// Write a command block into rail `rail`'s ring (not yet visible to the
     /// NIC: call [`Driver::ring`]). Waits for ring space if needed.
     pub fn push_block(&mut self, rail: usize, block: &CommandBlock) -> Result<(), Error> {
-        let port = self.port(rail)?;
-        if port.tail - port.head >= port.entries {
-            // Make what is queued visible, then wait for the NIC to consume.
-            self.ring(rail)?;
-            let regs = self.regs(rail)?;
-            let port = self
-                .ports
-                .get(rail)
-                .ok_or(Error::NoSuchRail { rail, rails: 0 })?;
-            let (tail, entries, head_reg) = (port.tail, port.entries, port.head_reg);
-            let mut head = port.head;
-            self.wait.wait_until(&mut || {
-                head = regs.read(head_reg);
-                tail - head < entries
-            })?;
-            self.port(rail)?.head = head;
-        }
-        let port = self.port(rail)?;
-        let offset = ((port.tail % port.entries) as usize) * COMMAND_BLOCK_SIZE;
-        port.ring
-            .mem
-            .write(offset, &block.to_bytes())
-            .map_err(|e| out_of_range("the command ring", e))?;
-        port.tail += 1;
+        self.wait_space(rail, 1)?;
+        let tail = self.port(rail)?.tail;
+        self.write_block(rail, tail, block)?;
+        self.port(rail)?.tail = tail.wrapping_add(1);
         Ok(())
     }
 
@@ -386,7 +490,12 @@ impl Driver {
 
     /// Ring rail `rail`'s doorbell if commands were queued since last time.
     pub fn ring(&mut self, rail: usize) -> Result<(), Error> {
-        let port = self.port(rail)?;
+        let regs = self.device.registers(rail)?;
+        let rails = self.ports.len();
+        let port = self
+            .ports
+            .get_mut(rail)
+            .ok_or(Error::NoSuchRail { rail, rails })?;
         if port.rung == port.tail {
             return Ok(());
         }
@@ -394,7 +503,7 @@ impl Driver {
         port.rung = tail;
         // Blocks must be visible before the NIC sees the new tail.
         fence(Ordering::Release);
-        self.regs(rail)?.write(reg, tail);
+        regs.write(reg, tail);
         Ok(())
     }
 
@@ -404,6 +513,162 @@ impl Driver {
             self.ring(rail)?;
         }
         Ok(())
+    }
+
+    /// Post commands that each complete through a completion event of
+    /// their own: the one way the host starts an operation it will wait
+    /// for. All or nothing: either every post is in its ring and rung, or
+    /// none is and every event and chain block taken is released (and the
+    /// first error is returned).
+    ///
+    /// Per post, the ring gets `ARM_EVENT(ev, 1, WRITE(word, generation))`
+    /// followed by the post's command ([`Tracked::Now`]: built with `ev` as
+    /// its source event) or by the `ARM_EVENT` of its trigger whose COPY
+    /// action injects the command stored in a chain block
+    /// ([`Tracked::Chained`]); a [`Tracked::Marker`] arms `ev` with a
+    /// count of 0, so it fires when the NIC reaches it (a fence). Rings
+    /// are rung in the order of the posts.
+    pub fn post_tracked(
+        &mut self,
+        posts: &[Post<'_>],
+        cookie: u32,
+    ) -> Result<Vec<Completion>, Error> {
+        let mut taken: Vec<Completion> = Vec::with_capacity(posts.len());
+        let result = self.post_tracked_inner(posts, cookie, &mut taken);
+        if result.is_err() {
+            for c in &taken {
+                self.release(c);
+            }
+            taken.clear();
+        }
+        result.map(|()| taken)
+    }
+
+    fn post_tracked_inner(
+        &mut self,
+        posts: &[Post<'_>],
+        cookie: u32,
+        taken: &mut Vec<Completion>,
+    ) -> Result<(), Error> {
+        // 1. Resources: an event per post, a chain block per chained post.
+        for post in posts {
+            let event = self.take_completion_event(post.rail)?;
+            let mut c = Completion {
+                rail: post.rail,
+                event,
+                generation: 0,
+                chain_block: None,
+            };
+            if let Tracked::Chained { .. } = post.what {
+                match self.take_chain_block() {
+                    Ok(b) => c.chain_block = Some(b),
+                    Err(e) => {
+                        self.release(&c);
+                        return Err(e);
+                    }
+                }
+            }
+            taken.push(c);
+        }
+        // 2. Room in every ring touched (two blocks per post) and its
+        // doorbell, before anything is written.
+        let mut per_rail = [0u64; MAX_RAILS];
+        for post in posts {
+            let rails = self.ports.len();
+            let slot = per_rail.get_mut(post.rail).ok_or(Error::NoSuchRail {
+                rail: post.rail,
+                rails,
+            })?;
+            *slot += 2;
+        }
+        for (rail, &n) in per_rail.iter().enumerate() {
+            if n > 0 {
+                self.wait_space(rail, n)?;
+                self.device.registers(rail)?;
+            }
+        }
+        // 3. Write; a failure rolls the tails back, so the NIC never sees a
+        // partial post.
+        let tails: Vec<u64> = self.ports.iter().map(|p| p.tail).collect();
+        if let Err(e) = self.write_posts(posts, cookie, taken) {
+            for (port, tail) in self.ports.iter_mut().zip(tails) {
+                port.tail = tail;
+            }
+            return Err(e);
+        }
+        // 4. Publish (every doorbell was checked above).
+        for post in posts {
+            self.ring(post.rail)?;
+        }
+        Ok(())
+    }
+
+    fn write_posts(
+        &mut self,
+        posts: &[Post<'_>],
+        cookie: u32,
+        taken: &mut [Completion],
+    ) -> Result<(), Error> {
+        for (post, c) in posts.iter().zip(taken.iter_mut()) {
+            let rail = post.rail;
+            let (arm, generation) = self.arm_write_command(rail, c.event, post.what.count())?;
+            c.generation = generation;
+            let second = match (&post.what, c.chain_block) {
+                (Tracked::Now(build), _) => Some(build(c.event).emit(cookie)),
+                (
+                    Tracked::Chained {
+                        trigger,
+                        count,
+                        build,
+                    },
+                    Some(block),
+                ) => {
+                    self.write_chain_block(block, &build(c.event).emit(cookie))?;
+                    let copy = Command::ArmEvent {
+                        event: *trigger,
+                        count: *count,
+                        action: EventAction {
+                            kind: ActionKind::Copy {
+                                src: CONTROL_VA + self.chain_block_offset(block) as u64,
+                            },
+                            wake: false,
+                        },
+                    };
+                    Some(copy.emit(0))
+                }
+                (Tracked::Chained { .. }, None) => {
+                    return Err(Error::EventsExhausted("chain block"));
+                }
+                (Tracked::Marker, _) => None,
+            };
+            let tail = self.port(rail)?.tail;
+            self.write_block(rail, tail, &arm.emit(0))?;
+            let mut next = tail.wrapping_add(1);
+            if let Some(block) = second {
+                self.write_block(rail, next, &block)?;
+                next = next.wrapping_add(1);
+            }
+            self.port(rail)?.tail = next;
+        }
+        Ok(())
+    }
+
+    /// Give back what a completed (or never posted) tracked post took.
+    pub fn release(&mut self, c: &Completion) {
+        self.release_completion_event(c.rail, c.event);
+        if let Some(block) = c.chain_block {
+            self.free_chain_blocks.push(block);
+        }
+    }
+
+    /// Free completion events on `rail` (diagnostics: a leak shows here).
+    pub fn free_completion_events(&self, rail: usize) -> usize {
+        self.ports.get(rail).map_or(0, |p| p.free_events.len())
+    }
+
+    /// Free chain blocks (diagnostics).
+    pub fn free_chain_blocks(&self) -> usize {
+        CHAIN_BLOCKS - self.next_chain_block + self.free_chain_blocks.len()
     }
 
     /// Take a completion event on `rail`.
@@ -436,10 +701,14 @@ impl Driver {
         (rail * self.events_per_ctx as usize + ev.0 as usize) * 8
     }
 
-    /// Queue an ARM_EVENT that writes a fresh generation into the event's
-    /// completion word after `count` sets; returns the generation to wait
-    /// for.
-    pub fn push_arm_write(&mut self, rail: usize, ev: EventId, count: u32) -> Result<u64, Error> {
+    /// The ARM_EVENT that writes a fresh generation into the event's
+    /// completion word after `count` sets, and that generation.
+    fn arm_write_command(
+        &mut self,
+        rail: usize,
+        ev: EventId,
+        count: u32,
+    ) -> Result<(Command, u64), Error> {
         let index = rail * self.events_per_ctx as usize + ev.0 as usize;
         let gen_slot = self
             .generations
@@ -455,70 +724,51 @@ impl Driver {
             },
             wake: true,
         };
-        self.push(
-            rail,
-            &Command::ArmEvent {
+        Ok((
+            Command::ArmEvent {
                 event: ev,
                 count,
                 action,
             },
-            0,
-        )?;
+            generation,
+        ))
+    }
+
+    /// Queue an ARM_EVENT that writes a fresh generation into the event's
+    /// completion word after `count` sets; returns the generation to wait
+    /// for. For destination events, which the driver does not hand out
+    /// per operation; completion events go through
+    /// [`Driver::post_tracked`].
+    pub fn push_arm_write(&mut self, rail: usize, ev: EventId, count: u32) -> Result<u64, Error> {
+        let (cmd, generation) = self.arm_write_command(rail, ev, count)?;
+        self.push(rail, &cmd, 0)?;
         Ok(generation)
     }
 
-    /// Queue an ARM_EVENT whose action injects the command block stored in
-    /// chain block `block` (see [`Driver::store_chain_block`]).
-    pub fn push_arm_copy(
-        &mut self,
-        rail: usize,
-        ev: EventId,
-        count: u32,
-        block: usize,
-    ) -> Result<(), Error> {
-        let src = CONTROL_VA + self.chain_block_offset(block) as u64;
-        let action = EventAction {
-            kind: ActionKind::Copy { src },
-            wake: false,
-        };
-        self.push(
-            rail,
-            &Command::ArmEvent {
-                event: ev,
-                count,
-                action,
-            },
-            0,
-        )
-    }
-
-    /// Store a command block in the control region for a later COPY action;
-    /// returns its index.
-    pub fn store_chain_block(&mut self, block: &CommandBlock) -> Result<usize, Error> {
-        let index = match self.free_chain_blocks.pop() {
-            Some(i) => i,
+    /// Take a chain block (a command block in the control region that an
+    /// event's COPY action injects).
+    fn take_chain_block(&mut self) -> Result<usize, Error> {
+        match self.free_chain_blocks.pop() {
+            Some(i) => Ok(i),
             None if self.next_chain_block < CHAIN_BLOCKS => {
                 self.next_chain_block += 1;
-                self.next_chain_block - 1
+                Ok(self.next_chain_block - 1)
             }
-            None => return Err(Error::EventsExhausted("chain block")),
-        };
+            None => Err(Error::EventsExhausted("chain block")),
+        }
+    }
+
+    fn write_chain_block(&mut self, index: usize, block: &CommandBlock) -> Result<(), Error> {
         self.control
             .mem
             .write(self.chain_block_offset(index), &block.to_bytes())
-            .map_err(|e| out_of_range("the control region", e))?;
-        Ok(index)
+            .map_err(|e| out_of_range("the control region", e))
     }
 
     /// Offset of chain block `index` in the control region (after the
     /// completion words).
     fn chain_block_offset(&self, index: usize) -> usize {
         self.ports.len() * self.events_per_ctx as usize * 8 + index * COMMAND_BLOCK_SIZE
-    }
-
-    /// Free a chain block once its event has fired.
-    pub fn release_chain_block(&mut self, index: usize) {
-        self.free_chain_blocks.push(index);
     }
 
     /// Read an event's completion word.
@@ -532,31 +782,31 @@ impl Driver {
     }
 
     /// Has the event fired with generation `generation`? `Some(status)` if so.
-    pub fn test_completion(&self, rail: usize, ev: EventId, generation: u64) -> Option<ErrorCode> {
-        let w = self.completion_word(rail, ev);
-        (w.value == generation).then(|| w.status.unwrap_or(ErrorCode::BadConfig))
+    pub fn test_completion(&self, c: &Completion) -> Option<ErrorCode> {
+        let w = self.completion_word(c.rail, c.event);
+        (w.value == c.generation).then(|| w.status.unwrap_or(ErrorCode::BadConfig))
     }
 
     /// Wait for a set of (rail, event, generation) completions; the first
     /// error is returned after all have completed.
-    pub fn wait_completions(&self, parts: &[(usize, EventId, u64)]) -> Result<(), Error> {
+    pub fn wait_completions(&self, parts: &[Completion]) -> Result<(), Error> {
         let watches: Vec<WordWatch> = parts
             .iter()
-            .map(|&(rail, ev, generation)| WordWatch {
+            .map(|c| WordWatch {
                 mem: self.control.mem.clone(),
-                offset: self.word_offset(rail, ev),
+                offset: self.word_offset(c.rail, c.event),
                 mask: MAX_WRITE_VALUE,
-                test: WordTest::Equals(generation),
+                test: WordTest::Equals(c.generation),
             })
             .collect();
         self.wait.wait_words(&watches)?;
         let mut result = Ok(());
-        for &(rail, ev, generation) in parts {
-            if let Some(code) = self.test_completion(rail, ev, generation)
+        for c in parts {
+            if let Some(code) = self.test_completion(c)
                 && !code.is_ok()
                 && result.is_ok()
             {
-                result = Err(Error::Nic { rail, code });
+                result = Err(Error::Nic { rail: c.rail, code });
             }
         }
         result
@@ -565,11 +815,17 @@ impl Driver {
     /// Wait until the NIC has executed every command queued on `rail` so far
     /// (commands run in order, so a completion armed last fires last).
     pub fn fence(&mut self, rail: usize) -> Result<(), Error> {
-        let ev = self.take_completion_event(rail)?;
-        let generation = self.push_arm_write(rail, ev, 0)?;
-        self.ring(rail)?;
-        let result = self.wait_completions(&[(rail, ev, generation)]);
-        self.release_completion_event(rail, ev);
+        let posted = self.post_tracked(
+            &[Post {
+                rail,
+                what: Tracked::Marker,
+            }],
+            0,
+        )?;
+        let result = self.wait_completions(&posted);
+        for c in &posted {
+            self.release(c);
+        }
         result
     }
 
@@ -579,12 +835,10 @@ impl Driver {
         for rail in 0..self.ports.len() {
             let count = self.regs(rail)?.read(self.ports[rail].err_count_reg);
             let port = &mut self.ports[rail];
-            let entries = 1u64 << ERR_LOG2;
             // Records older than the ring's size were overwritten.
-            let first = port.errors_seen.max(count.saturating_sub(entries));
-            for seq in first..count {
-                let mut raw = [0u8; 32];
-                let offset = ((seq % entries) * 32) as usize;
+            for seq in ERROR_RING.unread(port.errors_seen, count).indices() {
+                let mut raw = [0u8; ERROR_RECORD_SIZE];
+                let offset = ERROR_RING.byte_offset(seq, ERROR_RECORD_SIZE as u32) as usize;
                 if port.errors.mem.read(offset, &mut raw).is_ok()
                     && let Ok(rec) = ErrorRecord::read_from_bytes(&raw)
                     && let Some(info) = ErrorInfo::parse(&rec)

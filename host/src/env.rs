@@ -11,12 +11,19 @@ use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use crate::dma_mem::DmaMemory;
+use railcoll_mem::dma_mem::DmaMemory;
 
 /// A wait gave up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("wait did not complete within {0:?}")]
 pub struct WaitTimeout(pub Duration);
+
+/// `value` has reached `epoch`, in wrapping (serial number) arithmetic:
+/// correct as long as the two are less than 2^63 apart. The shm epoch
+/// flags' test, and the RDMA barrier's barrier-number check (002 §6.4).
+pub fn reached(value: u64, epoch: u64) -> bool {
+    (value.wrapping_sub(epoch) as i64) >= 0
+}
 
 /// How a watched word is tested.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +31,7 @@ pub enum WordTest {
     /// The masked word equals this value.
     Equals(u64),
     /// The masked word has reached this count (wrap-safe `>=`, the epoch
-    /// comparison of [`crate::shm::reached`]).
+    /// comparison of [`reached`]).
     Reaches(u64),
 }
 
@@ -50,7 +57,7 @@ impl WordWatch {
             .load_u64(self.offset, Ordering::Acquire)
             .is_ok_and(|v| match self.test {
                 WordTest::Equals(x) => v & self.mask == x,
-                WordTest::Reaches(x) => crate::shm::reached(v & self.mask, x),
+                WordTest::Reaches(x) => reached(v & self.mask, x),
             })
     }
 }

@@ -2,6 +2,8 @@
 
 use railcoll_fw::abi::ErrorCode;
 
+use railcoll_mem::dma_mem::OutOfRange;
+
 use crate::device::DeviceError;
 use crate::env::WaitTimeout;
 
@@ -105,4 +107,14 @@ pub enum Error {
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+}
+
+/// An access outside a DMA buffer, as a host error naming the buffer.
+pub(crate) fn out_of_range(what: &'static str, e: OutOfRange) -> Error {
+    Error::OutOfBounds {
+        what,
+        offset: e.offset,
+        len: e.len,
+        limit: e.size,
+    }
 }

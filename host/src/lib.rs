@@ -8,15 +8,13 @@
 //!
 //! Map of the crate:
 //!
-//! - [`dma_mem`]: [`dma_mem::DmaMemory`], the only way to touch memory a NIC
-//!   or another rank may write concurrently (copies and atomics, never Rust
-//!   references). This and [`mmap`] and [`regio`] are the only modules with
-//!   `unsafe` code.
-//! - [`mmap`]: anonymous shared mappings (node memory, shm segments).
-//! - [`regio`]: register access ([`regio::RegisterIo`]), with a volatile MMIO
-//!   implementation for real BARs.
+//! - [`dma_mem`], [`regio`]: re-exported from `railcoll-mem`, the crate
+//!   that holds all of the host side's `unsafe` code: [`dma_mem::DmaMemory`]
+//!   (memory a NIC or another rank may write concurrently: copies and
+//!   atomics, never Rust references) and register access
+//!   ([`regio::RegisterIo`]). This crate forbids `unsafe`.
 //! - [`device`]: the device trait (registers, DMA memory, admin lock).
-//! - [`env`]: the wait hook every blocking call goes through.
+//! - [`mod@env`]: the wait hook every blocking call goes through.
 //! - [`topology`]: ranks, nodes, placement.
 //! - [`arena`]: the symmetric allocator.
 //! - [`stripe`]: how a put is split over rails.
@@ -32,29 +30,33 @@
 //!   chained puts, NIC error records).
 //! - [`error`]: typed errors.
 
+#![forbid(unsafe_code)]
+
 pub mod arena;
 pub mod coll;
 pub mod comm;
+pub mod config;
 pub mod device;
-pub mod dma_mem;
 pub mod driver;
+pub mod endpoint;
 pub mod env;
 pub mod error;
-pub mod mmap;
-pub mod regio;
 pub mod sched;
 pub mod shm;
 pub mod stripe;
 pub mod topology;
 
-pub use comm::{
-    Arrivals, ChainedPut, Comm, CommConfig, DestEvent, InputQueue, PutHandle, QueueItem,
-    TransferOptions,
+pub use comm::Comm;
+pub use config::CommConfig;
+pub use endpoint::{
+    Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
 pub use error::Error;
 pub use sched::{Algorithm, Collective};
 pub use stripe::RailPolicy;
 pub use topology::{Placement, Topology};
+
+pub use railcoll_mem::{dma_mem, regio};
 
 /// Re-export of the firmware crate (ABI types appear in this API).
 pub use railcoll_fw as fw;

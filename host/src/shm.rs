@@ -19,16 +19,11 @@
 //! [`gather_round`]) are generic over [`Flags`], so the loom model in the
 //! test suite checks the very code the segment runs.
 
-use crate::dma_mem::DmaMemory;
 use crate::env::{WordTest, WordWatch};
 use crate::error::Error;
+use railcoll_mem::dma_mem::DmaMemory;
 
-/// `value` has reached `epoch`, in wrapping (serial number) arithmetic:
-/// correct as long as the two are less than 2^63 apart. Also the RDMA
-/// barrier's barrier-number check (002 §6.4).
-pub fn reached(value: u64, epoch: u64) -> bool {
-    (value.wrapping_sub(epoch) as i64) >= 0
-}
+pub use crate::env::reached;
 
 /// Epoch flags, one per cache line.
 pub trait Flags {
@@ -456,7 +451,7 @@ impl NodeShm {
     /// directory, for node peers' shared-memory copies.
     pub fn publish_arena(&self, phys: u64, len: usize) -> Result<(), Error> {
         let at = self.dir_offset + self.me * LINE;
-        let err = |e| crate::driver::out_of_range("the node directory", e);
+        let err = |e| crate::error::out_of_range("the node directory", e);
         self.mem
             .store_u64(at + 8, len as u64, std::sync::atomic::Ordering::Relaxed)
             .map_err(err)?;
@@ -499,7 +494,7 @@ impl NodeShm {
         self.mem
             .fetch_add_u64(at, 1, std::sync::atomic::Ordering::Release)
             .map(|_| ())
-            .map_err(|e| crate::driver::out_of_range("the node segment", e))
+            .map_err(|e| crate::error::out_of_range("the node segment", e))
     }
 
     /// This rank's schedule flag `flag` (Acquire): how many times it was
@@ -508,7 +503,7 @@ impl NodeShm {
         let at = self.sched_line(self.me, flag)?;
         self.mem
             .load_u64(at, std::sync::atomic::Ordering::Acquire)
-            .map_err(|e| crate::driver::out_of_range("the node segment", e))
+            .map_err(|e| crate::error::out_of_range("the node segment", e))
     }
 
     /// A watch that passes once this rank's schedule flag `flag` has been
@@ -525,7 +520,7 @@ impl NodeShm {
     fn segment(&self, offset: usize, len: usize) -> Result<DmaMemory, Error> {
         self.mem
             .slice(offset, len)
-            .map_err(|e| crate::driver::out_of_range("the node segment", e))
+            .map_err(|e| crate::error::out_of_range("the node segment", e))
     }
 }
 

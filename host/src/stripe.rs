@@ -7,6 +7,9 @@
 //! inputs (plus the round-robin counter), so a target can compute which
 //! rails will set its event and how often.
 
+/// Most rails a rank drives (the NIC ABI's contexts carry up to four).
+pub const MAX_RAILS: usize = 4;
+
 /// Default striping threshold: QsNetII striped at 1 KiB (001 §4.1).
 pub const DEFAULT_STRIPE_THRESHOLD: usize = 1024;
 

@@ -51,7 +51,7 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
                 Ok(None)
             }
             1 => {
-                comm.chain_put(&ChainedPut {
+                let forward = comm.chain_put(&ChainedPut {
                     trigger: arrived,
                     rail: 0,
                     count: 1,
@@ -64,6 +64,8 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
                 // Blocked: only C's acknowledgement releases B, and C sends
                 // it only after the chained put delivered the data.
                 comm.wait_arrivals(&done, &on_rail(0, 1))?;
+                // The chained put's own completion: delivered and acked.
+                forward.wait()?;
                 Ok(None)
             }
             _ => {

@@ -10,7 +10,7 @@
 //!
 //! - this module: parsing, the `bench`, `schedule`, `profile` and `tuning`
 //!   subcommands;
-//! - [`workbench`]: `sweep`, `trace` and `tune`.
+//! - `workbench`: `sweep`, `trace` and `tune`.
 
 mod workbench;
 

@@ -9,8 +9,6 @@
 //! are buffered with their virtual time stamps and the kernel commits them
 //! through the sequencer after the poll.
 
-#![forbid(unsafe_code)]
-
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +19,7 @@ use railcoll_fw::engine::Engine;
 use railcoll_fw::engine::hw::{
     Activity, BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, RegisterFile,
 };
-use railcoll_host::dma_mem::DmaMemory;
+use railcoll_mem::dma_mem::DmaMemory;
 
 use super::profile::{Costs, transfer};
 use crate::board::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, range};

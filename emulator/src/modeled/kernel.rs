@@ -8,7 +8,7 @@
 //!   collective packet at a switch. Ties never depend on thread scheduling:
 //!   the sequence number is assigned in commit order, and commits happen in
 //!   queue order.
-//! - One thread runs the queue ([`Kernel::run`]); ranks are fibers on it
+//! - One thread runs the queue (`Kernel::run`); ranks are fibers on it
 //!   (real host code on their own stacks, see [`super::fiber`]), resumed
 //!   by a rank action and suspended when they wait or must bring their
 //!   clock to the present. NIC engines are state machines polled inline.
@@ -28,8 +28,6 @@
 //! - Every committed action is hashed into the trace (FNV-1a 64 over its
 //!   fields); the hash is the determinism witness.
 
-#![forbid(unsafe_code)]
-
 use std::cell::Cell;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,9 +38,9 @@ use railcoll_fw::abi::packet::PacketType;
 use railcoll_fw::engine::{Engine, Location};
 use railcoll_fw::switch::Switch;
 use railcoll_host::Topology;
-use railcoll_host::dma_mem::DmaMemory;
 use railcoll_host::env::WordWatch;
-use railcoll_host::regio::RegisterIo;
+use railcoll_mem::dma_mem::DmaMemory;
+use railcoll_mem::regio::RegisterIo;
 use zerocopy::IntoBytes;
 
 use super::board::{Effect, ModelBoard, ModelEngine, Ps};

@@ -8,8 +8,6 @@
 //! of 1/900 us rounds to 1 ps per packet at most, which keeps the `hockney`
 //! profile equal to the closed forms to well under a nanosecond.
 
-#![forbid(unsafe_code)]
-
 use serde::Deserialize;
 
 /// Built-in profiles: (name, file text).

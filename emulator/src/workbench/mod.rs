@@ -16,8 +16,6 @@
 //! Contract: nothing here writes a partial file. Outputs are checked for
 //! writability before any work runs and are renamed into place complete.
 
-#![forbid(unsafe_code)]
-
 pub mod config;
 pub mod plot;
 pub mod sweep;

@@ -25,7 +25,8 @@
 use crate::env::{WordTest, WordWatch};
 
 use super::BarrierGroup;
-use crate::comm::{Comm, TransferOptions};
+use super::state::Coll;
+use crate::endpoint::TransferOptions;
 use crate::error::Error;
 
 /// Barrier algorithms.
@@ -118,15 +119,15 @@ fn prev_power_of_two(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
-impl Comm {
+impl Coll<'_> {
     /// Barrier with the default algorithm ([`BarrierAlgorithm::Smp`]).
-    pub fn barrier(&self) -> Result<(), Error> {
+    pub(crate) fn barrier(&self) -> Result<(), Error> {
         self.barrier_with(BarrierAlgorithm::Smp)
     }
 
     /// Barrier with a chosen algorithm. No rank returns before every rank
     /// has entered.
-    pub fn barrier_with(&self, algorithm: BarrierAlgorithm) -> Result<(), Error> {
+    pub(crate) fn barrier_with(&self, algorithm: BarrierAlgorithm) -> Result<(), Error> {
         match algorithm {
             BarrierAlgorithm::Rdma => {
                 let members: Vec<usize> = (0..self.size()).collect();
@@ -143,12 +144,13 @@ impl Comm {
                     });
                 }
                 let sync = self.hook_sync();
-                self.shm.borrow_mut().barrier(&sync, 0, &mut || Ok(()))
+                self.st.shm.borrow_mut().barrier(&sync, 0, &mut || Ok(()))
             }
             BarrierAlgorithm::Hardware => {
                 let nodes = self.topology().nodes();
                 let sync = self.hook_sync();
-                self.shm
+                self.st
+                    .shm
                     .borrow_mut()
                     .barrier(&sync, 0, &mut || self.hw_barrier_masters(nodes))
             }
@@ -163,7 +165,7 @@ impl Comm {
                     .collect::<Result<_, _>>()?;
                 let node = self.node();
                 let sync = self.hook_sync();
-                self.shm.borrow_mut().barrier(&sync, 0, &mut || {
+                self.st.shm.borrow_mut().barrier(&sync, 0, &mut || {
                     self.rdma_barrier(BarrierGroup::Masters, &masters, node)
                 })
             }
@@ -183,10 +185,10 @@ impl Comm {
         if n <= 1 {
             return Ok(());
         }
-        let coll = &self.coll;
+        let coll = &self.st.bufs;
         let (counter, word_array) = match group {
-            BarrierGroup::Flat => (&self.seq.flat_barrier, &coll.flat_words),
-            BarrierGroup::Masters => (&self.seq.master_barrier, &coll.master_words),
+            BarrierGroup::Flat => (&self.st.seq.flat_barrier, &coll.flat_words),
+            BarrierGroup::Masters => (&self.st.seq.master_barrier, &coll.master_words),
         };
         let number = counter.get().wrapping_add(1);
         counter.set(number);
@@ -225,31 +227,29 @@ impl Comm {
     }
 }
 
-impl Comm {
+impl Coll<'_> {
     /// The send/recv barrier among `members`, this rank being `members[id]`.
     pub(crate) fn sendrecv_barrier(&self, members: &[usize], id: usize) -> Result<(), Error> {
         let n = members.len();
         if n <= 1 {
             return Ok(());
         }
-        let Some(queue) = self.barrier_queue.get() else {
-            return Err(Error::Config(
-                "the communicator has no barrier queue".into(),
-            ));
-        };
-        let number = self.seq.sendrecv_barrier.get().wrapping_add(1);
-        self.seq.sendrecv_barrier.set(number);
-        self.write_local(&self.coll.barrier_source, 0, &number.to_le_bytes())?;
+        let queue = &self.st.barrier_queue;
+        let number = self.st.seq.sendrecv_barrier.get().wrapping_add(1);
+        self.st.seq.sendrecv_barrier.set(number);
+        self.write_local(&self.st.bufs.barrier_source, 0, &number.to_le_bytes())?;
         let mut handles = Vec::new();
         for step in pairwise_exchange_steps(n, id) {
             match step {
-                BarrierStep::Send(to) => {
-                    handles.push(self.queue_send(queue, members[to], &self.coll.barrier_source)?)
-                }
+                BarrierStep::Send(to) => handles.push(self.queue_send(
+                    queue,
+                    members[to],
+                    &self.st.bufs.barrier_source,
+                )?),
                 BarrierStep::WaitFrom(from) => {
                     let want = (members[from], number);
                     loop {
-                        let mut stash = self.unexpected.borrow_mut();
+                        let mut stash = self.st.unexpected.borrow_mut();
                         if let Some(at) = stash.iter().position(|m| *m == want) {
                             stash.swap_remove(at);
                             break;
@@ -257,7 +257,8 @@ impl Comm {
                         drop(stash);
                         let mut word = [0u8; 8];
                         let item = self.queue_recv(queue, &mut word)?;
-                        self.unexpected
+                        self.st
+                            .unexpected
                             .borrow_mut()
                             .push((item.src, u64::from_le_bytes(word)));
                     }
@@ -271,30 +272,16 @@ impl Comm {
     }
 }
 
-impl Comm {
+impl Coll<'_> {
     /// The hardware barrier among node masters (local rank 0 = context 0 of
     /// every node), on rail 0. Called by the master only.
     pub(crate) fn hw_barrier_masters(&self, nodes: usize) -> Result<(), Error> {
         if nodes <= 1 {
             return Ok(());
         }
-        let seq = self.seq.hw_barrier.get().wrapping_add(1);
-        self.seq.hw_barrier.set(seq);
-        let mut driver = self.driver_mut();
-        let ev = driver.take_completion_event(0)?;
-        let generation = driver.push_arm_write(0, ev, 1)?;
-        let cmd = railcoll_fw::abi::Command::HwBarrier {
-            low_node: 0,
-            high_node: (nodes - 1) as u16,
-            seq,
-            event: Some(ev),
-        };
-        driver.push(0, &cmd, self.rank() as u32)?;
-        driver.ring(0)?;
-        drop(driver);
-        let result = self.driver_ref().wait_completions(&[(0, ev, generation)]);
-        self.driver_mut().release_completion_event(0, ev);
-        result
+        let seq = self.st.seq.hw_barrier.get().wrapping_add(1);
+        self.st.seq.hw_barrier.set(seq);
+        self.hw_barrier(seq)
     }
 }
 

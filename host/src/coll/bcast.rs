@@ -13,8 +13,9 @@
 //!   NIC sends one BCAST_DMA that the rail's switch replicates to every
 //!   node (elan-semantics rule 15); then shm within each node.
 
+use super::state::Coll;
 use crate::arena::SymBuffer;
-use crate::comm::{Arrivals, Comm, TransferOptions};
+use crate::endpoint::{Arrivals, TransferOptions};
 use crate::error::Error;
 
 /// Broadcast algorithms.
@@ -53,15 +54,15 @@ impl std::str::FromStr for BcastAlgorithm {
     }
 }
 
-impl Comm {
+impl Coll<'_> {
     /// Broadcast `buf` (the same symmetric buffer on every rank) from
     /// `root`, with the default algorithm ([`BcastAlgorithm::Smp`]).
-    pub fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
+    pub(crate) fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
         self.broadcast_with(BcastAlgorithm::Smp, buf, root)
     }
 
     /// Broadcast with a chosen algorithm.
-    pub fn broadcast_with(
+    pub(crate) fn broadcast_with(
         &self,
         algorithm: BcastAlgorithm,
         buf: &SymBuffer,
@@ -129,7 +130,7 @@ impl Comm {
         // Ranks relative to the root: the root is 0.
         let vr = (me + n - root_id) % n;
         let member = |v: usize| members[(v + root_id) % n];
-        let coll = &self.coll;
+        let coll = &self.st.bufs;
         let mut one_ready = Arrivals::new();
         one_ready.add(0, 1);
         if vr != 0 {
@@ -188,30 +189,31 @@ impl Comm {
         let mine = self.local_memory(buf)?;
         let sync = self.hook_sync();
         let hook = self.wait_arc();
-        let to_segment = |offset: usize, seg: &crate::dma_mem::DmaMemory| {
+        let to_segment = |offset: usize, seg: &railcoll_mem::dma_mem::DmaMemory| {
             hook.host_copy(seg.len(), false);
             seg.copy_from(0, &mine, offset, seg.len())
-                .map_err(|e| crate::driver::out_of_range("the buffer", e))
+                .map_err(|e| crate::error::out_of_range("the buffer", e))
         };
-        let from_segment = |offset: usize, seg: &crate::dma_mem::DmaMemory| {
+        let from_segment = |offset: usize, seg: &railcoll_mem::dma_mem::DmaMemory| {
             hook.host_copy(seg.len(), false);
             mine.copy_from(offset, seg, 0, seg.len())
-                .map_err(|e| crate::driver::out_of_range("the buffer", e))
+                .map_err(|e| crate::error::out_of_range("the buffer", e))
         };
         let (mut fill, mut drain) = (to_segment, from_segment);
-        self.shm
+        self.st
+            .shm
             .borrow_mut()
             .broadcast(&sync, root_local, buf.len(), &mut fill, &mut drain)
     }
 }
 
-impl Comm {
+impl Coll<'_> {
     /// Gather `send` (the same length on every rank of this node) into
     /// `recv` on local rank `root_local`, block `i` from local rank `i`,
     /// through the node segment. The root's own block is copied straight
     /// to its place (001 Fig. 7). `recv` must hold `locals * send.len()`
     /// bytes on the root (it is ignored elsewhere).
-    pub fn node_gather(
+    pub(crate) fn node_gather(
         &self,
         send: &SymBuffer,
         recv: &SymBuffer,
@@ -240,7 +242,7 @@ impl Comm {
         } else {
             None
         };
-        let range_err = |e| crate::driver::out_of_range("the gather buffers", e);
+        let range_err = |e| crate::error::out_of_range("the gather buffers", e);
         let sync = self.hook_sync();
         let hook = self.wait_arc();
         let mut own = |offset: usize, chunk: usize| -> Result<(), Error> {
@@ -253,32 +255,35 @@ impl Comm {
                 None => Ok(()),
             }
         };
-        let mut fill = |offset: usize, slot: &crate::dma_mem::DmaMemory| {
+        let mut fill = |offset: usize, slot: &railcoll_mem::dma_mem::DmaMemory| {
             hook.host_copy(slot.len(), false);
             slot.copy_from(0, &src, offset, slot.len())
                 .map_err(range_err)
         };
-        let mut collect =
-            |rank: usize, offset: usize, slot: &crate::dma_mem::DmaMemory| -> Result<(), Error> {
-                match &dst {
-                    Some(d) => {
-                        hook.host_copy(slot.len(), false);
-                        d.copy_from(rank * block + offset, slot, 0, slot.len())
-                            .map_err(range_err)
-                    }
-                    None => Ok(()),
+        let mut collect = |rank: usize,
+                           offset: usize,
+                           slot: &railcoll_mem::dma_mem::DmaMemory|
+         -> Result<(), Error> {
+            match &dst {
+                Some(d) => {
+                    hook.host_copy(slot.len(), false);
+                    d.copy_from(rank * block + offset, slot, 0, slot.len())
+                        .map_err(range_err)
                 }
-            };
+                None => Ok(()),
+            }
+        };
         if block == 0 {
             return Ok(());
         }
-        self.shm
+        self.st
+            .shm
             .borrow_mut()
             .gather(&sync, root_local, block, &mut own, &mut fill, &mut collect)
     }
 }
 
-impl Comm {
+impl Coll<'_> {
     /// The hardware broadcast among the ranks sharing the root's local index
     /// (one per node), on rail 0. This rank must be one of them.
     pub(crate) fn hw_bcast_leaders(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
@@ -286,7 +291,7 @@ impl Comm {
         if nodes <= 1 {
             return Ok(());
         }
-        let coll = &self.coll;
+        let coll = &self.st.bufs;
         let mut one = Arrivals::new();
         one.add(0, 1);
         if self.rank() != root {
@@ -296,24 +301,6 @@ impl Comm {
         let mut ready = Arrivals::new();
         ready.add(0, (nodes - 1) as u32);
         self.wait_arrivals(&coll.bcast_ready, &ready)?;
-        let mut driver = self.driver_mut();
-        let ev = driver.take_completion_event(0)?;
-        let generation = driver.push_arm_write(0, ev, 1)?;
-        let va = crate::driver::ARENA_VA + buf.offset() as u64;
-        let cmd = railcoll_fw::abi::Command::Bcast {
-            len: buf.len() as u32,
-            low_node: 0,
-            high_node: (nodes - 1) as u16,
-            src_addr: va,
-            dst_addr: va,
-            src_event: Some(ev),
-            dst_event: Some(coll.bcast_data.id()),
-        };
-        driver.push(0, &cmd, self.rank() as u32)?;
-        driver.ring(0)?;
-        drop(driver);
-        let result = self.driver_ref().wait_completions(&[(0, ev, generation)]);
-        self.driver_mut().release_completion_event(0, ev);
-        result
+        self.hw_bcast_post(buf, buf, Some(coll.bcast_data))?.wait()
     }
 }

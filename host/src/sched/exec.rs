@@ -21,7 +21,6 @@
 //! reset between calls. A failed call leaves that bookkeeping undefined:
 //! an error from a collective is fatal to the communicator.
 
-use std::cell::{OnceCell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -29,50 +28,14 @@ use super::tuning::TuningTable;
 use super::*;
 use crate::arena::SymBuffer;
 use crate::coll::BarrierAlgorithm;
-use crate::comm::{Arrivals, ChainedPut, Comm, DestEvent, PutHandle, TransferOptions};
-use crate::dma_mem::DmaMemory;
+use crate::coll::state::{CACHE_LIMIT, Coll};
+use crate::endpoint::{Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
+use railcoll_mem::dma_mem::DmaMemory;
 
 /// Schedule flags per local rank.
 pub const SCHED_FLAGS: usize = crate::shm::SCHED_FLAG_LINES;
 /// Most puts the executor keeps in flight.
 pub const MAX_OUTSTANDING: usize = 48;
-/// Schedules a communicator caches (persistent collectives reuse theirs).
-const CACHE_LIMIT: usize = 256;
-
-/// Per-communicator executor state.
-#[derive(Debug)]
-pub struct ExecState {
-    /// Two counter pools, used by alternate calls: a rank can be one call
-    /// ahead of another, never two, in a collective where every rank's
-    /// completion needs every rank's data (all-gather, all-to-all).
-    events: RefCell<[Vec<DestEvent>; 2]>,
-    calls: std::cell::Cell<u64>,
-    /// Two scratch buffers, alternating like the counter pools.
-    scratch: RefCell<[Option<SymBuffer>; 2]>,
-    flag_consumed: RefCell<[u64; SCHED_FLAGS]>,
-    peers: RefCell<Vec<Option<DmaMemory>>>,
-    cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
-    tuning: OnceCell<Arc<TuningTable>>,
-}
-
-impl ExecState {
-    /// Forget the scratch buffers (the arena was reset).
-    pub(crate) fn forget_scratch(&self) {
-        *self.scratch.borrow_mut() = [None, None];
-    }
-
-    pub(crate) fn new(locals: usize) -> Self {
-        Self {
-            events: RefCell::new([Vec::new(), Vec::new()]),
-            calls: std::cell::Cell::new(0),
-            scratch: RefCell::new([None, None]),
-            flag_consumed: RefCell::new([0; SCHED_FLAGS]),
-            peers: RefCell::new(vec![None; locals]),
-            cache: RefCell::new(HashMap::new()),
-            tuning: OnceCell::new(),
-        }
-    }
-}
 
 /// Schedule sets generated in this process, shared by its communicators.
 /// A set holds every rank's schedule, so N communicators of one process
@@ -98,14 +61,14 @@ fn region_of(base: &SymBuffer, r: &Region, block: usize) -> Result<SymBuffer, Er
     base.slice(r.block as usize * block, r.count as usize * block)
 }
 
-fn mem_err(e: crate::dma_mem::OutOfRange) -> Error {
-    crate::driver::out_of_range("a schedule buffer", e)
+fn mem_err(e: railcoll_mem::dma_mem::OutOfRange) -> Error {
+    crate::error::out_of_range("a schedule buffer", e)
 }
 
-impl Comm {
+impl Coll<'_> {
     /// The schedules of `collective` with `algorithm` for this
     /// communicator, `block_bytes` per block (cached).
-    pub fn schedule(
+    pub(crate) fn schedule(
         &self,
         collective: Collective,
         algorithm: Algorithm,
@@ -116,11 +79,11 @@ impl Comm {
         if let crate::stripe::RailPolicy::Stripe { threshold } = self.config().policy {
             params.stripe_threshold = threshold;
         }
-        if let Some(s) = self.sched.cache.borrow().get(&params) {
+        if let Some(s) = self.st.exec.cache.borrow().get(&params) {
             return Ok(Arc::clone(s));
         }
         let set = shared_schedule(&params)?;
-        let mut cache = self.sched.cache.borrow_mut();
+        let mut cache = self.st.exec.cache.borrow_mut();
         if cache.len() >= CACHE_LIMIT {
             cache.clear();
         }
@@ -129,7 +92,7 @@ impl Comm {
     }
 
     /// This communicator's shape as the generators see it.
-    pub fn shape(&self) -> Result<Shape, Error> {
+    pub(crate) fn shape(&self) -> Result<Shape, Error> {
         Shape::new(
             self.topology().nodes(),
             self.topology().ranks_per_node(),
@@ -142,19 +105,20 @@ impl Comm {
     /// The tuning table in use: the file named by `RAILCOLL_TUNING`, else
     /// the user's table written by `railcoll tune`, else the built-in
     /// default ([`TuningTable::locate`]).
-    pub fn tuning(&self) -> Result<Arc<TuningTable>, Error> {
-        if let Some(t) = self.sched.tuning.get() {
+    pub(crate) fn tuning(&self) -> Result<Arc<TuningTable>, Error> {
+        if let Some(t) = self.st.exec.tuning.get() {
             return Ok(Arc::clone(t));
         }
         let table = Arc::new(TuningTable::from_env()?);
-        let _ = self.sched.tuning.set(Arc::clone(&table));
+        let _ = self.st.exec.tuning.set(Arc::clone(&table));
         Ok(table)
     }
 
     /// Use `table` for this communicator's algorithm choices (every rank
     /// must use the same table).
-    pub fn set_tuning(&self, table: Arc<TuningTable>) -> Result<(), Error> {
-        self.sched
+    pub(crate) fn set_tuning(&self, table: Arc<TuningTable>) -> Result<(), Error> {
+        self.st
+            .exec
             .tuning
             .set(table)
             .map_err(|_| Error::Config("the tuning table was already chosen".into()))
@@ -163,7 +127,7 @@ impl Comm {
     /// The algorithm the tuning table picks for `collective` with blocks of
     /// `block_bytes` on this communicator (the first applicable rule whose
     /// algorithm can run here; Direct otherwise).
-    pub fn tuned_algorithm(
+    pub(crate) fn tuned_algorithm(
         &self,
         collective: Collective,
         block_bytes: usize,
@@ -178,55 +142,29 @@ impl Comm {
     /// Gather `send` (one block) of every rank into `recv` (one block per
     /// rank, in rank order) on `root`, with the tuned algorithm. See the
     /// buffer contract in [`crate::sched`].
-    pub fn gather(&self, send: &SymBuffer, recv: &SymBuffer, root: usize) -> Result<(), Error> {
-        let a = self.tuned_algorithm(Collective::Gather, send.len())?;
-        self.gather_with(a, send, recv, root)
-    }
-
-    /// Gather with a chosen algorithm.
-    pub fn gather_with(
+    pub(crate) fn gather(
         &self,
-        algorithm: Algorithm,
         send: &SymBuffer,
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.collective_with(Collective::Gather, algorithm, send, recv, root)
+        let a = self.tuned_algorithm(Collective::Gather, send.len())?;
+        self.collective_with(Collective::Gather, a, send, recv, root)
     }
 
     /// All-gather `send` (one block) of every rank into `recv` of every
     /// rank (one block per rank, in rank order), with the tuned algorithm.
-    pub fn allgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+    pub(crate) fn allgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
         let a = self.tuned_algorithm(Collective::Allgather, send.len())?;
-        self.allgather_with(a, send, recv)
-    }
-
-    /// All-gather with a chosen algorithm.
-    pub fn allgather_with(
-        &self,
-        algorithm: Algorithm,
-        send: &SymBuffer,
-        recv: &SymBuffer,
-    ) -> Result<(), Error> {
-        self.collective_with(Collective::Allgather, algorithm, send, recv, 0)
+        self.collective_with(Collective::Allgather, a, send, recv, 0)
     }
 
     /// All-to-all: block `j` of `send` (N equal blocks) goes to block
     /// `rank` of rank `j`'s `recv`, with the tuned algorithm.
-    pub fn alltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
+    pub(crate) fn alltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
         let block = self.alltoall_block(send)?;
         let a = self.tuned_algorithm(Collective::Alltoall, block)?;
-        self.alltoall_with(a, send, recv)
-    }
-
-    /// All-to-all with a chosen algorithm.
-    pub fn alltoall_with(
-        &self,
-        algorithm: Algorithm,
-        send: &SymBuffer,
-        recv: &SymBuffer,
-    ) -> Result<(), Error> {
-        self.collective_with(Collective::Alltoall, algorithm, send, recv, 0)
+        self.collective_with(Collective::Alltoall, a, send, recv, 0)
     }
 
     fn alltoall_block(&self, send: &SymBuffer) -> Result<usize, Error> {
@@ -241,7 +179,7 @@ impl Comm {
     }
 
     /// Run `collective` with `algorithm`.
-    pub fn collective_with(
+    pub(crate) fn collective_with(
         &self,
         collective: Collective,
         algorithm: Algorithm,
@@ -259,7 +197,7 @@ impl Comm {
 
     /// Execute this rank's part of `set` on `send` and `recv` (every rank
     /// of the communicator must run the same set).
-    pub fn run_schedule(
+    pub(crate) fn run_schedule(
         &self,
         set: &ScheduleSet,
         send: &SymBuffer,
@@ -286,12 +224,15 @@ impl Comm {
                 });
             }
         }
-        let parity = (self.sched.calls.get() % 2) as usize;
+        let parity = (self.st.exec.calls.get() % 2) as usize;
         self.prepare(set, parity)?;
-        self.sched.calls.set(self.sched.calls.get().wrapping_add(1));
-        let events = self.sched.events.borrow()[parity].clone();
-        let scratch = self.sched.scratch.borrow()[parity].unwrap_or(self.coll.scratch);
-        let arena = self.arena_memory();
+        self.st
+            .exec
+            .calls
+            .set(self.st.exec.calls.get().wrapping_add(1));
+        let events = self.st.exec.events.borrow()[parity].clone();
+        let scratch = self.st.exec.scratch.borrow()[parity].unwrap_or(self.st.bufs.scratch);
+        let arena = self.arena().0;
         let hook = self.wait_arc();
         let socket_of = |rank: usize| -> Result<usize, Error> {
             Ok(p.shape.socket_of(self.topology().locate(rank)?.1))
@@ -361,7 +302,7 @@ impl Comm {
                         dst: region(dst)?,
                         dst_event: signal.map(event).transpose()?,
                     };
-                    handles[i] = Some(self.chain_put_tracked(&chain)?);
+                    handles[i] = Some(self.chain_put(&chain)?);
                     order.push_back(i);
                 }
                 Op::Wait { counter, arrivals } => {
@@ -397,7 +338,10 @@ impl Comm {
                 Op::Signal { to, flag } => {
                     let (_, local) = self.topology().locate(*to as usize)?;
                     hook.before_shared_write();
-                    self.shm.borrow().sched_raise(local, usize::from(*flag))?;
+                    self.st
+                        .shm
+                        .borrow()
+                        .sched_raise(local, usize::from(*flag))?;
                     hook.wake_local(local);
                 }
                 Op::WaitFlag { flag, count } => {
@@ -406,14 +350,14 @@ impl Comm {
                     }
                     let f = usize::from(*flag);
                     let target = {
-                        let mut consumed = self.sched.flag_consumed.borrow_mut();
+                        let mut consumed = self.st.exec.flag_consumed.borrow_mut();
                         let slot = consumed
                             .get_mut(f)
                             .ok_or(Error::EventsExhausted("schedule flag"))?;
                         *slot = slot.wrapping_add(u64::from(*count));
                         *slot
                     };
-                    let watch = self.shm.borrow().sched_watch(f, target)?;
+                    let watch = self.st.shm.borrow().sched_watch(f, target)?;
                     hook.wait_words(&[watch]).map_err(Error::from)?;
                 }
                 Op::Barrier => self.barrier_with(BarrierAlgorithm::Hardware)?,
@@ -438,7 +382,7 @@ impl Comm {
     /// (symmetric: every rank runs the same sets in the same order).
     fn prepare(&self, set: &ScheduleSet, parity: usize) -> Result<(), Error> {
         {
-            let mut pools = self.sched.events.borrow_mut();
+            let mut pools = self.st.exec.events.borrow_mut();
             for events in pools.iter_mut() {
                 while events.len() < usize::from(set.counters) {
                     events.push(self.alloc_dest_event()?);
@@ -446,7 +390,7 @@ impl Comm {
             }
         }
         let need = set.scratch_blocks as usize * set.params.block_bytes;
-        let mut scratch = self.sched.scratch.borrow_mut();
+        let mut scratch = self.st.exec.scratch.borrow_mut();
         let slot = &mut scratch[parity];
         if slot.as_ref().is_none_or(|s| s.len() < need) {
             *slot = Some(self.alloc(need)?);
@@ -462,20 +406,20 @@ impl Comm {
                 "rank {rank} is not on this rank's node: no shared memory with it"
             )));
         }
-        if let Some(m) = self.sched.peers.borrow().get(local).cloned().flatten() {
+        if let Some(m) = self.st.exec.peers.borrow().get(local).cloned().flatten() {
             return Ok(m);
         }
         let mut found = None;
         {
-            let shm = self.shm.borrow();
+            let shm = self.st.shm.borrow();
             self.wait_until(&mut || {
                 found = shm.arena_of(local);
                 found.is_some()
             })?;
         }
         let (phys, len) = found.ok_or(Error::Config("node directory entry vanished".into()))?;
-        let mem = self.driver_ref().dma_view(phys, len)?;
-        if let Some(slot) = self.sched.peers.borrow_mut().get_mut(local) {
+        let mem = self.dma_view(phys, len)?;
+        if let Some(slot) = self.st.exec.peers.borrow_mut().get_mut(local) {
             *slot = Some(mem.clone());
         }
         Ok(mem)

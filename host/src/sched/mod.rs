@@ -26,10 +26,8 @@
 //! a collective's buffers and then runs another collective on them must
 //! separate the two with a barrier (the benchmarks do, as 001's did).
 //!
-//! Submodules: [`algo`] (names and applicability), [`generate`] (generators),
+//! Submodules: [`algo`] (names and applicability), [`mod@generate`] (generators),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
-
-#![forbid(unsafe_code)]
 
 pub mod algo;
 pub mod cost;
@@ -41,8 +39,8 @@ pub mod verify;
 
 use std::fmt;
 
-use crate::comm::MAX_RAILS;
 use crate::error::Error;
+use crate::stripe::MAX_RAILS;
 use crate::stripe::{self, RailPolicy};
 use crate::topology::{Placement, Topology};
 
@@ -503,7 +501,7 @@ impl ScheduleSet {
     }
 }
 
-/// Generate the schedules of every rank (see [`gen`]).
+/// Generate the schedules of every rank (see [`mod@generate`]).
 pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
     generate::generate(params)
 }

@@ -1,0 +1,207 @@
+//! What a communicator's collectives keep between calls, and the context
+//! every collective algorithm runs in.
+//!
+//! [`CollState`] is reserved when the communicator is created (arena
+//! buffers and destination events before any user allocation, so they are
+//! symmetric; the node segment; the send/recv barrier's input queue) and
+//! carries the sequence numbers every rank advances identically, the
+//! schedule executor's pools and cache, and the message-passing barrier's
+//! unexpected-message stash. [`Coll`] pairs it with the rank's
+//! [`Endpoint`]: the collective layer reaches the NICs only through that
+//! endpoint.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crate::arena::SymBuffer;
+use crate::endpoint::{DestEvent, Endpoint, InputQueue};
+use crate::env::WaitHook;
+use crate::error::Error;
+use crate::sched::tuning::TuningTable;
+use crate::sched::{Params, ScheduleSet};
+use crate::shm::{NodeShm, SCHED_FLAG_LINES};
+use railcoll_mem::dma_mem::DmaMemory;
+
+/// Arena buffers and events reserved by every communicator at creation
+/// (before user allocations, so they are symmetric).
+#[derive(Debug)]
+pub(crate) struct CollBuffers {
+    /// RDMA barrier among all ranks: one 8-byte word per rank.
+    pub(crate) flat_words: SymBuffer,
+    /// RDMA barrier among node masters: one 8-byte word per node.
+    pub(crate) master_words: SymBuffer,
+    /// RDMA barrier: the word the barrier number is put from.
+    pub(crate) barrier_source: SymBuffer,
+    /// Zero-length buffer for notifications.
+    pub(crate) scratch: SymBuffer,
+    /// Set when broadcast data arrives.
+    pub(crate) bcast_data: DestEvent,
+    /// Set when a child is ready to receive a broadcast.
+    pub(crate) bcast_ready: DestEvent,
+}
+
+impl CollBuffers {
+    fn reserve(ep: &Endpoint) -> Result<Self, Error> {
+        let size = ep.size();
+        Ok(Self {
+            flat_words: ep.alloc_aligned(size * 8, 64)?,
+            master_words: ep.alloc_aligned(size * 8, 64)?,
+            barrier_source: ep.alloc_aligned(8, 64)?,
+            scratch: ep.alloc_aligned(0, 64)?,
+            bcast_data: ep.alloc_dest_event()?,
+            bcast_ready: ep.alloc_dest_event()?,
+        })
+    }
+}
+
+/// Collective sequence numbers, advanced identically on every rank.
+#[derive(Debug, Default)]
+pub(crate) struct CollSeq {
+    /// Number of the current RDMA barrier among all ranks ([GTNP02]'s
+    /// "barrier number").
+    pub(crate) flat_barrier: Cell<u64>,
+    /// Number of the current RDMA barrier among node masters.
+    pub(crate) master_barrier: Cell<u64>,
+    /// Number of the current send/recv barrier.
+    pub(crate) sendrecv_barrier: Cell<u64>,
+    /// Number of the current hardware barrier (wrapping, 32-bit on the wire).
+    pub(crate) hw_barrier: Cell<u32>,
+}
+
+/// Schedules a communicator caches (persistent collectives reuse theirs).
+pub(crate) const CACHE_LIMIT: usize = 256;
+
+/// The schedule executor's per-communicator state.
+#[derive(Debug)]
+pub(crate) struct ExecState {
+    /// Two counter pools, used by alternate calls: a rank can be one call
+    /// ahead of another, never two, in a collective where every rank's
+    /// completion needs every rank's data (all-gather, all-to-all).
+    pub(crate) events: RefCell<[Vec<DestEvent>; 2]>,
+    pub(crate) calls: Cell<u64>,
+    /// Two scratch buffers, alternating like the counter pools.
+    pub(crate) scratch: RefCell<[Option<SymBuffer>; 2]>,
+    pub(crate) flag_consumed: RefCell<[u64; SCHED_FLAG_LINES]>,
+    pub(crate) peers: RefCell<Vec<Option<DmaMemory>>>,
+    pub(crate) cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
+    pub(crate) tuning: OnceCell<Arc<TuningTable>>,
+}
+
+impl ExecState {
+    fn new(locals: usize) -> Self {
+        Self {
+            events: RefCell::new([Vec::new(), Vec::new()]),
+            calls: Cell::new(0),
+            scratch: RefCell::new([None, None]),
+            flag_consumed: RefCell::new([0; SCHED_FLAG_LINES]),
+            peers: RefCell::new(vec![None; locals]),
+            cache: RefCell::new(HashMap::new()),
+            tuning: OnceCell::new(),
+        }
+    }
+}
+
+/// Everything a communicator's collectives keep.
+#[derive(Debug)]
+pub(crate) struct CollState {
+    pub(crate) bufs: CollBuffers,
+    pub(crate) seq: CollSeq,
+    /// The node's shared segment (intra-node phases).
+    pub(crate) shm: RefCell<NodeShm>,
+    /// The send/recv barrier's input queue.
+    pub(crate) barrier_queue: InputQueue,
+    /// Barrier messages that arrived before they were waited for.
+    pub(crate) unexpected: RefCell<Vec<(usize, u64)>>,
+    pub(crate) exec: ExecState,
+}
+
+impl CollState {
+    /// Reserve the collectives' buffers and events on `ep` (before any user
+    /// allocation), publish this rank's arena in the node directory of
+    /// `shm`, and create the barrier queue.
+    pub(crate) fn new(ep: &Endpoint, shm: NodeShm) -> Result<Self, Error> {
+        let bufs = CollBuffers::reserve(ep)?;
+        {
+            let (mem, phys) = ep.arena();
+            ep.wait_arc().before_shared_write();
+            shm.publish_arena(phys, mem.len())?;
+        }
+        // Every barrier step carries one 8-byte message; a rank can be one
+        // barrier ahead of a partner, so 64 slots never limit progress (a
+        // full queue would only delay a sender).
+        let barrier_queue = ep.create_queue(64, 8)?;
+        Ok(Self {
+            bufs,
+            seq: CollSeq::default(),
+            shm: RefCell::new(shm),
+            barrier_queue,
+            unexpected: RefCell::new(Vec::new()),
+            exec: ExecState::new(ep.topology().ranks_per_node()),
+        })
+    }
+
+    /// The arena was reset: forget the scratch buffers allocated in it.
+    pub(crate) fn forget_scratch(&self) {
+        *self.exec.scratch.borrow_mut() = [None, None];
+    }
+}
+
+/// One rank's collectives: its endpoint and its collective state. Derefs
+/// to the endpoint, so algorithms read as the operations they post.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Coll<'a> {
+    pub(crate) ep: &'a Endpoint,
+    pub(crate) st: &'a CollState,
+}
+
+impl Deref for Coll<'_> {
+    type Target = Endpoint;
+    fn deref(&self) -> &Endpoint {
+        self.ep
+    }
+}
+
+/// The shm protocol's blocking and waking, through the rank's wait hook.
+pub(crate) struct HookSync {
+    hook: Arc<dyn WaitHook>,
+}
+
+impl crate::shm::Sync for HookSync {
+    fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
+        Ok(self.hook.wait_until(ready)?)
+    }
+
+    fn wake(&self, local: usize) {
+        self.hook.wake_local(local);
+    }
+
+    fn before_write(&self) {
+        self.hook.before_shared_write();
+    }
+}
+
+impl Coll<'_> {
+    pub(crate) fn hook_sync(&self) -> HookSync {
+        HookSync {
+            hook: self.wait_arc(),
+        }
+    }
+
+    /// Members of the inter-node phase: one leader per node, the node's
+    /// local rank 0 except on `root`'s node, where it is `root`.
+    pub(crate) fn node_leaders(&self, root: usize) -> Result<Vec<usize>, Error> {
+        let topo = *self.topology();
+        let (root_node, _) = topo.locate(root)?;
+        (0..topo.nodes())
+            .map(|n| {
+                if n == root_node {
+                    Ok(root)
+                } else {
+                    topo.rank_of(n, 0)
+                }
+            })
+            .collect()
+    }
+}

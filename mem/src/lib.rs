@@ -1,0 +1,26 @@
+//! railcoll-mem: the unsafe foundation under the host library and the
+//! emulator, kept in one small crate so that the compiler confines it:
+//! `railcoll-host` forbids `unsafe` outright, and the emulator allows it in
+//! one named module only (its fiber switch).
+//!
+//! Map of the crate:
+//!
+//! - [`dma_mem`]: [`dma_mem::DmaMemory`], the only way to touch memory a
+//!   NIC or another rank may write concurrently: bounds-checked copies and
+//!   aligned 64-bit atomics, never a Rust reference.
+//! - [`mmap`]: anonymous shared mappings (node memory, shared-memory
+//!   segments), and returning a range's pages to zero them.
+//! - [`regio`]: register access ([`regio::RegisterIo`]), with a volatile
+//!   MMIO implementation for a real BAR.
+//!
+//! Every `unsafe` block carries a `// SAFETY:` argument (clippy's
+//! `undocumented_unsafe_blocks` is denied workspace-wide) and
+//! `unsafe_op_in_unsafe_fn` is denied.
+
+pub mod dma_mem;
+pub mod mmap;
+pub mod regio;
+
+pub use dma_mem::{DmaMemory, OutOfRange};
+pub use mmap::SharedMapping;
+pub use regio::RegisterIo;
