@@ -30,6 +30,14 @@ extern "C" fn main() -> ! {
     let board = soc::SocBoard::new();
     let location = board.location();
     let mut engine = Firmware::new(board, location);
+    #[cfg(feature = "planted-panic")]
+    {
+        // Bounds-checked with a value known only at run time: its panic
+        // path survives optimisation, and the link must fail.
+        let table = [0u8; 4];
+        let index = core::hint::black_box(location.rail as usize);
+        core::hint::black_box(table[index]);
+    }
     loop {
         let outcome = engine.poll();
         if !outcome.progressed && !outcome.pending {
