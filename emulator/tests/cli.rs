@@ -227,7 +227,7 @@ fn schedule_show_prints_a_verified_schedule_and_the_papers_formula() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("# verified:"), "{text}");
-    assert!(text.contains("001 eq. 1"), "{text}");
+    assert!(text.contains("[QA08 eq. 1]"), "{text}");
     assert!(text.contains("rank 3:") && text.contains("put"), "{text}");
 }
 
@@ -288,7 +288,7 @@ fn profiles_are_listed_shown_with_sources_and_bad_names_refused() {
     assert!(show.status.success());
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(
-        text.contains("bandwidth_mb_s = 800") && text.contains("001 §6"),
+        text.contains("bandwidth_mb_s = 800") && text.contains("[QA08 §6]"),
         "{text}"
     );
     let bad = railcoll(&["profile", "show", "no-such"]);

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The two shapes: 001's platform (4 nodes x 4 ranks, 4 sockets, 2 rails,
+/// The two shapes: \[QA08\]'s platform (4 nodes x 4 ranks, 4 sockets, 2 rails,
 /// block placement) and a small irregular one (3 nodes x 2 ranks, 2
 /// sockets, 3 rails, cyclic placement), both under qsnet2-dual. Root 1, so
 /// rooted collectives do not start at rank 0.

@@ -20,7 +20,7 @@ pub struct WaitTimeout(pub Duration);
 
 /// `value` has reached `epoch`, in wrapping (serial number) arithmetic:
 /// correct as long as the two are less than 2^63 apart. The shm epoch
-/// flags' test, and the RDMA barrier's barrier-number check (002 §6.4).
+/// flags' test, and the RDMA barrier's barrier-number check [GTNP02 §6.4].
 pub fn reached(value: u64, epoch: u64) -> bool {
     (value.wrapping_sub(epoch) as i64) >= 0
 }

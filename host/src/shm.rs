@@ -4,7 +4,7 @@
 //! ([`crate::device::Device::node_segment`]) holds:
 //!
 //! - *flag lines*: one 64-byte cache line per flag, so that no two ranks'
-//!   flags share a line (002 §5.2), each holding a 64-bit **epoch**;
+//!   flags share a line [GTNP02 §5.2], each holding a 64-bit **epoch**;
 //! - a broadcast buffer and one gather slot per local rank.
 //!
 //! Flags are never reset. Each operation kind keeps a per-rank epoch
@@ -144,7 +144,7 @@ impl<F: Flags, S: Sync> Round<'_, F, S> {
     }
 }
 
-/// Flat-tree barrier among a node's ranks (002 §5.2): everyone raises its
+/// Flat-tree barrier among a node's ranks [GTNP02 §5.2]: everyone raises its
 /// arrival flag; the master (`round.root`) waits for all of them, runs
 /// `between` (the inter-node phase of an SMP barrier; nothing for a
 /// node-only barrier), then raises the release flag that everyone else
@@ -207,7 +207,7 @@ pub fn broadcast_round<F: Flags, S: Sync>(
 /// One round of a gather to `round.root`. Each other rank waits until the
 /// root emptied the previous round's slots, fills its slot (`fill`) and
 /// reports; the root stores its own block directly (`fill` on the root:
-/// the optimisation of 001 Fig. 7), waits for every slot, copies them out
+/// the optimisation of [QA08 Fig. 7]), waits for every slot, copies them out
 /// (`collect`) and releases the slots.
 pub fn gather_round<F: Flags, S: Sync>(
     round: &Round<'_, F, S>,

@@ -1,6 +1,6 @@
 //! How a transfer is spread over rails.
 //!
-//! Striping (001 §5.3, Fig. 1): above a threshold a put is split evenly
+//! Striping ([QA08 §4.1, Fig. 1]): above a threshold a put is split evenly
 //! across all rails, each rail's part with its own destination event; at or
 //! below it the whole put goes on one rail. Multiplexing instead sends whole
 //! messages round-robin over rails. The plan is a pure function of its
@@ -10,7 +10,7 @@
 /// Most rails a rank drives (the NIC ABI's contexts carry up to four).
 pub const MAX_RAILS: usize = 4;
 
-/// Default striping threshold: QsNetII striped at 1 KiB (001 §4.1).
+/// Default striping threshold: QsNetII striped at 1 KiB [QA08 §4.1].
 pub const DEFAULT_STRIPE_THRESHOLD: usize = 1024;
 
 /// Rail choice for a transfer.

@@ -1,5 +1,5 @@
 //! What a rail's switch does beyond forwarding: broadcast replication and
-//! hardware-barrier combining (elan-semantics §8, rules 15-17).
+//! hardware-barrier combining [ELAN-SEM §8, §13 rules 15-17].
 //!
 //! [`Switch::forward`] decides, for each packet entering the switch, where
 //! it goes:

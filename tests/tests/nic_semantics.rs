@@ -308,7 +308,7 @@ fn many_outstanding_puts_from_several_ranks_in_both_directions() {
 }
 
 /// Sets that reach an event before the target arms it are kept: the arm
-/// adds to the count and fires at once (elan-semantics rule 2). Surplus
+/// adds to the count and fires at once [ELAN-SEM §13 rule 2]. Surplus
 /// sets carry over to the next arm.
 #[test]
 fn rearming_after_early_sets_does_not_lose_them() {

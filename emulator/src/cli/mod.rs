@@ -529,7 +529,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> i32 {
     let result = (|| -> std::io::Result<()> {
         writeln!(
             out,
-            "# {} {} ({}): {} nodes x {} ranks ({} placement, {} sockets), k = {} rails, block {} B{}",
+            "# {} {} {}: {} nodes x {} ranks ({} placement, {} sockets), k = {} rails, block {} B{}",
             args.collective,
             algo,
             algo.source(),

@@ -16,7 +16,7 @@ use crate::workbench::{PendingFile, Preset, Subject, plot, trace, tune};
 /// The cluster, mode and profile of a study (sweep, trace, tune).
 #[derive(Debug, Args, Clone)]
 pub struct StudyArgs {
-    /// Named cluster: qsnet2-4x4 (001's platform), clan-8x1, ib-4x16,
+    /// Named cluster: qsnet2-4x4 (\[QA08\]'s platform), clan-8x1, ib-4x16,
     /// hockney-4x1. The shape flags below override its fields.
     #[arg(long, default_value = "qsnet2-4x4", value_parser = |s: &str| s.parse::<Preset>())]
     pub preset: Preset,

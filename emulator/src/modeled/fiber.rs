@@ -4,7 +4,7 @@
 //! it needs its own stack; an OS thread per rank would make every switch a
 //! futex hand-off (~25 us on the 2-core reference machine, and more with a
 //! thousand threads). A [`corosensei`] coroutine switch costs tens of
-//! nanoseconds (emulation-anchors target 3: "no OS-thread hand-off on the
+//! nanoseconds ([EMU-ANCH target 3]: "no OS-thread hand-off on the
 //! hot path").
 //!
 //! The one piece of unsafe code: the running fiber's `Yielder` is reached

@@ -1,5 +1,5 @@
-//! The sequencer of modeled mode (SimGrid's "maestro", emulation-anchors
-//! lessons 1 and 3).
+//! The sequencer of modeled mode (SimGrid's "maestro",
+//! [EMU-ANCH lessons 1 and 3]).
 //!
 //! Contract:
 //! - Every cross-entity effect is an *action* in one queue ordered by

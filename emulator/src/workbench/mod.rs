@@ -63,7 +63,7 @@ impl Subject {
     /// The algorithm speedups are measured against: the native
     /// (vendor-library) reconstruction for the catalogue, the
     /// point-to-point tree for broadcast, the message-passing barrier of
-    /// 002 for barriers.
+    /// \[GTNP02\] for barriers.
     pub fn baseline(self) -> &'static str {
         match self {
             Subject::Catalogue(_) => Algorithm::Native.name(),
@@ -317,7 +317,7 @@ pub const PRESETS: [Preset; 4] = [
         ranks_per_node: 4,
         sockets: 4,
         rails: 2,
-        description: "001's platform: 4 x 4-way Xeon MP nodes, dual-rail QsNetII",
+        description: "[QA08]'s platform: 4 x 4-way Xeon MP nodes, dual-rail QsNetII",
     },
     Preset {
         name: "clan-8x1",
@@ -326,7 +326,7 @@ pub const PRESETS: [Preset; 4] = [
         ranks_per_node: 1,
         sockets: 1,
         rails: 1,
-        description: "002's Cluster 1: 8 uniprocessor nodes on GigaNet cLAN",
+        description: "[GTNP02]'s Cluster 1: 8 uniprocessor nodes on GigaNet cLAN",
     },
     Preset {
         name: "ib-4x16",
@@ -335,7 +335,7 @@ pub const PRESETS: [Preset; 4] = [
         ranks_per_node: 16,
         sockets: 4,
         rails: 1,
-        description: "004's platform: 4 x 16-core (4-socket) Opteron nodes, one IB HCA",
+        description: "[KSSKP09]'s platform: 4 x 16-core (4-socket) Opteron nodes, one IB HCA",
     },
     Preset {
         name: "hockney-4x1",

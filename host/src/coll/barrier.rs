@@ -1,22 +1,22 @@
-//! Barriers (002 §5).
+//! Barriers [GTNP02 §5].
 //!
 //! - [`BarrierAlgorithm::Rdma`]: pairwise exchange with recursive doubling
 //!   among all ranks. Each step is one 8-byte RDMA write of the barrier
 //!   number into the partner's word for this rank; the partner polls its
 //!   own memory and accepts any value `>=` the barrier number in wrapping
-//!   arithmetic (002 §6.4), so a fast partner already in the next barrier
+//!   arithmetic [GTNP02 §6.4], so a fast partner already in the next barrier
 //!   cannot be missed. For N not a power of two, the S' ranks above the
 //!   largest power of two S first write to a partner in S, S runs the
-//!   exchange, then releases S': log2 S + 2 steps (002 §5.1).
-//! - [`BarrierAlgorithm::Shm`]: the intra-node flat tree (002 §5.2); only
+//!   exchange, then releases S': log2 S + 2 steps [GTNP02 §5.1].
+//! - [`BarrierAlgorithm::Shm`]: the intra-node flat tree [GTNP02 §5.2]; only
 //!   for a single-node communicator.
-//! - [`BarrierAlgorithm::Smp`]: the overall barrier (002 §5.3): flat tree
+//! - [`BarrierAlgorithm::Smp`]: the overall barrier [GTNP02 §5.3]: flat tree
 //!   arrival on each node, the RDMA barrier among node masters (local rank
 //!   0), flat tree release.
 //! - [`BarrierAlgorithm::Hardware`]: flat tree within nodes, the rail
 //!   switch's combined barrier (HW_BARRIER) among node masters, flat-tree
-//!   release (elan-semantics rule 17).
-//! - [`BarrierAlgorithm::SendRecv`]: the message-passing baseline 002
+//!   release [ELAN-SEM §13 rule 17].
+//! - [`BarrierAlgorithm::SendRecv`]: the message-passing baseline \[GTNP02\]
 //!   compares against (MVICH's recursive doubling over send/receive): the
 //!   same schedule, each step a queued DMA (QDMA) into the partner's input
 //!   queue and a receive from one's own, with early messages from other
@@ -83,7 +83,7 @@ pub enum BarrierStep {
     WaitFrom(usize),
 }
 
-/// The pairwise-exchange schedule of member `id` among `n` (002 §5.1): for
+/// The pairwise-exchange schedule of member `id` among `n` [GTNP02 §5.1]: for
 /// a power of two, log2 n (send, wait) pairs with partners `id ^ 2^k`; else
 /// the S' members (`id >= S`, S the largest power of two below n) report to
 /// `id - S` and wait for its release, and S members absorb their S' partner

@@ -11,7 +11,7 @@
 //! - [`BcastAlgorithm::Hardware`]: the ranks with the root's local index
 //!   (its context on every node) tell the root they are ready; the root's
 //!   NIC sends one BCAST_DMA that the rail's switch replicates to every
-//!   node (elan-semantics rule 15); then shm within each node.
+//!   node [ELAN-SEM §13 rule 15]; then shm within each node.
 
 use super::state::Coll;
 use crate::arena::SymBuffer;
@@ -211,7 +211,7 @@ impl Coll<'_> {
     /// Gather `send` (the same length on every rank of this node) into
     /// `recv` on local rank `root_local`, block `i` from local rank `i`,
     /// through the node segment. The root's own block is copied straight
-    /// to its place (001 Fig. 7). `recv` must hold `locals * send.len()`
+    /// to its place [QA08 Fig. 7]. `recv` must hold `locals * send.len()`
     /// bytes on the root (it is ignored elsewhere).
     pub(crate) fn node_gather(
         &self,

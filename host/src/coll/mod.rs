@@ -2,9 +2,9 @@
 //!
 //! Each collective has several algorithms, selected per call; the plain
 //! call (`comm.barrier()`) uses the default. The algorithms follow the
-//! papers: the barriers of 002 (RDMA pairwise exchange with recursive
+//! papers: the barriers of \[GTNP02\] (RDMA pairwise exchange with recursive
 //! doubling and its non-power-of-two scheme, the intra-node flat tree, and
-//! their SMP combination) and the broadcasts used by 001 (binomial tree over
+//! their SMP combination) and the broadcasts used by \[QA08\] (binomial tree over
 //! puts, shared memory, and the SMP combination). `docs/algorithms.md` gives
 //! each one's steps and Hockney cost.
 //!

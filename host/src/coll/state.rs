@@ -59,7 +59,7 @@ impl CollBuffers {
 /// Collective sequence numbers, advanced identically on every rank.
 #[derive(Debug, Default)]
 pub(crate) struct CollSeq {
-    /// Number of the current RDMA barrier among all ranks ([GTNP02]'s
+    /// Number of the current RDMA barrier among all ranks (\[GTNP02\]'s
     /// "barrier number").
     pub(crate) flat_barrier: Cell<u64>,
     /// Number of the current RDMA barrier among node masters.

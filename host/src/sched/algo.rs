@@ -90,7 +90,7 @@ impl std::str::FromStr for Collective {
     }
 }
 
-/// How a multi-leader all-gather aggregates within a node (004 §4).
+/// How a multi-leader all-gather aggregates within a node [KSSKP09 §4].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Aggregation {
     /// Ranks copy their block into the leader's buffer through shared
@@ -100,7 +100,7 @@ pub enum Aggregation {
     P2p,
 }
 
-/// How multi-leader all-gather exchanges among leaders (004 §4).
+/// How multi-leader all-gather exchanges among leaders [KSSKP09 §4].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LeaderExchange {
     /// Recursive doubling.
@@ -109,13 +109,13 @@ pub enum LeaderExchange {
     Ring,
 }
 
-/// An algorithm of the catalogue (papers 001 and 004, and the native
-/// baselines of 001 §3.1).
+/// An algorithm of the catalogue (papers \[QA08\] and \[KSSKP09\], and the native
+/// baselines of [QA08 §3.1]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
-    /// Gather: the k-port spanning binomial tree ((k+1)-ary), 001 eq. 1.
+    /// Gather: the k-port spanning binomial tree ((k+1)-ary), [QA08 eq. 1].
     Binomial,
-    /// Direct (gather, all-gather, all-to-all), 001 eq. 2.
+    /// Direct (gather, all-gather, all-to-all), [QA08 eq. 2].
     Direct,
     /// k-port Standard Exchange (all-gather eqs. 3-4, all-to-all).
     Exchange,
@@ -131,17 +131,17 @@ pub enum Algorithm {
     /// All-gather: not applicable (see [`Algorithm::SmpGatherTree`]).
     SmpTree,
     /// Gather: shm gather per node, then Direct among masters.
-    /// All-gather: SMP-aware Direct (001 §5.2.2).
+    /// All-gather: SMP-aware Direct [QA08 §5.2.2].
     SmpDirect,
-    /// All-gather: SMP-aware Bruck (001 §5.2.2).
+    /// All-gather: SMP-aware Bruck [QA08 §5.2.2].
     SmpBruck,
-    /// All-gather: SMP-aware Gather (tree) and hardware Broadcast (001 §5.2.1).
+    /// All-gather: SMP-aware Gather (tree) and hardware Broadcast [QA08 §5.2.1].
     SmpGatherTree,
     /// All-gather: SMP-aware Gather (Direct) and hardware Broadcast.
     SmpGatherDirect,
-    /// All-gather: multi-leader (004), one leader per socket.
+    /// All-gather: multi-leader \[KSSKP09\], one leader per socket.
     MultiLeader(Aggregation, LeaderExchange),
-    /// The native Elan baseline modelled on 001 §3.1.
+    /// The native Elan baseline modelled on [QA08 §3.1].
     Native,
 }
 
@@ -174,16 +174,16 @@ impl Algorithm {
     /// Where the algorithm comes from.
     pub fn source(self) -> &'static str {
         match self {
-            Self::Binomial => "001 §5.1.1, eq. 1",
-            Self::Direct => "001 §5.1.1-5.1.3, eq. 2",
-            Self::Exchange => "001 §5.1.2-5.1.3, eqs. 3-4, Fig. 4",
-            Self::Bruck => "001 §5.1.2-5.1.3, Figs. 5-6",
-            Self::Ring | Self::RecursiveDoubling => "004 §2 (leader exchanges), classic",
-            Self::Pairwise => "001 §3.1 (elan_alltoall), classic",
-            Self::SmpTree | Self::SmpGatherTree | Self::SmpGatherDirect => "001 §5.2.1, Fig. 7",
-            Self::SmpDirect | Self::SmpBruck => "001 §5.2.2, Fig. 8",
-            Self::MultiLeader(..) => "004 §4",
-            Self::Native => "001 §3.1 (elan_gather, elan_alltoall)",
+            Self::Binomial => "[QA08 §5.1.1, eq. 1]",
+            Self::Direct => "[QA08 §5.1.1-5.1.3, eq. 2]",
+            Self::Exchange => "[QA08 §5.1.2-5.1.3, eqs. 3-4, Fig. 4]",
+            Self::Bruck => "[QA08 §5.1.2-5.1.3, Figs. 5-6]",
+            Self::Ring | Self::RecursiveDoubling => "[KSSKP09 §2] (leader exchanges), classic",
+            Self::Pairwise => "[QA08 §3.1] (elan_alltoall), classic",
+            Self::SmpTree | Self::SmpGatherTree | Self::SmpGatherDirect => "[QA08 §5.2.1, Fig. 7]",
+            Self::SmpDirect | Self::SmpBruck => "[QA08 §5.2.2, Fig. 8]",
+            Self::MultiLeader(..) => "[KSSKP09 §4]",
+            Self::Native => "[QA08 §3.1] (elan_gather, elan_alltoall)",
         }
     }
 }

@@ -29,7 +29,7 @@ impl Timing for Hockney {
 
 impl Hockney {
     /// QsNetII-like numbers for examples (t_s 1.6 us, 900 MB/s per rail,
-    /// `../shared/reference/elan-semantics.md` §12).
+    /// [ELAN-SEM §12]).
     pub const QSNET2: Hockney = Hockney {
         t_s: 1.6,
         tau: 1.0 / 900.0,
@@ -106,37 +106,37 @@ pub fn formula(p: &Params, h: &Hockney) -> Option<Formula> {
     use Collective as C;
     let f = match (p.collective, p.algorithm) {
         (C::Gather, A::Binomial) => Formula {
-            label: "001 eq. 1",
+            label: "[QA08 eq. 1]",
             value: ts * log_ceil(r, n) + (nf - 1.0) / kf * m * tau,
             exact: is_power(n, r),
         },
         (_, A::Direct) => Formula {
-            label: "001 eq. 2",
+            label: "[QA08 eq. 2]",
             value: ((n - 1).div_ceil(k)) as f64 * (ts + m * tau),
             exact: true,
         },
         (C::Allgather, A::Exchange) if is_power(n, r) => Formula {
-            label: "001 eq. 3",
+            label: "[QA08 eq. 3]",
             value: ts * log_ceil(r, n) + (nf - 1.0) / kf * m * tau,
             exact: true,
         },
         (C::Allgather, A::Exchange) => Formula {
-            label: "001 eq. 4",
+            label: "[QA08 eq. 4]",
             value: ts * (r as f64) * log_floor(r, n) + (nf - 1.0) / kf * m * tau,
             exact: false,
         },
         (C::Allgather, A::Bruck) => Formula {
-            label: "001 eq. 1 (Bruck)",
+            label: "[QA08 eq. 1] (Bruck)",
             value: ts * log_ceil(r, n) + (nf - 1.0) / kf * m * tau,
             exact: is_power(n, r),
         },
         (C::Alltoall, A::Exchange) => Formula {
-            label: "001 §5.1.3 (SE all-to-all)",
+            label: "[QA08 §5.1.3] (SE all-to-all)",
             value: ts * log_ceil(r, n) + nf / r as f64 * log_ceil(r, n) * m * tau,
             exact: is_power(n, r),
         },
         (C::Alltoall, A::Bruck) => Formula {
-            label: "001 eq. 5 (k-port Bruck)",
+            label: "[QA08 eq. 5] (k-port Bruck)",
             value: log_ceil(r, n) * (ts + nf / r as f64 * m * tau),
             exact: is_power(n, r),
         },

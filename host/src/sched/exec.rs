@@ -5,7 +5,7 @@
 //! Execution is in program order with non-blocking puts: every put is
 //! posted as soon as the steps before it have been, so a multi-port step
 //! has its k puts (one per rail) in flight together, and the copies that
-//! follow a put in the schedule overlap it (001 §5.2.2). A step waits only
+//! follow a put in the schedule overlap it [QA08 §5.2.2]. A step waits only
 //! for the puts it names in `after`, for the counters and flags it names,
 //! and, at the end, for every put of the schedule. At most
 //! [`MAX_OUTSTANDING`] puts are in flight; beyond that the oldest is

@@ -1,4 +1,4 @@
-//! Schedule generators: the catalogue of 001 and 004 and the native
+//! Schedule generators: the catalogue of \[QA08\] and \[KSSKP09\] and the native
 //! baselines, each written once as a function from [`Params`] to every
 //! rank's steps.
 //!
@@ -25,16 +25,16 @@ use super::*;
 /// pool of this many symmetric destination events.
 pub const MAX_COUNTERS: u16 = 120;
 
-/// Largest block a native gather moves through the node segment (001 §3.1).
+/// Largest block a native gather moves through the node segment [QA08 §3.1].
 pub const NATIVE_SHM_GATHER_MAX: usize = 2048;
 /// Largest block the native gather sends over its NIC-chained tree of all
-/// ranks; above it, send/receive (001 §3.1).
+/// ranks; above it, send/receive [QA08 §3.1].
 pub const NATIVE_TREE_MAX: usize = 4096;
 /// Largest block the native all-gather broadcasts in hardware; above it,
-/// a ring (001 §3.1).
+/// a ring [QA08 §3.1].
 pub const NATIVE_HWBCAST_MAX: usize = 32 << 10;
 /// Largest block the native all-to-all sends by plain pairwise exchange;
-/// above it, permission to send first (001 §3.1).
+/// above it, permission to send first [QA08 §3.1].
 pub const NATIVE_PAIRWISE_MAX: usize = 8 << 10;
 
 /// Generate the schedules of every rank.
@@ -358,7 +358,7 @@ struct TreeMember {
     own: Region,
 }
 
-/// The (k+1)-ary spanning binomial tree gather (001 eq. 1) of `members`
+/// The (k+1)-ary spanning binomial tree gather [QA08 eq. 1] of `members`
 /// (index 0 is the root), each contributing `unit` blocks. Every member
 /// collects its subtree in scratch in member order; the root ends with all
 /// units in scratch[0..M*unit] and the caller places them. With `chained`,
@@ -530,7 +530,7 @@ fn node_positions(b: &Builder, node: usize) -> Vec<u32> {
     b.node_ranks(node).into_iter().map(|r| r as u32).collect()
 }
 
-/// SMP-aware gather (001 §5.2.1 phases 1-2): shm gather into each master's
+/// SMP-aware gather ([QA08 §5.2.1] phases 1-2): shm gather into each master's
 /// scratch (local order), then a tree or Direct among masters into the
 /// root's receive buffer.
 fn smp_gather(b: &mut Builder, root: usize, tree: bool) -> Result<(), Error> {
@@ -586,7 +586,7 @@ fn smp_gather(b: &mut Builder, root: usize, tree: bool) -> Result<(), Error> {
     Ok(())
 }
 
-/// The native `elan_gather()` of 001 §3.1: up to 2 KB a node-level shm
+/// The native `elan_gather()` of [QA08 §3.1]: up to 2 KB a node-level shm
 /// gather, then a single-port tree among node masters with NIC-chained
 /// forwarding; up to 4 KB the chained tree among all ranks; above, every
 /// rank sends to the root with send/receive (a rendezvous: the root grants
@@ -711,7 +711,7 @@ fn fold(n: usize, radix: usize) -> (usize, Vec<Vec<usize>>) {
     (core, extras)
 }
 
-/// k-port Standard Exchange (001 §5.1.2, Fig. 4). For N a power of k+1:
+/// k-port Standard Exchange [QA08 §5.1.2, Fig. 4]. For N a power of k+1:
 /// log_{k+1} N exchange steps among groups of k+1. Otherwise a correction
 /// step before and after: the N - P extra ranks hand their block to a core
 /// rank (at most k per core, one per rail), the P core ranks run the
@@ -996,7 +996,7 @@ fn node_done(b: &mut Builder, master: usize, node: usize, flag: Flag) {
     }
 }
 
-/// SMP-aware Direct all-gather (001 §5.2.2, Fig. 8): shm gather into the
+/// SMP-aware Direct all-gather [QA08 §5.2.2, Fig. 8]: shm gather into the
 /// master's receive buffer (it is the node's shared buffer), Direct among
 /// masters straight into the other masters' receive buffers, and the shm
 /// broadcast, whose copies of the node's own blocks overlap phase 2.
@@ -1044,7 +1044,7 @@ fn smp_allgather_direct(b: &mut Builder) -> Result<(), Error> {
     Ok(())
 }
 
-/// SMP-aware Bruck all-gather (001 §5.2.2): shm gather into the master's
+/// SMP-aware Bruck all-gather [QA08 §5.2.2]: shm gather into the master's
 /// scratch (node order), Bruck among masters with a node's blocks as the
 /// unit, then every rank copies each block straight to its place (no
 /// shift).
@@ -1115,7 +1115,7 @@ fn smp_allgather_bruck(b: &mut Builder) -> Result<(), Error> {
     Ok(())
 }
 
-/// SMP-aware Gather and Broadcast (001 §5.2.1): the SMP gather to rank 0,
+/// SMP-aware Gather and Broadcast [QA08 §5.2.1]: the SMP gather to rank 0,
 /// a hardware barrier (`elan_hgsync`), the hardware broadcast to every
 /// node's master, and the node shm broadcast.
 fn smp_gather_bcast(b: &mut Builder, tree: bool) -> Result<(), Error> {
@@ -1164,7 +1164,7 @@ fn bcast_and_spread(b: &mut Builder, nodes: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Multi-leader all-gather (004 §4): one leader per socket (at most
+/// Multi-leader all-gather [KSSKP09 §4]: one leader per socket (at most
 /// `sockets` per node), each aggregating its socket's ranks through shm or
 /// point-to-point puts into its receive buffer; recursive doubling or ring
 /// among all leaders; then every rank copies the result from its leader.
@@ -1251,7 +1251,7 @@ fn multi_leader(b: &mut Builder, agg: Aggregation, ex: LeaderExchange) -> Result
     Ok(())
 }
 
-/// The native all-gather of 001 §3.1: `elan_gather()` to rank 0 and the
+/// The native all-gather of [QA08 §3.1]: `elan_gather()` to rank 0 and the
 /// hardware broadcast up to 32 KB, a ring above.
 fn native_allgather(b: &mut Builder) -> Result<(), Error> {
     if b.p.block_bytes > NATIVE_HWBCAST_MAX {
@@ -1340,7 +1340,7 @@ fn alltoall_pairwise(b: &mut Builder, lane: Lane, permission: bool) -> Result<()
     Ok(())
 }
 
-/// k-port Standard Exchange all-to-all (001 §5.1.3): log_{k+1} N steps;
+/// k-port Standard Exchange all-to-all [QA08 §5.1.3]: log_{k+1} N steps;
 /// at step i a rank sends to each group mate the N/(k+1) blocks whose
 /// destination has the mate's digit i, packed into one message. Needs N a
 /// power of k + 1 (the paper gives no correction scheme for all-to-all).
@@ -1352,7 +1352,7 @@ fn alltoall_exchange(b: &mut Builder) -> Result<(), Error> {
         return Err(Error::Unsupported {
             algorithm: "exchange all-to-all",
             reason: format!(
-                "it needs the number of ranks to be a power of k + 1 = {radix}, got {n} (001 §5.1.3 gives no correction steps)"
+                "it needs the number of ranks to be a power of k + 1 = {radix}, got {n} ([QA08 §5.1.3] gives no correction steps)"
             ),
         });
     }
@@ -1443,7 +1443,7 @@ fn alltoall_exchange(b: &mut Builder) -> Result<(), Error> {
     Ok(())
 }
 
-/// k-port Bruck all-to-all (001 §5.1.3, Fig. 6), radix k + 1, any N:
+/// k-port Bruck all-to-all [QA08 §5.1.3, Fig. 6], radix k + 1, any N:
 /// rotate, then for each base-(k+1) digit i and value d send the blocks
 /// whose digit i is d to (p + d (k+1)^i), packed; finally the inverse
 /// rotation.

@@ -24,7 +24,7 @@
 //! `send`, `recv` and the communicator's scratch may be written by any
 //! rank that has entered the same call; a program that reads or rewrites
 //! a collective's buffers and then runs another collective on them must
-//! separate the two with a barrier (the benchmarks do, as 001's did).
+//! separate the two with a barrier (the benchmarks do, as \[QA08\]'s did).
 //!
 //! Submodules: [`algo`] (names and applicability), [`mod@generate`] (generators),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
@@ -142,7 +142,7 @@ pub enum Op {
         signal: Option<Counter>,
     },
     /// A put that this rank's NIC starts by itself once `trigger` has
-    /// collected `count` sets on `rail` (elan-semantics §5.4: the event's
+    /// collected `count` sets on `rail` ([ELAN-SEM §5.4]: the event's
     /// COPY action injects the command). Arming is non-blocking.
     ChainPut {
         /// Local counter that starts it.

@@ -17,7 +17,7 @@
 //!
 //! Other bounds: `min_bytes`, `min_nodes`, `max_nodes`, `max_ranks_per_node`,
 //! `min_rails`, `max_rails`, `min_ranks`, `max_ranks`. The built-in table
-//! ([`DEFAULT`]) encodes the cut-offs 001 measured on its platform; `railcoll
+//! ([`DEFAULT`]) encodes the cut-offs \[QA08\] measured on its platform; `railcoll
 //! tuning show` prints the table in use.
 //!
 //! Which table a communicator uses ([`TuningTable::locate`]): the file named

@@ -98,7 +98,7 @@ pub const DMA_FLAG_GET: u8 = 1 << 0;
 /// landed (for hosts that poll the written memory itself, as the RDMA
 /// barrier does, and may be parked).
 pub const DMA_FLAG_WAKE: u8 = 1 << 1;
-/// RUN_DMA flag: a queued DMA (QDMA, elan-semantics rule 7): the payload
+/// RUN_DMA flag: a queued DMA (QDMA, [ELAN-SEM §13 rule 7]): the payload
 /// goes into the next free slot of the target's input queue named by the
 /// descriptor's `dst_event` field; `dst_addr` must be 0, the length at most
 /// one slot and one packet. Not combinable with `GET`.
@@ -116,8 +116,8 @@ pub const MAX_QUEUES: u32 = 8;
 ///
 /// For a get, `vp` owns the data: `src_addr` and `src_event` are on `vp`'s
 /// side, `dst_addr` and `dst_event` on this context's side. The NIC ships the
-/// descriptor to `vp`'s NIC, which runs it as a put back (elan-semantics
-/// §13 rule 5); `dst_event` fires here when the data has landed.
+/// descriptor to `vp`'s NIC, which runs it as a put back
+/// ([ELAN-SEM §13 rule 5]); `dst_event` fires here when the data has landed.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, PartialEq, Eq)]
 #[repr(C)]
 pub struct DmaDescriptor {
@@ -186,7 +186,7 @@ pub struct ArmEventBody {
 /// Body of BCAST_DMA: `len` bytes from `src_addr` to `dst_addr` in the
 /// issuing context's own context number on every node of
 /// `low_node..=high_node` except the sender's (same symmetric address
-/// everywhere, elan-semantics rule 15).
+/// everywhere, [ELAN-SEM §13 rule 15]).
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct BcastBody {

@@ -1,4 +1,4 @@
-//! Events: a signed count plus an action (elan-semantics §13 rules 1-4).
+//! Events: a signed count plus an action [ELAN-SEM §13 rules 1-4].
 //!
 //! An event is armed with `ARM_EVENT(n, action)`: the NIC *adds* `-n` to the
 //! event's count and installs the action. Every set adds one. When the count

@@ -39,7 +39,7 @@
 //! A data packet carries its whole DMA's target range (`aux0`, `aux2`) so
 //! the receiver checks the *entire* range on every packet: a DMA that is
 //! partly outside the target's regions is rejected packet by packet and
-//! writes nothing at all (elan-semantics rule 10: never partially apply).
+//! writes nothing at all ([ELAN-SEM §13 rule 10]: never partially apply).
 //! | 56..60 | reserved | 0 | 0 | 0 |
 //! | 60..64 | checksum | | | |
 

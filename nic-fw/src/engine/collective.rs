@@ -7,8 +7,8 @@
 //! checks the broadcast's whole target range once per packet like a data
 //! packet, writes, sets its event after the last one, and answers with a
 //! cumulative [`Packet::BcastAck`] carrying its first rejection. The sender
-//! combines the acknowledgements (the worst answer wins, elan-semantics
-//! rule 16), keeps a window of packets ahead of the slowest destination,
+//! combines the acknowledgements (the worst answer wins,
+//! [ELAN-SEM §13 rule 16]), keeps a window of packets ahead of the slowest destination,
 //! retransmits from it on silence, and fires its source event when every
 //! destination holds everything.
 //!

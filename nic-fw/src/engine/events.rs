@@ -1,4 +1,4 @@
-//! Event counting and firing (elan-semantics §13 rules 1-4; see
+//! Event counting and firing ([ELAN-SEM §13 rules 1-4]; see
 //! [`crate::abi::event`] for the contract).
 
 use super::hw::{Activity, Hardware};

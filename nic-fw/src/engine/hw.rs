@@ -2,7 +2,7 @@
 //!
 //! The engine never touches memory, links or registers directly; it asks the
 //! board through these traits (the `nicbm` boundary of
-//! emulation-anchors lesson 2). The emulator implements them over real memory
+//! [EMU-ANCH lesson 2]). The emulator implements them over real memory
 //! and channels; an FPGA soft core implements them over its DMA engine, MAC
 //! and register block.
 //!
@@ -12,7 +12,7 @@
 //!   perform returns [`BusError`]; it must never panic.
 //! - [`HostMemory::write_word_release`] is ordered after every earlier write
 //!   of this engine: a host that observes the word also observes the data
-//!   (the completion-word guarantee of elan-semantics rule 4).
+//!   (the completion-word guarantee of [ELAN-SEM §13 rule 4]).
 //! - [`Link::send`] takes a header and an optional payload *source* in this
 //!   node's host memory. The board reads the payload when it transmits (the
 //!   emulator reads it when the receiver delivers it, so that a put costs
