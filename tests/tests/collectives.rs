@@ -24,7 +24,7 @@ fn cases(n: usize, k: usize, salt: usize) -> Vec<(Collective, Algorithm, usize, 
     let mut out = Vec::new();
     let mut i = salt;
     for c in Collective::ALL {
-        for &a in c.algorithms() {
+        for a in c.algorithms() {
             for rep in 0..2 {
                 let bytes = SIZES[(i + rep * 3) % SIZES.len()];
                 i += 1;

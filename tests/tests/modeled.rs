@@ -8,7 +8,7 @@ use railcoll_emu::bench::{self, CollBench};
 use railcoll_emu::modeled::Profile;
 use railcoll_emu::{Cluster, ClusterConfig, Mode};
 use railcoll_host::coll::BarrierAlgorithm;
-use railcoll_host::sched::cost::{self, Hockney};
+use railcoll_host::sched::cost::Hockney;
 use railcoll_host::sched::{Algorithm, Collective, Params, Shape};
 use railcoll_host::{Arrivals, Placement};
 
@@ -76,7 +76,8 @@ fn under_the_hockney_profile_modeled_time_is_the_papers_formula() {
         for block in [4usize, 4096, 65536] {
             let shape = Shape::new(n, 1, 1, k, Placement::Block).expect("shape");
             let p = Params::new(c, a, shape, 0, block);
-            let f = cost::formula(&p, &h).expect("the paper has a formula");
+            let f =
+                railcoll_host::sched::catalogue::formula(&p, &h).expect("the paper has a formula");
             assert!(f.exact, "{c} {name} N={n}: {} is meant for this N", f.label);
             let m = modeled_makespan(c, a, n, k, block);
             assert!(

@@ -45,7 +45,7 @@ fn every_algorithm_verifies_on_every_shape() {
     for shape in shapes() {
         let n = shape.size();
         for c in Collective::ALL {
-            for &a in c.algorithms() {
+            for a in c.algorithms() {
                 // Sizes only change striping and the native switches; each
                 // shape gets a rotating pair, and the root rotates too.
                 let sizes = [SIZES[checked % 7], SIZES[(checked + 3) % 7]];
@@ -78,7 +78,7 @@ fn every_root_and_size_of_every_gather_verifies() {
         Shape::new(3, 3, 1, 2, Placement::Cyclic).expect("shape"),
         Shape::new(5, 2, 1, 3, Placement::Block).expect("shape"),
     ] {
-        for &a in Collective::Gather.algorithms() {
+        for a in Collective::Gather.algorithms() {
             for root in 0..shape.size() {
                 for bytes in SIZES {
                     let set = generate(&Params::new(Collective::Gather, a, shape, root, bytes))
@@ -219,10 +219,10 @@ fn hockney_replay_equals_the_papers_formulas() {
         for n in [2, 3, 4, 8, 9, 16, 27] {
             let shape = Shape::new(n, 1, 1, rails, Placement::Block).expect("shape");
             for c in Collective::ALL {
-                for &a in c.algorithms() {
+                for a in c.algorithms() {
                     for bytes in [0, 8, 1000, 4096, 65536] {
                         let p = Params::new(c, a, shape, 0, bytes);
-                        let Some(f) = cost::formula(&p, &h) else {
+                        let Some(f) = railcoll_host::sched::catalogue::formula(&p, &h) else {
                             continue;
                         };
                         if !f.exact {

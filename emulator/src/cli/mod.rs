@@ -22,6 +22,7 @@ use railcoll_host::Placement;
 use crate::bench::{self, CollBench, CollRecord, PutRecord};
 use crate::cluster::{ClusterConfig, Mode, THREADS_PACKET_SIZE};
 use crate::modeled::{DEFAULT_PROFILE, Profile};
+use railcoll_host::sched::catalogue;
 use railcoll_host::sched::cost::{self, Hockney};
 use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::verify::{Budget, verify};
@@ -82,6 +83,10 @@ pub enum ScheduleCommand {
     /// Print one rank's schedule, whether the verifier accepts the whole
     /// set, and its Hockney cost beside the paper's formula.
     Show(ScheduleArgs),
+    /// The catalogue: every algorithm of gather, all-gather and all-to-all
+    /// with its reference, what it needs and its closed form (Markdown,
+    /// as docs/algorithms.md carries it).
+    List,
 }
 
 /// `railcoll profile ...`.
@@ -410,6 +415,12 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
         Command::Schedule {
             what: ScheduleCommand::Show(args),
         } => run_schedule_show(&args),
+        Command::Schedule {
+            what: ScheduleCommand::List,
+        } => {
+            print!("{}", catalogue::markdown());
+            0
+        }
         Command::Tuning {
             what: TuningCommand::Show { tuning },
         } => run_tuning_show(tuning.as_deref()),
@@ -532,7 +543,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> i32 {
             "# {} {} {}: {} nodes x {} ranks ({} placement, {} sockets), k = {} rails, block {} B{}",
             args.collective,
             algo,
-            algo.source(),
+            catalogue::entry(args.collective, algo).map_or("", |e| e.reference),
             shape.topology.nodes(),
             shape.topology.ranks_per_node(),
             shape.topology.placement(),
@@ -560,7 +571,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> i32 {
                     "# Hockney (t_s {} us, {} MB/s per rail): {t:.3} us",
                     h.t_s, args.bandwidth
                 )?;
-                match cost::formula(&params, &h) {
+                match catalogue::formula(&params, &h) {
                     Some(f) if f.exact => writeln!(out, "; {}: {:.3} us", f.label, f.value)?,
                     Some(f) => writeln!(
                         out,

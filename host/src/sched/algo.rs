@@ -1,5 +1,7 @@
-//! Collectives and algorithm names: which algorithm applies to which
-//! collective, and their stable names (CLI, tuning table, benchmarks).
+//! Collectives and algorithms, and their stable names (CLI, tuning table,
+//! benchmarks). Which algorithm applies to which collective, where it
+//! comes from and how it is generated is the catalogue's business
+//! ([`crate::sched::catalogue`]).
 
 use std::fmt;
 
@@ -26,48 +28,6 @@ impl Collective {
             Self::Allgather => "allgather",
             Self::Alltoall => "alltoall",
         }
-    }
-
-    /// The algorithms that apply, in catalogue order (native last).
-    pub fn algorithms(self) -> &'static [Algorithm] {
-        use Algorithm::*;
-        match self {
-            Self::Gather => &[Binomial, Direct, SmpTree, SmpDirect, Native],
-            Self::Allgather => &[
-                Direct,
-                Exchange,
-                Bruck,
-                Ring,
-                RecursiveDoubling,
-                SmpGatherTree,
-                SmpGatherDirect,
-                SmpDirect,
-                SmpBruck,
-                MultiLeader(Aggregation::Shm, LeaderExchange::RecursiveDoubling),
-                MultiLeader(Aggregation::Shm, LeaderExchange::Ring),
-                MultiLeader(Aggregation::P2p, LeaderExchange::RecursiveDoubling),
-                MultiLeader(Aggregation::P2p, LeaderExchange::Ring),
-                Native,
-            ],
-            Self::Alltoall => &[Direct, Exchange, Bruck, Pairwise, Native],
-        }
-    }
-
-    /// Parse an algorithm name valid for this collective; the error names
-    /// the accepted ones.
-    pub fn parse_algorithm(self, s: &str) -> Result<Algorithm, String> {
-        self.algorithms()
-            .iter()
-            .copied()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = self.algorithms().iter().map(|a| a.name()).collect();
-                format!(
-                    "unknown {} algorithm '{s}' (accepted: {})",
-                    self.name(),
-                    names.join(", ")
-                )
-            })
     }
 }
 
@@ -170,47 +130,10 @@ impl Algorithm {
             Self::Native => "native",
         }
     }
-
-    /// Where the algorithm comes from.
-    pub fn source(self) -> &'static str {
-        match self {
-            Self::Binomial => "[QA08 §5.1.1, eq. 1]",
-            Self::Direct => "[QA08 §5.1.1-5.1.3, eq. 2]",
-            Self::Exchange => "[QA08 §5.1.2-5.1.3, eqs. 3-4, Fig. 4]",
-            Self::Bruck => "[QA08 §5.1.2-5.1.3, Figs. 5-6]",
-            Self::Ring | Self::RecursiveDoubling => "[KSSKP09 §2] (leader exchanges), classic",
-            Self::Pairwise => "[QA08 §3.1] (elan_alltoall), classic",
-            Self::SmpTree | Self::SmpGatherTree | Self::SmpGatherDirect => "[QA08 §5.2.1, Fig. 7]",
-            Self::SmpDirect | Self::SmpBruck => "[QA08 §5.2.2, Fig. 8]",
-            Self::MultiLeader(..) => "[KSSKP09 §4]",
-            Self::Native => "[QA08 §3.1] (elan_gather, elan_alltoall)",
-        }
-    }
 }
 
 impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip_and_are_unique_per_collective() {
-        for c in Collective::ALL {
-            let mut names: Vec<&str> = c.algorithms().iter().map(|a| a.name()).collect();
-            for a in c.algorithms() {
-                assert_eq!(c.parse_algorithm(a.name()), Ok(*a));
-            }
-            let n = names.len();
-            names.sort_unstable();
-            names.dedup();
-            assert_eq!(names.len(), n, "{c}");
-            let err = c.parse_algorithm("nope").expect_err("unknown");
-            assert!(err.contains("accepted") && err.contains("direct"), "{err}");
-        }
     }
 }

@@ -26,10 +26,12 @@
 //! a collective's buffers and then runs another collective on them must
 //! separate the two with a barrier (the benchmarks do, as \[QA08\]'s did).
 //!
-//! Submodules: [`algo`] (names and applicability), [`mod@generate`] (generators),
+//! Submodules: [`algo`] (names), [`catalogue`] (one entry per algorithm:
+//! reference, constraints, generator, closed form), [`mod@generate`] (generators),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
 
 pub mod algo;
+pub mod catalogue;
 pub mod cost;
 pub mod exec;
 pub mod generate;
@@ -501,9 +503,16 @@ impl ScheduleSet {
     }
 }
 
-/// Generate the schedules of every rank (see [`mod@generate`]).
+/// Generate the schedules of every rank with the generator the catalogue
+/// names for the collective and algorithm (see [`mod@generate`]).
 pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
-    generate::generate(params)
+    let entry = catalogue::entry(params.collective, params.algorithm).ok_or_else(|| {
+        Error::Unsupported {
+            algorithm: params.algorithm.name(),
+            reason: format!("it is not a {} algorithm", params.collective),
+        }
+    })?;
+    generate::run(params, entry.generator)
 }
 
 impl fmt::Display for Buf {
