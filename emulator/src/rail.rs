@@ -84,7 +84,7 @@ impl Rail {
 /// Does the switch (rather than a plain crossbar) handle this packet?
 pub fn is_collective(packet: &WirePacket) -> bool {
     matches!(
-        PacketType::from_u8(packet.header.ptype),
+        PacketType::from_raw(packet.header.ptype),
         Some(PacketType::Bcast | PacketType::BarrierArrive)
     )
 }
@@ -118,7 +118,7 @@ pub fn route_collective(
 /// Is this a link-level acknowledgement (no data, travels beside data)?
 pub fn is_control(packet: &WirePacket) -> bool {
     matches!(
-        PacketType::from_u8(packet.header.ptype),
+        PacketType::from_raw(packet.header.ptype),
         Some(PacketType::Ack | PacketType::Nack | PacketType::BcastAck)
     )
 }

@@ -8,11 +8,31 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use railcoll_fw::abi::regs;
+use railcoll_fw::abi::regs::{self, Access, Reg};
 use railcoll_fw::engine::hw::DOORBELL_MAILBOX;
 use railcoll_mem::regio::RegisterIo;
 
 use crate::notify::Notifier;
+
+/// A register address on the firmware side: a raw offset (what the board
+/// traits pass) or a typed register of any host access (the NIC owns the
+/// file).
+pub trait NicOffset {
+    /// The byte offset in BAR0.
+    fn nic_offset(self) -> u32;
+}
+
+impl NicOffset for u32 {
+    fn nic_offset(self) -> u32 {
+        self
+    }
+}
+
+impl<A: Access> NicOffset for Reg<u64, A> {
+    fn nic_offset(self) -> u32 {
+        self.offset()
+    }
+}
 
 /// One NIC's BAR0.
 #[derive(Debug)]
@@ -43,14 +63,14 @@ impl SharedRegisters {
     }
 
     /// Firmware-side read.
-    pub fn nic_read(&self, offset: u32) -> u64 {
-        self.word(offset)
+    pub fn nic_read(&self, reg: impl NicOffset) -> u64 {
+        self.word(reg.nic_offset())
             .map_or(u64::MAX, |w| w.load(Ordering::Acquire))
     }
 
     /// Firmware-side write (no doorbell).
-    pub fn nic_write(&self, offset: u32, value: u64) {
-        if let Some(w) = self.word(offset) {
+    pub fn nic_write(&self, reg: impl NicOffset, value: u64) {
+        if let Some(w) = self.word(reg.nic_offset()) {
             w.store(value, Ordering::Release);
         }
     }
@@ -58,7 +78,7 @@ impl SharedRegisters {
     /// Did the last write to `offset` ring a doorbell? (`CQ_TAIL`,
     /// `MBOX_CMD`.)
     pub fn is_doorbell(offset: u32) -> bool {
-        offset == regs::MBOX_CMD || matches!(regs::decode_ctx_reg(offset), Some((_, regs::CQ_TAIL)))
+        offset == regs::MBOX_CMD.offset() || regs::CQ_TAIL.context_of(offset).is_some()
     }
 
     /// Firmware-side: take the pending doorbells.
@@ -80,12 +100,12 @@ impl RegisterIo for SharedRegisters {
             return;
         };
         w.store(value, Ordering::Release);
-        let bell = if offset == regs::MBOX_CMD {
+        let bell = if offset == regs::MBOX_CMD.offset() {
             DOORBELL_MAILBOX
         } else {
-            match regs::decode_ctx_reg(offset) {
-                Some((ctx, regs::CQ_TAIL)) => 1u64 << ctx,
-                _ => 0,
+            match regs::CQ_TAIL.context_of(offset) {
+                Some(ctx) => 1u64 << ctx,
+                None => 0,
             }
         };
         if bell != 0 {

@@ -29,7 +29,8 @@ use railcoll_fw::abi::command::{COMMAND_BLOCK_SIZE, Command, CommandBlock};
 use railcoll_fw::abi::error::{ErrorInfo, ErrorRecord};
 use railcoll_fw::abi::event::{ActionKind, CompletionWord, EventAction, EventId, MAX_WRITE_VALUE};
 use railcoll_fw::abi::regs::{
-    self, ContextConfig, Geometry, MailboxOp, MailboxStatus, QueuePerms, RegionConfig, RegionPerms,
+    self, ContextConfig, Geometry, HostRead, HostWrite, MailboxOp, MailboxStatus, QueuePerms,
+    ReadOnly, Reg, RegionConfig, RegionPerms, WriteOnly,
 };
 use railcoll_fw::abi::ring::Ring;
 use railcoll_fw::abi::{ABI_MAJOR, ErrorCode, MAX_REGIONS};
@@ -57,6 +58,33 @@ const ERROR_RING: Ring = match Ring::from_log2(ERR_LOG2 as u32) {
 /// Bytes of one error record.
 const ERROR_RECORD_SIZE: usize = 32;
 
+/// Read a register the host may read.
+pub fn read_reg<A: HostRead>(io: &dyn RegisterIo, reg: Reg<u64, A>) -> u64 {
+    io.read(reg.offset())
+}
+
+/// Write a register the host may write. A read-only register does not
+/// compile, its access type is not [`HostWrite`]:
+///
+/// ```
+/// use railcoll_host::driver::write_reg;
+/// use railcoll_host::fw::abi::regs;
+/// fn ring(io: &dyn railcoll_host::regio::RegisterIo) {
+///     write_reg(io, regs::MBOX_CMD, 0);
+/// }
+/// ```
+///
+/// ```compile_fail,E0277
+/// use railcoll_host::driver::write_reg;
+/// use railcoll_host::fw::abi::regs;
+/// fn ring(io: &dyn railcoll_host::regio::RegisterIo) {
+///     write_reg(io, regs::MBOX_STATUS, 0);
+/// }
+/// ```
+pub fn write_reg<A: HostWrite>(io: &dyn RegisterIo, reg: Reg<u64, A>, value: u64) {
+    io.write(reg.offset(), value);
+}
+
 /// Run one admin mailbox call. The caller holds the device's admin lock.
 pub fn mailbox_call(
     regs: &dyn RegisterIo,
@@ -69,44 +97,43 @@ pub fn mailbox_call(
     // counter: that made two emulated clusters in one process perturb each
     // other's register traffic, which modeled mode's determinism check
     // caught.) Never 0, so a fresh NIC's status cannot match.
-    let last = MailboxStatus::from_reg(regs.read(regs::MBOX_STATUS)).seq;
+    let last = MailboxStatus::from_reg(read_reg(regs, regs::MBOX_STATUS)).seq;
     let seq = last.wrapping_add(1).max(1);
-    for (i, a) in args.iter().enumerate() {
-        regs.write(regs::MBOX_ARG0 + 8 * i as u32, *a);
+    for (reg, a) in regs::MBOX_ARGS.into_iter().zip(args) {
+        write_reg(regs, reg, a);
     }
-    regs.write(regs::MBOX_CMD, regs::mailbox_cmd(op, seq));
+    write_reg(regs, regs::MBOX_CMD, regs::mailbox_cmd(op, seq));
     let mut status = MailboxStatus::from_reg(0);
     wait.wait_until(&mut || {
-        status = MailboxStatus::from_reg(regs.read(regs::MBOX_STATUS));
+        status = MailboxStatus::from_reg(read_reg(regs, regs::MBOX_STATUS));
         status.done && status.seq == seq
     })?;
-    if status.code.is_ok() {
-        Ok(regs.read(regs::MBOX_RESULT))
-    } else {
-        Err(Error::Nic {
+    match status.result {
+        Ok(()) => Ok(read_reg(regs, regs::MBOX_RESULT)),
+        Err(code) => Err(Error::Nic {
             rail: usize::MAX,
-            code: status.code,
-        })
+            code,
+        }),
     }
 }
 
 /// Check a NIC's identity and ABI version, and read its geometry.
 pub fn probe(regs: &dyn RegisterIo) -> Result<Geometry, Error> {
-    let id = regs.read(regs::ID);
+    let id = read_reg(regs, regs::ID);
     if id != regs::ID_VALUE {
         return Err(Error::AbiMismatch {
             found: id,
             expected: regs::ID_VALUE,
         });
     }
-    let version = regs.read(regs::VERSION);
+    let version = read_reg(regs, regs::VERSION);
     if (version >> 16) as u16 != ABI_MAJOR {
         return Err(Error::AbiMismatch {
             found: version,
             expected: railcoll_fw::abi::ABI_VERSION as u64,
         });
     }
-    Ok(Geometry::from_reg(regs.read(regs::GEOMETRY)))
+    Ok(Geometry::from_reg(read_reg(regs, regs::GEOMETRY)))
 }
 
 #[derive(Debug)]
@@ -120,9 +147,9 @@ struct RailPort {
     /// Tail last written to the doorbell.
     rung: u64,
     head: u64,
-    tail_reg: u32,
-    head_reg: u32,
-    err_count_reg: u32,
+    tail_reg: Reg<u64, WriteOnly>,
+    head_reg: Reg<u64, ReadOnly>,
+    err_count_reg: Reg<u64, ReadOnly>,
     errors_seen: u64,
     /// Free completion events.
     free_events: Vec<u32>,
@@ -287,6 +314,17 @@ impl Driver {
         }
         let (_, local) = cfg.topology.locate(cfg.rank)?;
         let ctx = local as u8;
+        // The topology keeps `local` below MAX_CONTEXTS, so the context page
+        // exists.
+        let (Some(tail_reg), Some(head_reg), Some(err_count_reg)) = (
+            regs::ctx_reg(ctx, regs::CQ_TAIL),
+            regs::ctx_reg(ctx, regs::CQ_HEAD),
+            regs::ctx_reg(ctx, regs::ERR_COUNT),
+        ) else {
+            return Err(Error::Config(format!(
+                "context {local} has no context page"
+            )));
+        };
         let mut events_per_ctx = u32::MAX;
         for rail in 0..cfg.rails {
             let geo = probe(device.registers(rail)?)?;
@@ -321,9 +359,9 @@ impl Driver {
                 tail: 0,
                 rung: 0,
                 head: 0,
-                tail_reg: regs::ctx_reg(ctx, regs::CQ_TAIL).unwrap_or(0),
-                head_reg: regs::ctx_reg(ctx, regs::CQ_HEAD).unwrap_or(0),
-                err_count_reg: regs::ctx_reg(ctx, regs::ERR_COUNT).unwrap_or(0),
+                tail_reg,
+                head_reg,
+                err_count_reg,
                 errors_seen: 0,
                 free_events: (dest_events..events_per_ctx).rev().collect(),
             });
@@ -455,7 +493,7 @@ impl Driver {
         let regs = self.device.registers(rail)?;
         let mut head = head;
         self.wait.wait_until(&mut || {
-            head = regs.read(head_reg);
+            head = read_reg(regs, head_reg);
             ring.space(head, tail).is_ok_and(|free| free >= n)
         })?;
         self.port(rail)?.head = head;
@@ -503,7 +541,7 @@ impl Driver {
         port.rung = tail;
         // Blocks must be visible before the NIC sees the new tail.
         fence(Ordering::Release);
-        regs.write(reg, tail);
+        write_reg(regs, reg, tail);
         Ok(())
     }
 
@@ -781,10 +819,11 @@ impl Driver {
         CompletionWord::unpack(word)
     }
 
-    /// Has the event fired with generation `generation`? `Some(status)` if so.
-    pub fn test_completion(&self, c: &Completion) -> Option<ErrorCode> {
+    /// Has the event fired with generation `generation`? `Some(outcome)` if
+    /// so (a status code that names no error reads as `BadConfig`).
+    pub fn test_completion(&self, c: &Completion) -> Option<Result<(), ErrorCode>> {
         let w = self.completion_word(c.rail, c.event);
-        (w.value == c.generation).then(|| w.status.unwrap_or(ErrorCode::BadConfig))
+        (w.value == c.generation).then(|| w.status.unwrap_or(Err(ErrorCode::BadConfig)))
     }
 
     /// Wait for a set of (rail, event, generation) completions; the first
@@ -802,8 +841,7 @@ impl Driver {
         self.wait.wait_words(&watches)?;
         let mut result = Ok(());
         for c in parts {
-            if let Some(code) = self.test_completion(c)
-                && !code.is_ok()
+            if let Some(Err(code)) = self.test_completion(c)
                 && result.is_ok()
             {
                 result = Err(Error::Nic { rail: c.rail, code });
@@ -833,7 +871,7 @@ impl Driver {
     pub fn take_errors(&mut self) -> Result<Vec<NicError>, Error> {
         let mut out = Vec::new();
         for rail in 0..self.ports.len() {
-            let count = self.regs(rail)?.read(self.ports[rail].err_count_reg);
+            let count = read_reg(self.regs(rail)?, self.ports[rail].err_count_reg);
             let port = &mut self.ports[rail];
             // Records older than the ring's size were overwritten.
             for seq in ERROR_RING.unread(port.errors_seen, count).indices() {

@@ -174,10 +174,10 @@ impl HostWake for SimBoard {
 
 fn mailbox(e: &mut Engine<SimBoard, 4, 16>, op: MailboxOp, args: [u64; 4]) {
     let hw = e.hardware_mut();
-    for (i, a) in (0u32..).zip(args) {
-        hw.reg_write(regs::MBOX_ARG0.wrapping_add(i.wrapping_mul(8)), a);
+    for (reg, a) in regs::MBOX_ARGS.into_iter().zip(args) {
+        hw.store(reg, a);
     }
-    hw.reg_write(regs::MBOX_CMD, regs::mailbox_cmd(op, 1));
+    hw.store(regs::MBOX_CMD, regs::mailbox_cmd(op, 1));
     hw.doorbells |= DOORBELL_MAILBOX;
     e.poll();
 }
@@ -232,7 +232,9 @@ pub fn run_engine(data: &[u8]) -> u64 {
                 let _ = e.hardware_mut().write(slot, &chunk);
                 tail = tail.wrapping_add(1);
                 let hw = e.hardware_mut();
-                hw.reg_write(regs::CTX_PAGE_BASE, tail);
+                if let Some(reg) = regs::ctx_reg(0, regs::CQ_TAIL) {
+                    hw.store(reg, tail);
+                }
                 hw.doorbells |= 1;
             }
             1 | 2 => {
@@ -256,7 +258,7 @@ pub fn run_engine(data: &[u8]) -> u64 {
                     w.copy_from_slice(c);
                     *a = u64::from_le_bytes(w);
                 }
-                let mop = MailboxOp::from_u8(chunk.get(63).copied().unwrap_or(0) % 7)
+                let mop = MailboxOp::from_raw(chunk.get(63).copied().unwrap_or(0) % 7)
                     .unwrap_or(MailboxOp::SetParam);
                 mailbox(&mut e, mop, args);
             }

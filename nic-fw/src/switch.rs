@@ -101,7 +101,7 @@ impl Switch {
 
     /// Route one packet (see the module documentation).
     pub fn forward(&mut self, header: &PacketHeader) -> Forward {
-        let ptype = PacketType::from_u8(header.ptype);
+        let ptype = PacketType::from_raw(header.ptype);
         if !matches!(ptype, Some(PacketType::Bcast | PacketType::BarrierArrive)) {
             return Forward::Unicast(header.dst_node.get());
         }
@@ -263,7 +263,7 @@ mod tests {
             dst_node: 9,
             cum_seq: 0,
             err_bits: 0,
-            err_code: crate::abi::ErrorCode::Ok,
+            err_code: None,
         };
         assert_eq!(s.forward(&ack.emit()), Forward::Unicast(9));
         let b = Packet::Bcast(crate::abi::packet::BcastPacket {

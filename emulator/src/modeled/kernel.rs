@@ -236,7 +236,7 @@ fn packet_name(t: PacketType) -> &'static str {
 /// (a span); link-level acknowledgements travel beside it (an instant).
 fn trace_packet(tl: &Timeline, node: usize, rail: usize, packet: &WirePacket, depart: Ps, ser: Ps) {
     let track = Track::Port { rail, node };
-    let what = PacketType::from_u8(packet.header.ptype).map_or("packet", packet_name);
+    let what = PacketType::from_raw(packet.header.ptype).map_or("packet", packet_name);
     let len = packet.payload.map_or(0, |p| p.len);
     if is_control(packet) {
         tl.push(track, "ack", what.into(), ns(depart), None);
@@ -713,7 +713,7 @@ impl Kernel {
                 Self::note(w, t, e, 4, h, rail as u64);
                 if let Some(tl) = w.timeline.as_ref() {
                     let what =
-                        PacketType::from_u8(packet.header.ptype).map_or("packet", packet_name);
+                        PacketType::from_raw(packet.header.ptype).map_or("packet", packet_name);
                     tl.push(Track::Switch { rail }, "switch", what.into(), ns(t), None);
                 }
                 let mut out = Vec::new();
@@ -1067,8 +1067,7 @@ impl Kernel {
         let mut w = self.lock();
         let mut cost = c.host_post;
         let mut commands = 0;
-        if let Some((ctx, railcoll_fw::abi::regs::CQ_TAIL)) =
-            railcoll_fw::abi::regs::decode_ctx_reg(offset)
+        if let Some(ctx) = railcoll_fw::abi::regs::CQ_TAIL.context_of(offset)
             && let Some(slot) = w.nics.get_mut(nic)
             && let Some(tail) = slot.tails.get_mut(ctx as usize)
         {

@@ -20,6 +20,7 @@
 //! flags, lengths and event indices. Address *ranges* are checked later,
 //! against the region table, when the command runs.
 
+use bitflags::bitflags;
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -52,57 +53,48 @@ const _: () = assert!(core::mem::size_of::<CommandBlock>() == COMMAND_BLOCK_SIZE
 const _: () = assert!(core::mem::align_of::<CommandBlock>() == 1);
 const _: () = assert!(core::mem::align_of::<DmaDescriptor>() == 1);
 
-/// Command opcodes. `0` is deliberately invalid so that zeroed memory is
-/// never mistaken for a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Opcode {
-    /// Do nothing.
-    Nop = 0x01,
-    /// Start a DMA described by a [`DmaDescriptor`] body. Flag bit 0: get.
-    RunDma = 0x02,
-    /// Set a local event: [`SetEventBody`].
-    SetEvent = 0x03,
-    /// Store a 64-bit word into local memory: [`WriteWordBody`].
-    WriteWord = 0x04,
-    /// Arm a local event: [`ArmEventBody`].
-    ArmEvent = 0x05,
-    /// Broadcast DMA replicated by the rail's switch: [`BcastBody`].
-    BcastDma = 0x06,
-    /// Hardware barrier combined by the rail's switch: [`HwBarrierBody`].
-    HwBarrier = 0x07,
-    /// Set up a local input queue: [`QueueInitBody`].
-    QueueInit = 0x08,
-}
-
-impl Opcode {
-    /// Decode; `None` for undefined values.
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            0x01 => Self::Nop,
-            0x02 => Self::RunDma,
-            0x03 => Self::SetEvent,
-            0x04 => Self::WriteWord,
-            0x05 => Self::ArmEvent,
-            0x06 => Self::BcastDma,
-            0x07 => Self::HwBarrier,
-            0x08 => Self::QueueInit,
-            _ => return None,
-        })
+wire_enum! {
+    /// Command opcodes. `0` is deliberately invalid so that zeroed memory is
+    /// never mistaken for a command.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Opcode: u8 {
+        /// Do nothing.
+        Nop = 0x01,
+        /// Start a DMA described by a [`DmaDescriptor`] body, with
+        /// [`DmaFlags`].
+        RunDma = 0x02,
+        /// Set a local event: [`SetEventBody`].
+        SetEvent = 0x03,
+        /// Store a 64-bit word into local memory: [`WriteWordBody`].
+        WriteWord = 0x04,
+        /// Arm a local event: [`ArmEventBody`].
+        ArmEvent = 0x05,
+        /// Broadcast DMA replicated by the rail's switch: [`BcastBody`].
+        BcastDma = 0x06,
+        /// Hardware barrier combined by the rail's switch: [`HwBarrierBody`].
+        HwBarrier = 0x07,
+        /// Set up a local input queue: [`QueueInitBody`].
+        QueueInit = 0x08,
     }
 }
 
-/// RUN_DMA flag: the DMA is a get (data flows from `vp` to this context).
-pub const DMA_FLAG_GET: u8 = 1 << 0;
-/// RUN_DMA flag: wake the target context's host threads once the data has
-/// landed (for hosts that poll the written memory itself, as the RDMA
-/// barrier does, and may be parked).
-pub const DMA_FLAG_WAKE: u8 = 1 << 1;
-/// RUN_DMA flag: a queued DMA (QDMA, [ELAN-SEM §13 rule 7]): the payload
-/// goes into the next free slot of the target's input queue named by the
-/// descriptor's `dst_event` field; `dst_addr` must be 0, the length at most
-/// one slot and one packet. Not combinable with `GET`.
-pub const DMA_FLAG_QUEUE: u8 = 1 << 2;
+bitflags! {
+    /// RUN_DMA's flag byte (every other opcode's flags must be 0).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct DmaFlags: u8 {
+        /// The DMA is a get (data flows from `vp` to this context).
+        const GET = 1 << 0;
+        /// Wake the target context's host threads once the data has landed
+        /// (for hosts that poll the written memory itself, as the RDMA
+        /// barrier does, and may be parked).
+        const WAKE = 1 << 1;
+        /// A queued DMA (QDMA, elan-semantics rule 7): the payload goes into
+        /// the next free slot of the target's input queue named by the
+        /// descriptor's `dst_event` field; `dst_addr` must be 0, the length at
+        /// most one slot and one packet. Not combinable with `GET`.
+        const QUEUE = 1 << 2;
+    }
+}
 
 /// Input queues per context.
 pub const MAX_QUEUES: u32 = 8;
@@ -363,189 +355,221 @@ pub enum Command {
     },
 }
 
-fn all_zero(bytes: &[u8]) -> bool {
-    bytes.iter().all(|b| *b == 0)
+/// Reserved bytes must be zero.
+fn reserved_zero(bytes: &[u8]) -> Result<(), ErrorCode> {
+    if bytes.iter().all(|b| *b == 0) {
+        Ok(())
+    } else {
+        Err(ErrorCode::ReservedNonZero)
+    }
+}
+
+/// The block's body as an opcode's body layout.
+fn body<T: FromBytes>(block: &CommandBlock) -> Result<T, ErrorCode> {
+    T::read_from_bytes(&block.body).map_err(|_| ErrorCode::BadLength)
+}
+
+/// A count of event sets: `1..=i32::MAX`, or `0..=i32::MAX` if `zero_ok`.
+fn set_count(count: u32, zero_ok: bool) -> Result<u32, ErrorCode> {
+    if (count == 0 && !zero_ok) || count > i32::MAX as u32 {
+        return Err(ErrorCode::BadLength);
+    }
+    Ok(count)
+}
+
+/// A local event that must be present (SET_EVENT, ARM_EVENT).
+fn required_event(raw: u32, events_per_ctx: u32) -> Result<EventId, ErrorCode> {
+    EventId::decode(raw, events_per_ctx)?.ok_or(ErrorCode::BadEvent)
+}
+
+/// A collective's node range, `low..=high`.
+fn node_range(low: U16, high: U16) -> Result<(u16, u16), ErrorCode> {
+    let (low, high) = (low.get(), high.get());
+    if low > high {
+        return Err(ErrorCode::NotContiguous);
+    }
+    Ok((low, high))
+}
+
+/// A DMA length, `0..=MAX_DMA_LEN`.
+fn dma_len(len: U32) -> Result<u32, ErrorCode> {
+    let len = len.get();
+    if len > MAX_DMA_LEN {
+        return Err(ErrorCode::BadLength);
+    }
+    Ok(len)
+}
+
+/// The fixed header of every block: the opcode, the reserved bytes, and
+/// the flags this opcode allows (only RUN_DMA has any).
+fn parse_header(block: &CommandBlock) -> Result<(Opcode, DmaFlags), ErrorCode> {
+    let op = Opcode::from_raw(block.opcode).ok_or(ErrorCode::UnknownOpcode)?;
+    reserved_zero(&block.reserved)?;
+    let flags = match op {
+        Opcode::RunDma => DmaFlags::from_bits(block.flags),
+        _ if block.flags == 0 => Some(DmaFlags::empty()),
+        _ => None,
+    };
+    Ok((op, flags.ok_or(ErrorCode::ReservedNonZero)?))
+}
+
+/// NOP: an all-zero body.
+fn parse_nop(block: &CommandBlock) -> Result<Command, ErrorCode> {
+    reserved_zero(&block.body)?;
+    Ok(Command::Nop)
+}
+
+/// RUN_DMA: the kind (flags), length, and the events; a queued DMA's
+/// destination-event field names the remote queue instead.
+fn parse_dma(
+    block: &CommandBlock,
+    flags: DmaFlags,
+    events_per_ctx: u32,
+) -> Result<Command, ErrorCode> {
+    let d: DmaDescriptor = body(block)?;
+    reserved_zero(&d.reserved)?;
+    let len = dma_len(d.len)?;
+    let (kind, dst_event) = if flags.contains(DmaFlags::QUEUE) {
+        let queue = d.dst_event.get();
+        if flags.contains(DmaFlags::GET) || d.dst_addr.get() != 0 {
+            return Err(ErrorCode::ReservedNonZero);
+        }
+        if queue >= MAX_QUEUES {
+            return Err(ErrorCode::BadEvent);
+        }
+        (DmaKind::Queued(queue as u8), None)
+    } else {
+        let kind = if flags.contains(DmaFlags::GET) {
+            DmaKind::Get
+        } else {
+            DmaKind::Put
+        };
+        (kind, EventId::decode(d.dst_event.get(), events_per_ctx)?)
+    };
+    Ok(Command::Dma(DmaCommand {
+        kind,
+        len,
+        vp: d.vp.get(),
+        src_addr: d.src_addr.get(),
+        dst_addr: d.dst_addr.get(),
+        src_event: EventId::decode(d.src_event.get(), events_per_ctx)?,
+        dst_event,
+        wake: flags.contains(DmaFlags::WAKE),
+    }))
+}
+
+/// SET_EVENT: a present event, a count of at least one.
+fn parse_set_event(block: &CommandBlock, events_per_ctx: u32) -> Result<Command, ErrorCode> {
+    let b: SetEventBody = body(block)?;
+    reserved_zero(&b.reserved)?;
+    let count = set_count(b.count.get(), false)?;
+    let event = required_event(b.event.get(), events_per_ctx)?;
+    Ok(Command::SetEvent { event, count })
+}
+
+/// WRITE_WORD: an 8-byte aligned address.
+fn parse_write_word(block: &CommandBlock) -> Result<Command, ErrorCode> {
+    let b: WriteWordBody = body(block)?;
+    reserved_zero(&b.reserved)?;
+    let addr = b.addr.get();
+    if !addr.is_multiple_of(8) {
+        return Err(ErrorCode::Misaligned);
+    }
+    Ok(Command::WriteWord {
+        addr,
+        value: b.value.get(),
+    })
+}
+
+/// ARM_EVENT: a present event, a count, and the action.
+fn parse_arm_event(block: &CommandBlock, events_per_ctx: u32) -> Result<Command, ErrorCode> {
+    let b: ArmEventBody = body(block)?;
+    if b.reserved0.get() != 0 {
+        return Err(ErrorCode::ReservedNonZero);
+    }
+    reserved_zero(&b.reserved1)?;
+    let count = set_count(b.count.get(), true)?;
+    let event = required_event(b.event.get(), events_per_ctx)?;
+    let action = EventAction::decode(b.action.get(), b.param0.get(), b.param1.get())?;
+    Ok(Command::ArmEvent {
+        event,
+        count,
+        action,
+    })
+}
+
+/// QUEUE_INIT: the queue index, its geometry, its alignment and event.
+fn parse_queue_init(block: &CommandBlock, events_per_ctx: u32) -> Result<Command, ErrorCode> {
+    let b: QueueInitBody = body(block)?;
+    reserved_zero(&b.reserved)?;
+    let (queue, slots, slot_size) = (b.queue.get(), b.slots.get(), b.slot_size.get());
+    if queue >= MAX_QUEUES {
+        return Err(ErrorCode::BadEvent);
+    }
+    if !(1..=65_536).contains(&slots)
+        || !(16..=4096).contains(&slot_size)
+        || !slot_size.is_multiple_of(8)
+    {
+        return Err(ErrorCode::BadLength);
+    }
+    let base = b.base.get();
+    if !base.is_multiple_of(64) {
+        return Err(ErrorCode::Misaligned);
+    }
+    Ok(Command::QueueInit {
+        queue: queue as u8,
+        slots,
+        slot_size,
+        event: EventId::decode(b.event.get(), events_per_ctx)?,
+        base,
+    })
+}
+
+/// BCAST_DMA: the node range, the length, the events.
+fn parse_bcast(block: &CommandBlock, events_per_ctx: u32) -> Result<Command, ErrorCode> {
+    let b: BcastBody = body(block)?;
+    reserved_zero(&b.reserved)?;
+    let (low_node, high_node) = node_range(b.low_node, b.high_node)?;
+    let len = dma_len(b.len)?;
+    Ok(Command::Bcast {
+        len,
+        low_node,
+        high_node,
+        src_addr: b.src_addr.get(),
+        dst_addr: b.dst_addr.get(),
+        src_event: EventId::decode(b.src_event.get(), events_per_ctx)?,
+        dst_event: EventId::decode(b.dst_event.get(), events_per_ctx)?,
+    })
+}
+
+/// HW_BARRIER: the node range and the event.
+fn parse_hw_barrier(block: &CommandBlock, events_per_ctx: u32) -> Result<Command, ErrorCode> {
+    let b: HwBarrierBody = body(block)?;
+    reserved_zero(&b.reserved)?;
+    let (low_node, high_node) = node_range(b.low_node, b.high_node)?;
+    Ok(Command::HwBarrier {
+        low_node,
+        high_node,
+        seq: b.seq.get(),
+        event: EventId::decode(b.event.get(), events_per_ctx)?,
+    })
 }
 
 impl Command {
-    /// Validate a block. `events_per_ctx` bounds event indices. The cookie is
-    /// returned alongside, also on failure, so errors can be attributed.
+    /// Validate a block. `events_per_ctx` bounds event indices. Checks run
+    /// in a fixed order (header, then the opcode's body field by field), so
+    /// a block with several faults always reports the same code.
     pub fn parse(block: &CommandBlock, events_per_ctx: u32) -> Result<Command, ErrorCode> {
-        let op = Opcode::from_u8(block.opcode).ok_or(ErrorCode::UnknownOpcode)?;
-        if !all_zero(&block.reserved) {
-            return Err(ErrorCode::ReservedNonZero);
-        }
-        let flags_allowed = if op == Opcode::RunDma {
-            DMA_FLAG_GET | DMA_FLAG_WAKE | DMA_FLAG_QUEUE
-        } else {
-            0
-        };
-        if block.flags & !flags_allowed != 0 {
-            return Err(ErrorCode::ReservedNonZero);
-        }
+        let (op, flags) = parse_header(block)?;
         match op {
-            Opcode::Nop => {
-                if !all_zero(&block.body) {
-                    return Err(ErrorCode::ReservedNonZero);
-                }
-                Ok(Command::Nop)
-            }
-            Opcode::RunDma => {
-                let d = DmaDescriptor::read_from_bytes(&block.body)
-                    .map_err(|_| ErrorCode::BadLength)?;
-                if !all_zero(&d.reserved) {
-                    return Err(ErrorCode::ReservedNonZero);
-                }
-                let len = d.len.get();
-                if len > MAX_DMA_LEN {
-                    return Err(ErrorCode::BadLength);
-                }
-                let (kind, dst_event) = if block.flags & DMA_FLAG_QUEUE != 0 {
-                    // The destination-event field names the remote queue.
-                    let queue = d.dst_event.get();
-                    if block.flags & DMA_FLAG_GET != 0 || d.dst_addr.get() != 0 {
-                        return Err(ErrorCode::ReservedNonZero);
-                    }
-                    if queue >= MAX_QUEUES {
-                        return Err(ErrorCode::BadEvent);
-                    }
-                    (DmaKind::Queued(queue as u8), None)
-                } else {
-                    let kind = if block.flags & DMA_FLAG_GET != 0 {
-                        DmaKind::Get
-                    } else {
-                        DmaKind::Put
-                    };
-                    (kind, EventId::decode(d.dst_event.get(), events_per_ctx)?)
-                };
-                Ok(Command::Dma(DmaCommand {
-                    kind,
-                    len,
-                    vp: d.vp.get(),
-                    src_addr: d.src_addr.get(),
-                    dst_addr: d.dst_addr.get(),
-                    src_event: EventId::decode(d.src_event.get(), events_per_ctx)?,
-                    dst_event,
-                    wake: block.flags & DMA_FLAG_WAKE != 0,
-                }))
-            }
-            Opcode::SetEvent => {
-                let b =
-                    SetEventBody::read_from_bytes(&block.body).map_err(|_| ErrorCode::BadLength)?;
-                if !all_zero(&b.reserved) {
-                    return Err(ErrorCode::ReservedNonZero);
-                }
-                let count = b.count.get();
-                if count == 0 || count > i32::MAX as u32 {
-                    return Err(ErrorCode::BadLength);
-                }
-                let event =
-                    EventId::decode(b.event.get(), events_per_ctx)?.ok_or(ErrorCode::BadEvent)?;
-                Ok(Command::SetEvent { event, count })
-            }
-            Opcode::WriteWord => {
-                let b = WriteWordBody::read_from_bytes(&block.body)
-                    .map_err(|_| ErrorCode::BadLength)?;
-                if !all_zero(&b.reserved) {
-                    return Err(ErrorCode::ReservedNonZero);
-                }
-                let addr = b.addr.get();
-                if !addr.is_multiple_of(8) {
-                    return Err(ErrorCode::Misaligned);
-                }
-                Ok(Command::WriteWord {
-                    addr,
-                    value: b.value.get(),
-                })
-            }
-            Opcode::ArmEvent => {
-                let b =
-                    ArmEventBody::read_from_bytes(&block.body).map_err(|_| ErrorCode::BadLength)?;
-                if b.reserved0.get() != 0 || !all_zero(&b.reserved1) {
-                    return Err(ErrorCode::ReservedNonZero);
-                }
-                let count = b.count.get();
-                if count > i32::MAX as u32 {
-                    return Err(ErrorCode::BadLength);
-                }
-                let event =
-                    EventId::decode(b.event.get(), events_per_ctx)?.ok_or(ErrorCode::BadEvent)?;
-                let action = EventAction::decode(b.action.get(), b.param0.get(), b.param1.get())?;
-                Ok(Command::ArmEvent {
-                    event,
-                    count,
-                    action,
-                })
-            }
-            Opcode::QueueInit => {
-                let b = QueueInitBody::read_from_bytes(&block.body)
-                    .map_err(|_| ErrorCode::BadLength)?;
-                if !all_zero(&b.reserved) {
-                    return Err(ErrorCode::ReservedNonZero);
-                }
-                let (queue, slots, slot_size) = (b.queue.get(), b.slots.get(), b.slot_size.get());
-                if queue >= MAX_QUEUES {
-                    return Err(ErrorCode::BadEvent);
-                }
-                if !(1..=65_536).contains(&slots)
-                    || !(16..=4096).contains(&slot_size)
-                    || slot_size % 8 != 0
-                {
-                    return Err(ErrorCode::BadLength);
-                }
-                let base = b.base.get();
-                if base % 64 != 0 {
-                    return Err(ErrorCode::Misaligned);
-                }
-                Ok(Command::QueueInit {
-                    queue: queue as u8,
-                    slots,
-                    slot_size,
-                    event: EventId::decode(b.event.get(), events_per_ctx)?,
-                    base,
-                })
-            }
-            Opcode::BcastDma => {
-                let b =
-                    BcastBody::read_from_bytes(&block.body).map_err(|_| ErrorCode::BadLength)?;
-                if !all_zero(&b.reserved) {
-                    return Err(ErrorCode::ReservedNonZero);
-                }
-                let (low_node, high_node) = (b.low_node.get(), b.high_node.get());
-                if low_node > high_node {
-                    return Err(ErrorCode::NotContiguous);
-                }
-                let len = b.len.get();
-                if len > MAX_DMA_LEN {
-                    return Err(ErrorCode::BadLength);
-                }
-                Ok(Command::Bcast {
-                    len,
-                    low_node,
-                    high_node,
-                    src_addr: b.src_addr.get(),
-                    dst_addr: b.dst_addr.get(),
-                    src_event: EventId::decode(b.src_event.get(), events_per_ctx)?,
-                    dst_event: EventId::decode(b.dst_event.get(), events_per_ctx)?,
-                })
-            }
-            Opcode::HwBarrier => {
-                let b = HwBarrierBody::read_from_bytes(&block.body)
-                    .map_err(|_| ErrorCode::BadLength)?;
-                if !all_zero(&b.reserved) {
-                    return Err(ErrorCode::ReservedNonZero);
-                }
-                let (low_node, high_node) = (b.low_node.get(), b.high_node.get());
-                if low_node > high_node {
-                    return Err(ErrorCode::NotContiguous);
-                }
-                Ok(Command::HwBarrier {
-                    low_node,
-                    high_node,
-                    seq: b.seq.get(),
-                    event: EventId::decode(b.event.get(), events_per_ctx)?,
-                })
-            }
+            Opcode::Nop => parse_nop(block),
+            Opcode::RunDma => parse_dma(block, flags, events_per_ctx),
+            Opcode::SetEvent => parse_set_event(block, events_per_ctx),
+            Opcode::WriteWord => parse_write_word(block),
+            Opcode::ArmEvent => parse_arm_event(block, events_per_ctx),
+            Opcode::QueueInit => parse_queue_init(block, events_per_ctx),
+            Opcode::BcastDma => parse_bcast(block, events_per_ctx),
+            Opcode::HwBarrier => parse_hw_barrier(block, events_per_ctx),
         }
     }
 
@@ -559,22 +583,20 @@ impl Command {
             body: [0; 56],
         };
         match *self {
-            Command::Nop => block.opcode = Opcode::Nop as u8,
+            Command::Nop => block.opcode = Opcode::Nop.as_raw(),
             Command::Dma(d) => {
-                block.opcode = Opcode::RunDma as u8;
-                if d.kind == DmaKind::Get {
-                    block.flags |= DMA_FLAG_GET;
-                }
-                if d.wake {
-                    block.flags |= DMA_FLAG_WAKE;
-                }
+                block.opcode = Opcode::RunDma.as_raw();
+                let mut flags = DmaFlags::empty();
+                flags.set(DmaFlags::GET, d.kind == DmaKind::Get);
+                flags.set(DmaFlags::WAKE, d.wake);
                 let dst_event = match d.kind {
                     DmaKind::Queued(queue) => {
-                        block.flags |= DMA_FLAG_QUEUE;
+                        flags |= DmaFlags::QUEUE;
                         u32::from(queue)
                     }
                     DmaKind::Put | DmaKind::Get => EventId::encode(d.dst_event),
                 };
+                block.flags = flags.bits();
                 let desc = DmaDescriptor {
                     len: U32::new(d.len),
                     vp: U32::new(d.vp),
@@ -587,7 +609,7 @@ impl Command {
                 block.body = zerocopy::transmute!(desc);
             }
             Command::SetEvent { event, count } => {
-                block.opcode = Opcode::SetEvent as u8;
+                block.opcode = Opcode::SetEvent.as_raw();
                 let b = SetEventBody {
                     event: U32::new(event.0),
                     count: U32::new(count),
@@ -604,7 +626,7 @@ impl Command {
                 src_event,
                 dst_event,
             } => {
-                block.opcode = Opcode::BcastDma as u8;
+                block.opcode = Opcode::BcastDma.as_raw();
                 let b = BcastBody {
                     len: U32::new(len),
                     low_node: U16::new(low_node),
@@ -623,7 +645,7 @@ impl Command {
                 seq,
                 event,
             } => {
-                block.opcode = Opcode::HwBarrier as u8;
+                block.opcode = Opcode::HwBarrier.as_raw();
                 let b = HwBarrierBody {
                     low_node: U16::new(low_node),
                     high_node: U16::new(high_node),
@@ -640,7 +662,7 @@ impl Command {
                 event,
                 base,
             } => {
-                block.opcode = Opcode::QueueInit as u8;
+                block.opcode = Opcode::QueueInit.as_raw();
                 let b = QueueInitBody {
                     queue: U32::new(u32::from(queue)),
                     slots: U32::new(slots),
@@ -652,7 +674,7 @@ impl Command {
                 block.body = zerocopy::transmute!(b);
             }
             Command::WriteWord { addr, value } => {
-                block.opcode = Opcode::WriteWord as u8;
+                block.opcode = Opcode::WriteWord.as_raw();
                 let b = WriteWordBody {
                     addr: U64::new(addr),
                     value: U64::new(value),
@@ -665,7 +687,7 @@ impl Command {
                 count,
                 action,
             } => {
-                block.opcode = Opcode::ArmEvent as u8;
+                block.opcode = Opcode::ArmEvent.as_raw();
                 let (word, param0, param1) = action.encode();
                 let b = ArmEventBody {
                     event: U32::new(event.0),
@@ -796,6 +818,33 @@ mod tests {
         }
         .emit(0);
         assert_eq!(Command::parse(&zero_set, 16), Err(ErrorCode::BadLength));
+    }
+
+    /// Only RUN_DMA takes flags, and only its three; anything else is
+    /// `ReservedNonZero` before the body is looked at.
+    #[test]
+    fn every_flag_byte_of_every_opcode_is_judged_by_the_header() {
+        for c in samples() {
+            let base = c.emit(0);
+            for flags in 0..=u8::MAX {
+                let mut b = base;
+                b.flags = flags;
+                let allowed = if c.opcode() == Opcode::RunDma {
+                    flags & !0x07 == 0
+                } else {
+                    flags == 0
+                };
+                if allowed {
+                    assert_eq!(
+                        parse_header(&b),
+                        Ok((c.opcode(), DmaFlags::from_bits_retain(flags)))
+                    );
+                } else {
+                    assert_eq!(parse_header(&b), Err(ErrorCode::ReservedNonZero));
+                    assert_eq!(Command::parse(&b, 16), Err(ErrorCode::ReservedNonZero));
+                }
+            }
+        }
     }
 
     proptest! {

@@ -2,7 +2,10 @@
 //! ring in host memory.
 //!
 //! Codes are `#[repr(u16)]` with fixed discriminants that never change
-//! meaning (Tock's `ErrorCode`, Hubris' IPC errors). `0` is success. Which
+//! meaning (Tock's `ErrorCode`, Hubris' IPC errors). [`ErrorCode`] holds
+//! errors only: where the wire carries an outcome that may be success, `0`
+//! encodes success and the Rust side is `Result<(), ErrorCode>` (or
+//! `Option<ErrorCode>`, "the error, if any"); see [`status_to_raw`]. Which
 //! codes each completion can carry is listed in `docs/abi.md`.
 
 use zerocopy::little_endian::{U16, U32, U64};
@@ -10,95 +13,62 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::{ContextIndex, NodeId};
 
-/// Why a command, packet or mailbox call failed. Fits in 16 bits; carried in
-/// completion words, acks and error records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u16)]
-pub enum ErrorCode {
-    /// Success.
-    Ok = 0,
-    /// Command opcode is not defined by this ABI version.
-    UnknownOpcode = 1,
-    /// A reserved field or flag bit was non-zero.
-    ReservedNonZero = 2,
-    /// A length is zero where forbidden, too large, or inconsistent.
-    BadLength = 3,
-    /// An event index is outside the context's event table.
-    BadEvent = 4,
-    /// A virtual process (rank) is outside the context's capability.
-    BadVp = 5,
-    /// The addressed context is not attached on the receiving NIC.
-    NoContext = 6,
-    /// Address range not inside a region of the context with the needed
-    /// permission (receiver-side protection, or a local source/target).
-    Protection = 7,
-    /// Address arithmetic overflowed (`addr + len` wraps).
-    AddressOverflow = 8,
-    /// The command queue does not grant the permission this command needs.
-    QueuePermission = 9,
-    /// The chain queue was full when an event's COPY action fired.
-    ChainOverflow = 10,
-    /// The peer never acknowledged within the retry limit; the flow to that
-    /// node is broken until reset.
-    PeerUnreachable = 11,
-    /// The packet's job key does not match the receiving context.
-    JobKeyMismatch = 12,
-    /// A packet failed validation (checksum, type, lengths).
-    BadPacket = 13,
-    /// Host memory access failed (bus error on the NIC's host DMA).
-    HostBus = 14,
-    /// An admin mailbox call named an invalid slot, context or value.
-    BadConfig = 15,
-    /// The command queue's tail moved more than its size past the head.
-    QueueOverrun = 16,
-    /// An event's count would overflow.
-    EventOverflow = 17,
-    /// The operation is refused because the resource is in use or busy.
-    Busy = 18,
-    /// The addressed nodes are not one contiguous range on this rail.
-    NotContiguous = 19,
-    /// An address is not aligned as the command requires.
-    Misaligned = 20,
+wire_enum! {
+    /// Why a command, packet or mailbox call failed. Fits in 16 bits; carried
+    /// in completion words, acks and error records. Every code is non-zero:
+    /// `0` on the wire means success and is no `ErrorCode` (see
+    /// [`status_to_raw`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ErrorCode: u16 {
+        /// Command opcode is not defined by this ABI version.
+        UnknownOpcode = 1,
+        /// A reserved field or flag bit was non-zero.
+        ReservedNonZero = 2,
+        /// A length is zero where forbidden, too large, or inconsistent.
+        BadLength = 3,
+        /// An event index is outside the context's event table.
+        BadEvent = 4,
+        /// A virtual process (rank) is outside the context's capability.
+        BadVp = 5,
+        /// The addressed context is not attached on the receiving NIC.
+        NoContext = 6,
+        /// Address range not inside a region of the context with the needed
+        /// permission (receiver-side protection, or a local source/target).
+        Protection = 7,
+        /// Address arithmetic overflowed (`addr + len` wraps).
+        AddressOverflow = 8,
+        /// The command queue does not grant the permission this command needs.
+        QueuePermission = 9,
+        /// The chain queue was full when an event's COPY action fired.
+        ChainOverflow = 10,
+        /// The peer never acknowledged within the retry limit; the flow to that
+        /// node is broken until reset.
+        PeerUnreachable = 11,
+        /// The packet's job key does not match the receiving context.
+        JobKeyMismatch = 12,
+        /// A packet failed validation (checksum, type, lengths).
+        BadPacket = 13,
+        /// Host memory access failed (bus error on the NIC's host DMA).
+        HostBus = 14,
+        /// An admin mailbox call named an invalid slot, context or value.
+        BadConfig = 15,
+        /// The command queue's tail moved more than its size past the head.
+        QueueOverrun = 16,
+        /// An event's count would overflow.
+        EventOverflow = 17,
+        /// The operation is refused because the resource is in use or busy.
+        Busy = 18,
+        /// The addressed nodes are not one contiguous range on this rail.
+        NotContiguous = 19,
+        /// An address is not aligned as the command requires.
+        Misaligned = 20,
+    }
 }
 
 impl ErrorCode {
-    /// Decode a wire or register value; unknown codes map to `None`.
-    pub const fn from_u16(v: u16) -> Option<Self> {
-        Some(match v {
-            0 => Self::Ok,
-            1 => Self::UnknownOpcode,
-            2 => Self::ReservedNonZero,
-            3 => Self::BadLength,
-            4 => Self::BadEvent,
-            5 => Self::BadVp,
-            6 => Self::NoContext,
-            7 => Self::Protection,
-            8 => Self::AddressOverflow,
-            9 => Self::QueuePermission,
-            10 => Self::ChainOverflow,
-            11 => Self::PeerUnreachable,
-            12 => Self::JobKeyMismatch,
-            13 => Self::BadPacket,
-            14 => Self::HostBus,
-            15 => Self::BadConfig,
-            16 => Self::QueueOverrun,
-            17 => Self::EventOverflow,
-            18 => Self::Busy,
-            19 => Self::NotContiguous,
-            20 => Self::Misaligned,
-            _ => return None,
-        })
-    }
-
-    /// True for [`ErrorCode::Ok`].
-    pub const fn is_ok(self) -> bool {
-        matches!(self, Self::Ok)
-    }
-
     /// A short, stable, human-readable name.
     pub const fn name(self) -> &'static str {
         match self {
-            Self::Ok => "ok",
             Self::UnknownOpcode => "unknown opcode",
             Self::ReservedNonZero => "reserved field non-zero",
             Self::BadLength => "bad length",
@@ -123,41 +93,49 @@ impl ErrorCode {
     }
 }
 
+/// The wire encoding of an outcome (completion-word status, `MBOX_STATUS`
+/// code, an ack's error code): `0` for success, the error's code otherwise.
+pub const fn status_to_raw(status: Result<(), ErrorCode>) -> u16 {
+    match status {
+        Ok(()) => 0,
+        Err(code) => code.as_raw(),
+    }
+}
+
+/// Decode an outcome encoded by [`status_to_raw`]; `None` for a non-zero
+/// value that is no [`ErrorCode`].
+pub const fn status_from_raw(raw: u16) -> Option<Result<(), ErrorCode>> {
+    if raw == 0 {
+        return Some(Ok(()));
+    }
+    match ErrorCode::from_raw(raw) {
+        Some(code) => Some(Err(code)),
+        None => None,
+    }
+}
+
 impl core::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())
     }
 }
 
-/// Where an error record comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ErrorKind {
-    /// A command from this context's queue failed locally.
-    Command = 0,
-    /// A command injected by an event COPY action (a chain) failed.
-    Chained = 1,
-    /// An inbound packet addressed to this context was rejected; nothing of
-    /// it was written.
-    Inbound = 2,
-    /// A DMA this context issued completed with an error reported by the
-    /// peer or the network.
-    Remote = 3,
-    /// An event action (write or copy) could not be carried out.
-    EventAction = 4,
-}
-
-impl ErrorKind {
-    /// Decode; unknown values map to `None`.
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            0 => Self::Command,
-            1 => Self::Chained,
-            2 => Self::Inbound,
-            3 => Self::Remote,
-            4 => Self::EventAction,
-            _ => return None,
-        })
+wire_enum! {
+    /// Where an error record comes from.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum ErrorKind: u8 {
+        /// A command from this context's queue failed locally.
+        Command = 0,
+        /// A command injected by an event COPY action (a chain) failed.
+        Chained = 1,
+        /// An inbound packet addressed to this context was rejected; nothing of
+        /// it was written.
+        Inbound = 2,
+        /// A DMA this context issued completed with an error reported by the
+        /// peer or the network.
+        Remote = 3,
+        /// An event action (write or copy) could not be carried out.
+        EventAction = 4,
     }
 }
 
@@ -166,7 +144,7 @@ impl ErrorKind {
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, PartialEq, Eq)]
 #[repr(C)]
 pub struct ErrorRecord {
-    /// [`ErrorCode`] value.
+    /// [`ErrorCode`] value (never 0: a record always reports an error).
     pub code: U16,
     /// [`ErrorKind`] value.
     pub kind: u8,
@@ -219,8 +197,8 @@ impl ErrorInfo {
     /// Encode into the record layout.
     pub fn emit(&self) -> ErrorRecord {
         ErrorRecord {
-            code: U16::new(self.code as u16),
-            kind: self.kind as u8,
+            code: U16::new(self.code.as_raw()),
+            kind: self.kind.as_raw(),
             peer_ctx: self.peer_ctx,
             cookie: U32::new(self.cookie),
             addr: U64::new(self.addr),
@@ -232,14 +210,15 @@ impl ErrorInfo {
         }
     }
 
-    /// Decode a record read from host memory.
+    /// Decode a record read from host memory; `None` for a non-zero
+    /// reserved byte, or a code (including 0) or kind that names nothing.
     pub fn parse(rec: &ErrorRecord) -> Option<Self> {
         if rec.reserved != 0 {
             return None;
         }
         Some(Self {
-            code: ErrorCode::from_u16(rec.code.get())?,
-            kind: ErrorKind::from_u8(rec.kind)?,
+            code: ErrorCode::from_raw(rec.code.get())?,
+            kind: ErrorKind::from_raw(rec.kind)?,
             cookie: rec.cookie.get(),
             addr: rec.addr.get(),
             len: rec.len.get(),
@@ -256,13 +235,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_code_round_trips_and_unknown_is_rejected() {
-        for v in 0..=u16::MAX {
-            match ErrorCode::from_u16(v) {
-                Some(c) => assert_eq!(c as u16, v),
-                None => assert!(v > 20),
+    fn every_status_round_trips_and_unknown_is_rejected() {
+        for raw in 0..=u16::MAX {
+            match status_from_raw(raw) {
+                Some(status) => assert_eq!(status_to_raw(status), raw),
+                None => assert!(raw > 20),
             }
         }
+        assert_eq!(status_from_raw(0), Some(Ok(())));
+        assert_eq!(status_from_raw(7), Some(Err(ErrorCode::Protection)));
+    }
+
+    #[test]
+    fn a_record_with_code_zero_is_refused() {
+        let mut rec = ErrorInfo {
+            code: ErrorCode::Busy,
+            kind: ErrorKind::Command,
+            cookie: 0,
+            addr: 0,
+            len: 0,
+            peer_node: 0,
+            peer_ctx: 0,
+            op: 0,
+            seq: 0,
+        }
+        .emit();
+        rec.code = U16::new(0);
+        assert_eq!(ErrorInfo::parse(&rec), None);
     }
 
     #[test]

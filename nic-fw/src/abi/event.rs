@@ -21,7 +21,7 @@
 //! counting (a failed DMA it completes, a rejected packet it was named by) is
 //! kept and delivered with the next firing, then cleared.
 
-use super::error::ErrorCode;
+use super::error::{ErrorCode, status_from_raw, status_to_raw};
 
 /// Event index within a context's event table. `EventId::NONE` (all ones)
 /// means "no event" in descriptors.
@@ -143,7 +143,8 @@ impl EventAction {
 }
 
 /// The 64-bit word a WRITE action stores: bits 47:0 the action's value,
-/// bits 63:48 the [`ErrorCode`] the event fired with (0 = success).
+/// bits 63:48 the outcome the event fired with: 0 for success, else the
+/// [`ErrorCode`] (see [`status_to_raw`]).
 ///
 /// Drivers write a fresh value (a generation number) with every arm and wait
 /// until the word's value equals it; the status then says how it ended.
@@ -151,21 +152,22 @@ impl EventAction {
 pub struct CompletionWord {
     /// The value from the action (48 bits).
     pub value: u64,
-    /// Status code; unknown codes decode as `None`.
-    pub status: Option<ErrorCode>,
+    /// How the event fired: `Ok(())` or the error it carried; `None` for a
+    /// code that names no [`ErrorCode`].
+    pub status: Option<Result<(), ErrorCode>>,
 }
 
 impl CompletionWord {
     /// Pack.
-    pub const fn pack(value: u64, status: ErrorCode) -> u64 {
-        (value & MAX_WRITE_VALUE) | ((status as u64) << 48)
+    pub const fn pack(value: u64, status: Result<(), ErrorCode>) -> u64 {
+        (value & MAX_WRITE_VALUE) | ((status_to_raw(status) as u64) << 48)
     }
 
     /// Unpack a word read from memory.
     pub const fn unpack(word: u64) -> Self {
         Self {
             value: word & MAX_WRITE_VALUE,
-            status: ErrorCode::from_u16((word >> 48) as u16),
+            status: status_from_raw((word >> 48) as u16),
         }
     }
 }
@@ -210,18 +212,19 @@ mod tests {
 
     #[test]
     fn completion_word_packs_status() {
-        let w = CompletionWord::pack(12345, ErrorCode::Protection);
+        let w = CompletionWord::pack(12345, Err(ErrorCode::Protection));
+        assert_eq!(w >> 48, 7);
         assert_eq!(
             CompletionWord::unpack(w),
             CompletionWord {
                 value: 12345,
-                status: Some(ErrorCode::Protection)
+                status: Some(Err(ErrorCode::Protection))
             }
         );
-        assert_eq!(
-            CompletionWord::unpack(CompletionWord::pack(7, ErrorCode::Ok)).status,
-            Some(ErrorCode::Ok)
-        );
+        let ok = CompletionWord::pack(7, Ok(()));
+        assert_eq!(ok, 7, "success is 0 in bits 63:48");
+        assert_eq!(CompletionWord::unpack(ok).status, Some(Ok(())));
+        assert_eq!(CompletionWord::unpack(21 << 48).status, None);
     }
 
     #[test]

@@ -13,9 +13,17 @@
 //! - `emit` (or a constructor on the layout type) is the only way to produce
 //!   bytes; `parse(emit(x)) == x` for every legal `x`.
 //!
+//! Every enum carried as an integer (opcodes, packet types, error codes,
+//! mailbox operations, ...) is declared with `wire_enum!`, which derives its
+//! decoder: see [`WireEnum`].
+//!
 //! All multi-byte fields are little-endian. Reserved fields must be zero on
 //! emission and are rejected if non-zero on parse, so that later ABI minor
 //! versions can give them meaning.
+
+// First: the macro is used by the modules below.
+#[macro_use]
+mod wire_enum;
 
 pub mod command;
 pub mod error;
@@ -31,6 +39,7 @@ pub use packet::{
     BarrierPacket, BcastPacket, DataPacket, GetRequestPacket, Packet, PacketHeader, PacketType,
 };
 pub use ring::{MAX_RING_ENTRIES, Overrun, Ring, RingError, Unread};
+pub use wire_enum::{Unknown, WireEnum};
 
 /// ABI version: major in bits 31:16, minor in bits 15:0. A host driver must
 /// refuse a NIC whose major version differs from the one it was built for.

@@ -43,10 +43,11 @@
 //! | 56..60 | reserved | 0 | 0 | 0 |
 //! | 60..64 | checksum | | | |
 
+use bitflags::bitflags;
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
-use super::error::ErrorCode;
+use super::error::{ErrorCode, status_from_raw, status_to_raw};
 use super::{ContextIndex, MAX_DMA_LEN, MAX_PACKET_SIZE, NodeId};
 
 /// Header size in bytes.
@@ -55,17 +56,25 @@ pub const HEADER_LEN: usize = 64;
 /// Wire format version.
 pub const WIRE_VERSION: u8 = 1;
 
-/// Data flag: last packet of its DMA; the target event is set after it.
-pub const FLAG_LAST: u8 = 1 << 0;
-/// Data flag: this is a get response; the target range needs `LOCAL_WRITE`
-/// (it is the requester's own memory) instead of `REMOTE_WRITE`.
-pub const FLAG_GET_RESPONSE: u8 = 1 << 1;
-/// Data flag (LAST packets only): wake the target context's host once the
-/// DMA's data has landed.
-pub const FLAG_WAKE: u8 = 1 << 2;
-/// Data flag: a queued DMA's only packet; `event` names the target's input
-/// queue and `addr`, `aux0` are 0.
-pub const FLAG_QUEUE: u8 = 1 << 3;
+bitflags! {
+    /// The header's flag byte. Data packets may carry all four (within the
+    /// rules of [`Packet::parse`]), broadcast packets only `LAST`, every
+    /// other type none; a flag bit outside this set is always refused.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct PacketFlags: u8 {
+        /// Last packet of its DMA; the target event is set after it.
+        const LAST = 1 << 0;
+        /// This is a get response; the target range needs `LOCAL_WRITE` (it
+        /// is the requester's own memory) instead of `REMOTE_WRITE`.
+        const GET_RESPONSE = 1 << 1;
+        /// (LAST packets only) wake the target context's host once the DMA's
+        /// data has landed.
+        const WAKE = 1 << 2;
+        /// A queued DMA's only packet; `event` names the target's input
+        /// queue and `addr`, `aux0` are 0.
+        const QUEUE = 1 << 3;
+    }
+}
 
 /// The header layout.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, PartialEq, Eq)]
@@ -75,7 +84,7 @@ pub struct PacketHeader {
     pub version: u8,
     /// [`PacketType`].
     pub ptype: u8,
-    /// Type-specific flags.
+    /// Type-specific [`PacketFlags`].
     pub flags: u8,
     /// Sender's context.
     pub src_ctx: u8,
@@ -114,42 +123,26 @@ pub struct PacketHeader {
 const _: () = assert!(core::mem::size_of::<PacketHeader>() == HEADER_LEN);
 const _: () = assert!(core::mem::align_of::<PacketHeader>() == 1);
 
-/// Packet types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum PacketType {
-    /// Payload for a target range.
-    Data = 1,
-    /// A get: the owner runs the described put back to the requester.
-    GetRequest = 2,
-    /// Cumulative acknowledgement.
-    Ack = 3,
-    /// Acknowledgement up to `seq`, retransmit the rest.
-    Nack = 4,
-    /// Broadcast data, replicated by the switch to a node range.
-    Bcast = 5,
-    /// A broadcast destination's cumulative acknowledgement.
-    BcastAck = 6,
-    /// A member's arrival at a hardware barrier (to the switch).
-    BarrierArrive = 7,
-    /// The switch's release of a hardware barrier (to each member).
-    BarrierRelease = 8,
-}
-
-impl PacketType {
-    /// Decode; `None` for unknown values.
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => Self::Data,
-            2 => Self::GetRequest,
-            3 => Self::Ack,
-            4 => Self::Nack,
-            5 => Self::Bcast,
-            6 => Self::BcastAck,
-            7 => Self::BarrierArrive,
-            8 => Self::BarrierRelease,
-            _ => return None,
-        })
+wire_enum! {
+    /// Packet types.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum PacketType: u8 {
+        /// Payload for a target range.
+        Data = 1,
+        /// A get: the owner runs the described put back to the requester.
+        GetRequest = 2,
+        /// Cumulative acknowledgement.
+        Ack = 3,
+        /// Acknowledgement up to `seq`, retransmit the rest.
+        Nack = 4,
+        /// Broadcast data, replicated by the switch to a node range.
+        Bcast = 5,
+        /// A broadcast destination's cumulative acknowledgement.
+        BcastAck = 6,
+        /// A member's arrival at a hardware barrier (to the switch).
+        BarrierArrive = 7,
+        /// The switch's release of a hardware barrier (to each member).
+        BarrierRelease = 8,
     }
 }
 
@@ -329,8 +322,9 @@ pub enum Packet {
         cum_seq: u32,
         /// Bit `i`: packet `cum_seq - i` was rejected.
         err_bits: u64,
-        /// Reason for the most recent rejection.
-        err_code: ErrorCode,
+        /// Reason for the most recent rejection, if any (0 on the wire for
+        /// none).
+        err_code: Option<ErrorCode>,
     },
     /// Broadcast data.
     Bcast(BcastPacket),
@@ -347,8 +341,8 @@ pub enum Packet {
         id: u32,
         /// Packets received in order.
         received: u32,
-        /// First rejection's reason, or `Ok`.
-        err_code: ErrorCode,
+        /// First rejection's reason, if any (0 on the wire for none).
+        err_code: Option<ErrorCode>,
     },
     /// A member arrived at a hardware barrier.
     BarrierArrive(BarrierPacket),
@@ -366,172 +360,224 @@ pub enum Packet {
         /// As in [`Packet::Ack`].
         err_bits: u64,
         /// As in [`Packet::Ack`].
-        err_code: ErrorCode,
+        err_code: Option<ErrorCode>,
     },
+}
+
+/// The envelope every packet shares: checksum, version, reserved fields.
+fn check_envelope(h: &PacketHeader) -> Result<(), ErrorCode> {
+    let bytes: [u8; HEADER_LEN] = zerocopy::transmute!(*h);
+    if checksum(&bytes) != h.checksum.get()
+        || h.version != WIRE_VERSION
+        || h.reserved0 != [0; 3]
+        || h.reserved1.get() != 0
+    {
+        return Err(ErrorCode::BadPacket);
+    }
+    Ok(())
+}
+
+/// The addressing fields, as they are (each type checks what it needs).
+fn route_of(h: &PacketHeader) -> Route {
+    Route {
+        src_node: h.src_node.get(),
+        src_ctx: h.src_ctx,
+        dst_node: h.dst_node.get(),
+        dst_ctx: h.dst_ctx,
+        job_key: h.job_key.get(),
+    }
+}
+
+/// Refuse unless `ok`: every packet check fails with `BadPacket`.
+fn require(ok: bool) -> Result<(), ErrorCode> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ErrorCode::BadPacket)
+    }
+}
+
+/// The flag byte, refusing bits outside `allowed`.
+fn flags_within(h: &PacketHeader, allowed: PacketFlags) -> Result<PacketFlags, ErrorCode> {
+    match PacketFlags::from_bits(h.flags) {
+        Some(flags) if allowed.contains(flags) => Ok(flags),
+        _ => Err(ErrorCode::BadPacket),
+    }
+}
+
+/// A data packet's flag rules: WAKE only with LAST; QUEUE only with LAST,
+/// without GET_RESPONSE, and with `addr` and `aux0` zero.
+fn data_flags(h: &PacketHeader) -> Result<PacketFlags, ErrorCode> {
+    let flags = flags_within(h, PacketFlags::all())?;
+    require(!flags.contains(PacketFlags::WAKE) || flags.contains(PacketFlags::LAST))?;
+    if flags.contains(PacketFlags::QUEUE) {
+        let last_only =
+            flags & (PacketFlags::LAST | PacketFlags::GET_RESPONSE) == PacketFlags::LAST;
+        require(last_only && h.addr.get() == 0 && h.aux0.get() == 0)?;
+    }
+    Ok(flags)
+}
+
+/// The payload fields of data and broadcast packets: `addr`, `len`, and the
+/// whole DMA's range (`aux0`, `aux2`), which must contain the packet.
+/// Returns `(addr, len, dma_addr, dma_len)`.
+fn payload_range(h: &PacketHeader) -> Result<(u64, u32, u64, u32), ErrorCode> {
+    let (addr, len) = (h.addr.get(), h.len.get());
+    let (dma_addr, dma_len) = (h.aux0.get(), h.aux2.get());
+    require(
+        len <= MAX_PACKET_SIZE
+            && dma_len <= MAX_DMA_LEN
+            && within_dma(addr, u64::from(len), dma_addr, u64::from(dma_len)),
+    )?;
+    Ok((addr, len, dma_addr, dma_len))
+}
+
+/// An error code carried in `aux1` (acks): 0 for none, else a defined code.
+fn err_code_of(h: &PacketHeader) -> Result<Option<ErrorCode>, ErrorCode> {
+    let raw = u16::try_from(h.aux1.get()).map_err(|_| ErrorCode::BadPacket)?;
+    match status_from_raw(raw) {
+        Some(status) => Ok(status.err()),
+        None => Err(ErrorCode::BadPacket),
+    }
+}
+
+/// The `aux1` encoding of an optional error code.
+fn err_code_raw(code: Option<ErrorCode>) -> U32 {
+    let status = match code {
+        Some(code) => Err(code),
+        None => Ok(()),
+    };
+    U32::new(u32::from(status_to_raw(status)))
+}
+
+fn parse_data(h: &PacketHeader, route: Route) -> Result<DataPacket, ErrorCode> {
+    let flags = data_flags(h)?;
+    let (addr, len, dma_addr, dma_len) = payload_range(h)?;
+    require(h.aux1.get() == 0)?;
+    Ok(DataPacket {
+        route,
+        seq: h.seq.get(),
+        addr,
+        len,
+        event: h.event.get(),
+        cookie: h.cookie.get(),
+        last: flags.contains(PacketFlags::LAST),
+        get_response: flags.contains(PacketFlags::GET_RESPONSE),
+        dma_addr,
+        dma_len,
+        wake: flags.contains(PacketFlags::WAKE),
+        queue: flags.contains(PacketFlags::QUEUE),
+    })
+}
+
+fn parse_get_request(h: &PacketHeader, route: Route) -> Result<GetRequestPacket, ErrorCode> {
+    flags_within(h, PacketFlags::empty())?;
+    require(h.len.get() == 0 && h.aux2.get() <= MAX_DMA_LEN)?;
+    Ok(GetRequestPacket {
+        route,
+        seq: h.seq.get(),
+        src_addr: h.aux0.get(),
+        dst_addr: h.addr.get(),
+        len: h.aux2.get(),
+        src_event: h.aux1.get(),
+        dst_event: h.event.get(),
+        cookie: h.cookie.get(),
+    })
+}
+
+fn parse_bcast(h: &PacketHeader, route: Route) -> Result<BcastPacket, ErrorCode> {
+    let flags = flags_within(h, PacketFlags::LAST)?;
+    let aux1 = h.aux1.get();
+    let (high_node, index) = (aux1 as u16, (aux1 >> 16) as u16);
+    require(route.dst_node <= high_node)?;
+    let (addr, len, dma_addr, dma_len) = payload_range(h)?;
+    Ok(BcastPacket {
+        route,
+        high_node,
+        id: h.seq.get(),
+        index,
+        addr,
+        len,
+        event: h.event.get(),
+        cookie: h.cookie.get(),
+        last: flags.contains(PacketFlags::LAST),
+        dma_addr,
+        dma_len,
+    })
+}
+
+fn parse_bcast_ack(h: &PacketHeader, route: Route) -> Result<Packet, ErrorCode> {
+    require(control_fields_clear(h) && h.aux0.get() == 0)?;
+    Ok(Packet::BcastAck {
+        src_node: route.src_node,
+        dst_node: route.dst_node,
+        id: h.seq.get(),
+        received: h.aux2.get(),
+        err_code: err_code_of(h)?,
+    })
+}
+
+fn parse_barrier(h: &PacketHeader, route: Route) -> Result<BarrierPacket, ErrorCode> {
+    flags_within(h, PacketFlags::empty())?;
+    require(
+        h.len.get() == 0
+            && h.addr.get() == 0
+            && h.event.get() == 0
+            && h.cookie.get() == 0
+            && h.aux0.get() == 0
+            && h.aux2.get() == 0,
+    )?;
+    let aux1 = h.aux1.get();
+    let (low_node, high_node) = (aux1 as u16, (aux1 >> 16) as u16);
+    require(low_node <= high_node && low_node <= route.dst_node && route.dst_node <= high_node)?;
+    Ok(BarrierPacket {
+        route,
+        low_node,
+        high_node,
+        seq: h.seq.get(),
+    })
+}
+
+/// Ack and nack: the same fields, `aux2` zero.
+fn parse_ack(h: &PacketHeader, route: Route, nack: bool) -> Result<Packet, ErrorCode> {
+    require(control_fields_clear(h) && h.aux2.get() == 0)?;
+    let (src_node, dst_node, cum_seq) = (route.src_node, route.dst_node, h.seq.get());
+    let err_code = err_code_of(h)?;
+    let err_bits = h.aux0.get();
+    Ok(if nack {
+        Packet::Nack {
+            src_node,
+            dst_node,
+            cum_seq,
+            err_bits,
+            err_code,
+        }
+    } else {
+        Packet::Ack {
+            src_node,
+            dst_node,
+            cum_seq,
+            err_bits,
+            err_code,
+        }
+    })
 }
 
 impl Packet {
     /// Validate a header. Any failure is [`ErrorCode::BadPacket`].
     pub fn parse(h: &PacketHeader) -> Result<Packet, ErrorCode> {
-        let bytes: [u8; HEADER_LEN] = zerocopy::transmute!(*h);
-        if checksum(&bytes) != h.checksum.get()
-            || h.version != WIRE_VERSION
-            || h.reserved0 != [0; 3]
-            || h.reserved1.get() != 0
-        {
-            return Err(ErrorCode::BadPacket);
-        }
-        let ptype = PacketType::from_u8(h.ptype).ok_or(ErrorCode::BadPacket)?;
-        let route = Route {
-            src_node: h.src_node.get(),
-            src_ctx: h.src_ctx,
-            dst_node: h.dst_node.get(),
-            dst_ctx: h.dst_ctx,
-            job_key: h.job_key.get(),
-        };
+        check_envelope(h)?;
+        let ptype = PacketType::from_raw(h.ptype).ok_or(ErrorCode::BadPacket)?;
+        let route = route_of(h);
         match ptype {
-            PacketType::Data => {
-                let (addr, len) = (h.addr.get(), h.len.get() as u64);
-                let (dma_addr, dma_len) = (h.aux0.get(), h.aux2.get() as u64);
-                // The packet must lie within its DMA's range.
-                let inside = within_dma(addr, len, dma_addr, dma_len);
-                if h.flags & !(FLAG_LAST | FLAG_GET_RESPONSE | FLAG_WAKE | FLAG_QUEUE) != 0
-                    || (h.flags & FLAG_WAKE != 0 && h.flags & FLAG_LAST == 0)
-                    || (h.flags & FLAG_QUEUE != 0
-                        && (h.flags & (FLAG_LAST | FLAG_GET_RESPONSE) != FLAG_LAST
-                            || h.addr.get() != 0
-                            || h.aux0.get() != 0))
-                    || h.len.get() > MAX_PACKET_SIZE
-                    || h.aux2.get() > MAX_DMA_LEN
-                    || h.aux1.get() != 0
-                    || !inside
-                {
-                    return Err(ErrorCode::BadPacket);
-                }
-                Ok(Packet::Data(DataPacket {
-                    route,
-                    seq: h.seq.get(),
-                    addr: h.addr.get(),
-                    len: h.len.get(),
-                    event: h.event.get(),
-                    cookie: h.cookie.get(),
-                    last: h.flags & FLAG_LAST != 0,
-                    get_response: h.flags & FLAG_GET_RESPONSE != 0,
-                    dma_addr,
-                    dma_len: h.aux2.get(),
-                    wake: h.flags & FLAG_WAKE != 0,
-                    queue: h.flags & FLAG_QUEUE != 0,
-                }))
-            }
-            PacketType::GetRequest => {
-                if h.flags != 0 || h.len.get() != 0 || h.aux2.get() > MAX_DMA_LEN {
-                    return Err(ErrorCode::BadPacket);
-                }
-                Ok(Packet::GetRequest(GetRequestPacket {
-                    route,
-                    seq: h.seq.get(),
-                    src_addr: h.aux0.get(),
-                    dst_addr: h.addr.get(),
-                    len: h.aux2.get(),
-                    src_event: h.aux1.get(),
-                    dst_event: h.event.get(),
-                    cookie: h.cookie.get(),
-                }))
-            }
-            PacketType::Bcast => {
-                let aux1 = h.aux1.get();
-                let high_node = aux1 as u16;
-                let (addr, len) = (h.addr.get(), h.len.get() as u64);
-                let (dma_addr, dma_len) = (h.aux0.get(), h.aux2.get() as u64);
-                let inside = within_dma(addr, len, dma_addr, dma_len);
-                if h.flags & !FLAG_LAST != 0
-                    || route.dst_node > high_node
-                    || h.len.get() > MAX_PACKET_SIZE
-                    || h.aux2.get() > MAX_DMA_LEN
-                    || !inside
-                {
-                    return Err(ErrorCode::BadPacket);
-                }
-                Ok(Packet::Bcast(BcastPacket {
-                    route,
-                    high_node,
-                    id: h.seq.get(),
-                    index: (aux1 >> 16) as u16,
-                    addr,
-                    len: h.len.get(),
-                    event: h.event.get(),
-                    cookie: h.cookie.get(),
-                    last: h.flags & FLAG_LAST != 0,
-                    dma_addr,
-                    dma_len: h.aux2.get(),
-                }))
-            }
-            PacketType::BcastAck => {
-                if !control_fields_clear(h) || h.aux0.get() != 0 {
-                    return Err(ErrorCode::BadPacket);
-                }
-                let raw_code = u16::try_from(h.aux1.get()).map_err(|_| ErrorCode::BadPacket)?;
-                Ok(Packet::BcastAck {
-                    src_node: route.src_node,
-                    dst_node: route.dst_node,
-                    id: h.seq.get(),
-                    received: h.aux2.get(),
-                    err_code: ErrorCode::from_u16(raw_code).ok_or(ErrorCode::BadPacket)?,
-                })
-            }
-            PacketType::BarrierArrive | PacketType::BarrierRelease => {
-                let aux1 = h.aux1.get();
-                let (low_node, high_node) = (aux1 as u16, (aux1 >> 16) as u16);
-                if h.flags != 0
-                    || h.len.get() != 0
-                    || h.addr.get() != 0
-                    || h.event.get() != 0
-                    || h.cookie.get() != 0
-                    || h.aux0.get() != 0
-                    || h.aux2.get() != 0
-                    || low_node > high_node
-                    || route.dst_node < low_node
-                    || route.dst_node > high_node
-                {
-                    return Err(ErrorCode::BadPacket);
-                }
-                let b = BarrierPacket {
-                    route,
-                    low_node,
-                    high_node,
-                    seq: h.seq.get(),
-                };
-                Ok(if ptype == PacketType::BarrierArrive {
-                    Packet::BarrierArrive(b)
-                } else {
-                    Packet::BarrierRelease(b)
-                })
-            }
-            PacketType::Ack | PacketType::Nack => {
-                if !control_fields_clear(h) || h.aux2.get() != 0 {
-                    return Err(ErrorCode::BadPacket);
-                }
-                let (src_node, dst_node, cum_seq) = (route.src_node, route.dst_node, h.seq.get());
-                let raw_code = u16::try_from(h.aux1.get()).map_err(|_| ErrorCode::BadPacket)?;
-                let err_code = ErrorCode::from_u16(raw_code).ok_or(ErrorCode::BadPacket)?;
-                let err_bits = h.aux0.get();
-                if ptype == PacketType::Nack {
-                    return Ok(Packet::Nack {
-                        src_node,
-                        dst_node,
-                        cum_seq,
-                        err_bits,
-                        err_code,
-                    });
-                }
-                Ok(Packet::Ack {
-                    src_node,
-                    dst_node,
-                    cum_seq,
-                    err_bits,
-                    err_code,
-                })
-            }
+            PacketType::Data => parse_data(h, route).map(Packet::Data),
+            PacketType::GetRequest => parse_get_request(h, route).map(Packet::GetRequest),
+            PacketType::Bcast => parse_bcast(h, route).map(Packet::Bcast),
+            PacketType::BcastAck => parse_bcast_ack(h, route),
+            PacketType::BarrierArrive => parse_barrier(h, route).map(Packet::BarrierArrive),
+            PacketType::BarrierRelease => parse_barrier(h, route).map(Packet::BarrierRelease),
+            PacketType::Ack => parse_ack(h, route, false),
+            PacketType::Nack => parse_ack(h, route, true),
         }
     }
 
@@ -554,12 +600,14 @@ impl Packet {
                 wake,
                 queue,
             }) => {
-                h.ptype = PacketType::Data as u8;
+                h.ptype = PacketType::Data.as_raw();
                 set_route(&mut h, &route);
-                h.flags = if last { FLAG_LAST } else { 0 }
-                    | if get_response { FLAG_GET_RESPONSE } else { 0 }
-                    | if wake { FLAG_WAKE } else { 0 }
-                    | if queue { FLAG_QUEUE } else { 0 };
+                let mut flags = PacketFlags::empty();
+                flags.set(PacketFlags::LAST, last);
+                flags.set(PacketFlags::GET_RESPONSE, get_response);
+                flags.set(PacketFlags::WAKE, wake);
+                flags.set(PacketFlags::QUEUE, queue);
+                h.flags = flags.bits();
                 h.seq = U32::new(seq);
                 h.addr = U64::new(addr);
                 h.len = U32::new(len);
@@ -578,7 +626,7 @@ impl Packet {
                 dst_event,
                 cookie,
             }) => {
-                h.ptype = PacketType::GetRequest as u8;
+                h.ptype = PacketType::GetRequest.as_raw();
                 set_route(&mut h, &route);
                 h.seq = U32::new(seq);
                 h.addr = U64::new(dst_addr);
@@ -595,12 +643,12 @@ impl Packet {
                 err_bits,
                 err_code,
             } => {
-                h.ptype = PacketType::Ack as u8;
+                h.ptype = PacketType::Ack.as_raw();
                 h.src_node = U16::new(src_node);
                 h.dst_node = U16::new(dst_node);
                 h.seq = U32::new(cum_seq);
                 h.aux0 = U64::new(err_bits);
-                h.aux1 = U32::new(err_code as u32);
+                h.aux1 = err_code_raw(err_code);
             }
             Packet::Bcast(_)
             | Packet::BcastAck { .. }
@@ -613,12 +661,12 @@ impl Packet {
                 err_bits,
                 err_code,
             } => {
-                h.ptype = PacketType::Nack as u8;
+                h.ptype = PacketType::Nack.as_raw();
                 h.src_node = U16::new(src_node);
                 h.dst_node = U16::new(dst_node);
                 h.seq = U32::new(cum_seq);
                 h.aux0 = U64::new(err_bits);
-                h.aux1 = U32::new(err_code as u32);
+                h.aux1 = err_code_raw(err_code);
             }
         }
         let bytes: [u8; HEADER_LEN] = zerocopy::transmute!(h);
@@ -629,9 +677,11 @@ impl Packet {
     fn emit_extended(&self, h: &mut PacketHeader) {
         match *self {
             Packet::Bcast(b) => {
-                h.ptype = PacketType::Bcast as u8;
+                h.ptype = PacketType::Bcast.as_raw();
                 set_route(h, &b.route);
-                h.flags = if b.last { FLAG_LAST } else { 0 };
+                let mut flags = PacketFlags::empty();
+                flags.set(PacketFlags::LAST, b.last);
+                h.flags = flags.bits();
                 h.seq = U32::new(b.id);
                 h.addr = U64::new(b.addr);
                 h.len = U32::new(b.len);
@@ -648,18 +698,18 @@ impl Packet {
                 received,
                 err_code,
             } => {
-                h.ptype = PacketType::BcastAck as u8;
+                h.ptype = PacketType::BcastAck.as_raw();
                 h.src_node = U16::new(src_node);
                 h.dst_node = U16::new(dst_node);
                 h.seq = U32::new(id);
                 h.aux2 = U32::new(received);
-                h.aux1 = U32::new(err_code as u32);
+                h.aux1 = err_code_raw(err_code);
             }
             Packet::BarrierArrive(b) | Packet::BarrierRelease(b) => {
                 h.ptype = if matches!(self, Packet::BarrierArrive(_)) {
-                    PacketType::BarrierArrive as u8
+                    PacketType::BarrierArrive.as_raw()
                 } else {
-                    PacketType::BarrierRelease as u8
+                    PacketType::BarrierRelease.as_raw()
                 };
                 set_route(h, &b.route);
                 h.seq = U32::new(b.seq);
@@ -750,14 +800,14 @@ mod tests {
                 dst_node: 1,
                 cum_seq: 17,
                 err_bits: 0b101,
-                err_code: ErrorCode::Protection,
+                err_code: Some(ErrorCode::Protection),
             },
             Packet::Nack {
                 src_node: 3,
                 dst_node: 1,
                 cum_seq: 16,
                 err_bits: 1,
-                err_code: ErrorCode::Busy,
+                err_code: Some(ErrorCode::Busy),
             },
             Packet::Bcast(BcastPacket {
                 route: route(),
@@ -777,7 +827,7 @@ mod tests {
                 dst_node: 1,
                 id: 77,
                 received: 5,
-                err_code: ErrorCode::Protection,
+                err_code: Some(ErrorCode::Protection),
             },
             Packet::BarrierArrive(BarrierPacket {
                 route: route(),
@@ -817,6 +867,54 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The flag rules of `docs/abi.md` §8, written on the raw byte: parse
+    /// accepts a flag byte exactly when they allow it.
+    #[test]
+    fn every_flag_byte_is_judged_by_the_abi_rules() {
+        let queued = Packet::Data(DataPacket {
+            route: route(),
+            seq: 1,
+            addr: 0,
+            len: 64,
+            event: 2,
+            cookie: 0,
+            last: true,
+            get_response: false,
+            dma_addr: 0,
+            dma_len: 64,
+            wake: false,
+            queue: true,
+        });
+        let mut accepted = 0;
+        for p in samples().into_iter().chain([queued]) {
+            let base = p.emit();
+            for flags in 0..=u8::MAX {
+                let mut h = base;
+                h.flags = flags;
+                h.checksum = U32::new(checksum(&h.to_bytes()));
+                let zero_addrs = h.addr.get() == 0 && h.aux0.get() == 0;
+                let allowed = match PacketType::from_raw(h.ptype) {
+                    Some(PacketType::Data) => {
+                        flags & 0xf0 == 0
+                            && (flags & 0x4 == 0 || flags & 0x1 != 0)
+                            && (flags & 0x8 == 0 || (flags & 0x3 == 0x1 && zero_addrs))
+                    }
+                    Some(PacketType::Bcast) => flags & !0x1 == 0,
+                    _ => flags == 0,
+                };
+                let parsed = Packet::parse(&h);
+                assert_eq!(parsed.is_ok(), allowed, "{flags:#04x} on {p:?}");
+                if let Ok(q) = parsed {
+                    assert_eq!(q.emit(), h);
+                    accepted += 1;
+                }
+            }
+        }
+        // Data: 6 legal bytes at a non-zero address, 8 at zero; broadcast:
+        // 2; every other sample: 1.
+        assert_eq!(accepted, 6 + 8 + 2 + 6);
     }
 
     proptest! {

@@ -15,88 +15,206 @@
 //!
 //! Writing `CQ_TAIL` or `MBOX_CMD` rings a doorbell: the NIC notices the write
 //! (an FPGA raises a doorbell bit; the emulator sets a pending mask).
+//!
+//! Each register is a typed descriptor, [`Reg<T, A>`] (a context-page
+//! register: [`CtxReg<T, A>`]), carrying its offset, its value type and the
+//! host's access ([`ReadOnly`], [`WriteOnly`], [`ReadWrite`]), so that a
+//! host write to a read-only register does not compile.
+
+use core::marker::PhantomData;
 
 use bitflags::bitflags;
 
-use super::error::ErrorCode;
+use super::error::{ErrorCode, status_from_raw, status_to_raw};
 use super::ring::Ring;
 use super::{ContextIndex, MAX_CONTEXTS, NodeId};
 
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What the *host* may do with a register, as a type: [`ReadOnly`],
+/// [`WriteOnly`] or [`ReadWrite`]. The NIC owns the register file and reads
+/// and writes every register (it publishes read-only ones, and resets the
+/// doorbells when a context is attached), so the firmware side accepts any
+/// access; the host side accepts only [`HostRead`] registers for reads and
+/// [`HostWrite`] registers for writes.
+pub trait Access: sealed::Sealed + Copy {
+    /// The access column of `docs/abi.md`: `"RO"`, `"WO"` or `"RW"`.
+    const NAME: &'static str;
+}
+
+/// Registers the host may read.
+pub trait HostRead: Access {}
+
+/// Registers the host may write.
+pub trait HostWrite: Access {}
+
+/// Host access: read only (the NIC publishes the value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadOnly;
+
+/// Host access: write only (a doorbell or command the NIC consumes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteOnly;
+
+/// Host access: read and write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadWrite;
+
+impl sealed::Sealed for ReadOnly {}
+impl sealed::Sealed for WriteOnly {}
+impl sealed::Sealed for ReadWrite {}
+impl Access for ReadOnly {
+    const NAME: &'static str = "RO";
+}
+impl Access for WriteOnly {
+    const NAME: &'static str = "WO";
+}
+impl Access for ReadWrite {
+    const NAME: &'static str = "RW";
+}
+impl HostRead for ReadOnly {}
+impl HostRead for ReadWrite {}
+impl HostWrite for WriteOnly {}
+impl HostWrite for ReadWrite {}
+
+/// A BAR0 register: its byte offset, the type of its value `T` (so its
+/// width: every register of ABI 1.0 is a `u64`) and the host's access `A`.
+/// Only this module defines registers; everything else names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reg<T, A> {
+    offset: u32,
+    _value: PhantomData<(T, A)>,
+}
+
+impl<T, A> Reg<T, A> {
+    const fn at(offset: u32) -> Self {
+        Self {
+            offset,
+            _value: PhantomData,
+        }
+    }
+
+    /// Byte offset in BAR0 (8-byte aligned).
+    pub const fn offset(&self) -> u32 {
+        self.offset
+    }
+}
+
+/// A register of every context page: its offset within the page, value
+/// type and host access. [`ctx_reg`] gives one context's instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtxReg<T, A> {
+    page_offset: u32,
+    _value: PhantomData<(T, A)>,
+}
+
+impl<T, A> CtxReg<T, A> {
+    const fn at(page_offset: u32) -> Self {
+        Self {
+            page_offset,
+            _value: PhantomData,
+        }
+    }
+
+    /// Byte offset within a context page.
+    pub const fn page_offset(&self) -> u32 {
+        self.page_offset
+    }
+
+    /// The context whose instance of this register sits at BAR0 `offset`,
+    /// if any.
+    pub const fn context_of(&self, offset: u32) -> Option<ContextIndex> {
+        match decode_ctx_reg(offset) {
+            Some((ctx, reg)) if reg == self.page_offset => Some(ctx),
+            _ => None,
+        }
+    }
+}
+
 /// `ID`: the ASCII bytes `RAILCOLL`, little-endian.
-pub const ID: u32 = 0x000;
+pub const ID: Reg<u64, ReadOnly> = Reg::at(0x000);
 /// `VERSION`: [`super::ABI_VERSION`] in bits 31:0.
-pub const VERSION: u32 = 0x008;
+pub const VERSION: Reg<u64, ReadOnly> = Reg::at(0x008);
 /// `GEOMETRY`: table sizes, see [`Geometry`].
-pub const GEOMETRY: u32 = 0x010;
+pub const GEOMETRY: Reg<u64, ReadOnly> = Reg::at(0x010);
 /// `LOCATION`: bits 15:0 node id, bits 23:16 rail index. Set by the board.
-pub const LOCATION: u32 = 0x018;
-/// `CONTROL` (RW): [`Control`] flags.
-pub const CONTROL: u32 = 0x020;
-/// `STATUS` (RO): [`Status`] flags.
-pub const STATUS: u32 = 0x028;
-/// `PACKET_SIZE` (RO): current packet payload size in bytes.
-pub const PACKET_SIZE: u32 = 0x030;
-/// `STATS_ERRORS` (RO): errors that could not be reported to any context
+pub const LOCATION: Reg<u64, ReadOnly> = Reg::at(0x018);
+/// `CONTROL`: [`Control`] flags.
+pub const CONTROL: Reg<u64, ReadWrite> = Reg::at(0x020);
+/// `STATUS`: [`Status`] flags.
+pub const STATUS: Reg<u64, ReadOnly> = Reg::at(0x028);
+/// `PACKET_SIZE`: current packet payload size in bytes.
+pub const PACKET_SIZE: Reg<u64, ReadOnly> = Reg::at(0x030);
+/// `STATS_ERRORS`: errors that could not be reported to any context
 /// (e.g. packets for an unattached context), free-running.
-pub const STATS_ERRORS: u32 = 0x038;
-/// `MBOX_ARG0..3` (RW): mailbox arguments, written before `MBOX_CMD`.
-pub const MBOX_ARG0: u32 = 0x040;
+pub const STATS_ERRORS: Reg<u64, ReadOnly> = Reg::at(0x038);
+/// `MBOX_ARG0..3`: mailbox arguments, written before `MBOX_CMD`.
+pub const MBOX_ARG0: Reg<u64, ReadWrite> = Reg::at(0x040);
 /// See [`MBOX_ARG0`].
-pub const MBOX_ARG1: u32 = 0x048;
+pub const MBOX_ARG1: Reg<u64, ReadWrite> = Reg::at(0x048);
 /// See [`MBOX_ARG0`].
-pub const MBOX_ARG2: u32 = 0x050;
+pub const MBOX_ARG2: Reg<u64, ReadWrite> = Reg::at(0x050);
 /// See [`MBOX_ARG0`].
-pub const MBOX_ARG3: u32 = 0x058;
-/// `MBOX_CMD` (WO, doorbell): bits 7:0 [`MailboxOp`], bits 63:32 a sequence
+pub const MBOX_ARG3: Reg<u64, ReadWrite> = Reg::at(0x058);
+/// The four mailbox arguments, in order.
+pub const MBOX_ARGS: [Reg<u64, ReadWrite>; 4] = [MBOX_ARG0, MBOX_ARG1, MBOX_ARG2, MBOX_ARG3];
+/// `MBOX_CMD` (doorbell): bits 7:0 [`MailboxOp`], bits 63:32 a sequence
 /// number chosen by the driver and echoed in `MBOX_STATUS`.
-pub const MBOX_CMD: u32 = 0x060;
-/// `MBOX_STATUS` (RO): bits 15:0 [`ErrorCode`] of the last call, bit 16 set
-/// once it completed, bits 63:32 its sequence number.
-pub const MBOX_STATUS: u32 = 0x068;
-/// `MBOX_RESULT` (RO): call-specific result value.
-pub const MBOX_RESULT: u32 = 0x070;
+pub const MBOX_CMD: Reg<u64, WriteOnly> = Reg::at(0x060);
+/// `MBOX_STATUS`: bits 15:0 the outcome of the last call (0 success, else
+/// its [`ErrorCode`]), bit 16 set once it completed, bits 63:32 its
+/// sequence number. See [`MailboxStatus`].
+pub const MBOX_STATUS: Reg<u64, ReadOnly> = Reg::at(0x068);
+/// `MBOX_RESULT`: call-specific result value.
+pub const MBOX_RESULT: Reg<u64, ReadOnly> = Reg::at(0x070);
 
 /// First context page.
 pub const CTX_PAGE_BASE: u32 = 0x100;
 /// Size of one context page.
 pub const CTX_PAGE_SIZE: u32 = 0x40;
-/// Offset in a context page: `CQ_TAIL` (WO, doorbell), free-running count of
-/// command blocks the host has written.
-pub const CQ_TAIL: u32 = 0x00;
-/// Offset in a context page: `CQ_HEAD` (RO), free-running count of command
-/// blocks the NIC has consumed. Slots below it may be reused by the host.
-pub const CQ_HEAD: u32 = 0x08;
-/// Offset in a context page: `ERR_COUNT` (RO), free-running count of error
-/// records written to the context's error ring.
-pub const ERR_COUNT: u32 = 0x10;
+/// In a context page: `CQ_TAIL` (doorbell), free-running count of command
+/// blocks the host has written.
+pub const CQ_TAIL: CtxReg<u64, WriteOnly> = CtxReg::at(0x00);
+/// In a context page: `CQ_HEAD`, free-running count of command blocks the
+/// NIC has consumed. Slots below it may be reused by the host.
+pub const CQ_HEAD: CtxReg<u64, ReadOnly> = CtxReg::at(0x08);
+/// In a context page: `ERR_COUNT`, free-running count of error records
+/// written to the context's error ring.
+pub const ERR_COUNT: CtxReg<u64, ReadOnly> = CtxReg::at(0x10);
 
 /// Size of the register file in bytes.
 pub const BAR0_SIZE: u32 = CTX_PAGE_BASE + CTX_PAGE_SIZE * MAX_CONTEXTS as u32;
 
 const _: () = assert!(
-    MBOX_RESULT < CTX_PAGE_BASE,
+    MBOX_RESULT.offset() < CTX_PAGE_BASE,
     "globals overlap the context pages"
+);
+const _: () = assert!(
+    ERR_COUNT.page_offset() < CTX_PAGE_SIZE,
+    "a context register outside its page"
 );
 
 /// Value of the `ID` register.
 pub const ID_VALUE: u64 = u64::from_le_bytes(*b"RAILCOLL");
 
-/// Absolute offset of a register in a context page, `None` for a context
-/// index out of range.
-pub const fn ctx_reg(ctx: ContextIndex, reg: u32) -> Option<u32> {
-    if (ctx as usize) < MAX_CONTEXTS && reg < CTX_PAGE_SIZE {
-        // Bounded: ctx < 16 and reg < 0x40, far from u32::MAX.
-        Some(
+/// Context `ctx`'s instance of a context-page register, `None` for a
+/// context index out of range.
+pub const fn ctx_reg<T, A>(ctx: ContextIndex, reg: CtxReg<T, A>) -> Option<Reg<T, A>> {
+    if (ctx as usize) < MAX_CONTEXTS && reg.page_offset < CTX_PAGE_SIZE {
+        // Bounded: ctx < 16 and the page offset < 0x40, far from u32::MAX.
+        Some(Reg::at(
             CTX_PAGE_BASE
                 .wrapping_add((ctx as u32).wrapping_mul(CTX_PAGE_SIZE))
-                .wrapping_add(reg),
-        )
+                .wrapping_add(reg.page_offset),
+        ))
     } else {
         None
     }
 }
 
-/// Which context page (and register within it) an offset falls in.
+/// Which context page (and offset within it) a BAR0 offset falls in.
 pub const fn decode_ctx_reg(offset: u32) -> Option<(ContextIndex, u32)> {
     if offset < CTX_PAGE_BASE || offset >= BAR0_SIZE {
         return None;
@@ -157,70 +275,53 @@ bitflags! {
     }
 }
 
-/// Admin mailbox operations (`MBOX_CMD` bits 7:0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum MailboxOp {
-    /// Attach a context: see [`ContextConfig`].
-    AttachContext = 1,
-    /// Detach a context: `ARG0` = context. Its regions are unmapped.
-    DetachContext = 2,
-    /// Map a region: see [`RegionConfig`].
-    MapRegion = 3,
-    /// Unmap a region: `ARG0` = slot.
-    UnmapRegion = 4,
-    /// Set a parameter: `ARG0` = [`Param`], `ARG1` = value.
-    SetParam = 5,
-    /// Reset the flow to node `ARG0` (after `PeerUnreachable`).
-    ResetFlow = 6,
-}
-
-impl MailboxOp {
-    /// Decode; `None` for unknown values.
-    pub const fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => Self::AttachContext,
-            2 => Self::DetachContext,
-            3 => Self::MapRegion,
-            4 => Self::UnmapRegion,
-            5 => Self::SetParam,
-            6 => Self::ResetFlow,
-            _ => return None,
-        })
+wire_enum! {
+    /// Admin mailbox operations (`MBOX_CMD` bits 7:0).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum MailboxOp: u8 {
+        /// Attach a context: see [`ContextConfig`].
+        AttachContext = 1,
+        /// Detach a context: `ARG0` = context. Its regions are unmapped.
+        DetachContext = 2,
+        /// Map a region: see [`RegionConfig`].
+        MapRegion = 3,
+        /// Unmap a region: `ARG0` = slot.
+        UnmapRegion = 4,
+        /// Set a parameter: `ARG0` = [`Param`], `ARG1` = value.
+        SetParam = 5,
+        /// Reset the flow to node `ARG0` (after `PeerUnreachable`).
+        ResetFlow = 6,
     }
 }
 
-/// Parameters settable through [`MailboxOp::SetParam`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Param {
-    /// Packet payload size in bytes: a power of two in
-    /// `MIN_PACKET_SIZE..=MAX_PACKET_SIZE`. Only while no DMA is in flight.
-    PacketSize = 1,
-    /// Retransmission timeout in nanoseconds (>= 1000).
-    RetryTimeoutNs = 2,
-    /// Retransmissions of one window before the flow is declared broken
-    /// (>= 1).
-    RetryLimit = 3,
+wire_enum! {
+    /// Parameters settable through [`MailboxOp::SetParam`] (`ARG0`, a
+    /// 64-bit argument: values above 255 name no parameter).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Param: u8 {
+        /// Packet payload size in bytes: a power of two in
+        /// `MIN_PACKET_SIZE..=MAX_PACKET_SIZE`. Only while no DMA is in flight.
+        PacketSize = 1,
+        /// Retransmission timeout in nanoseconds (>= 1000).
+        RetryTimeoutNs = 2,
+        /// Retransmissions of one window before the flow is declared broken
+        /// (>= 1).
+        RetryLimit = 3,
+    }
 }
 
 impl Param {
-    /// Decode; `None` for unknown values.
-    pub const fn from_u64(v: u64) -> Option<Self> {
-        Some(match v {
-            1 => Self::PacketSize,
-            2 => Self::RetryTimeoutNs,
-            3 => Self::RetryLimit,
-            _ => return None,
-        })
+    /// Decode a mailbox argument; `None` for a value naming no parameter.
+    pub fn from_arg(arg: u64) -> Option<Self> {
+        u8::try_from(arg).ok().and_then(Self::from_raw)
     }
 }
 
 /// Encoding of `MBOX_STATUS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MailboxStatus {
-    /// Result code of the call.
-    pub code: ErrorCode,
+    /// Outcome of the call (bits 15:0: 0 for success, else the code).
+    pub result: Result<(), ErrorCode>,
     /// The call has completed.
     pub done: bool,
     /// Sequence number of the call.
@@ -230,17 +331,17 @@ pub struct MailboxStatus {
 impl MailboxStatus {
     /// Pack into the register value.
     pub const fn to_reg(self) -> u64 {
-        (self.code as u64) | ((self.done as u64) << 16) | ((self.seq as u64) << 32)
+        (status_to_raw(self.result) as u64) | ((self.done as u64) << 16) | ((self.seq as u64) << 32)
     }
 
     /// Unpack a register value; unknown codes read as [`ErrorCode::BadConfig`].
     pub const fn from_reg(v: u64) -> Self {
-        let code = match ErrorCode::from_u16(v as u16) {
-            Some(c) => c,
-            None => ErrorCode::BadConfig,
+        let result = match status_from_raw(v as u16) {
+            Some(r) => r,
+            None => Err(ErrorCode::BadConfig),
         };
         Self {
-            code,
+            result,
             done: (v >> 16) & 1 == 1,
             seq: (v >> 32) as u32,
         }
@@ -249,7 +350,7 @@ impl MailboxStatus {
 
 /// Pack `MBOX_CMD`.
 pub const fn mailbox_cmd(op: MailboxOp, seq: u32) -> u64 {
-    (op as u64) | ((seq as u64) << 32)
+    (op.as_raw() as u64) | ((seq as u64) << 32)
 }
 
 /// Rank placement of a job's capability (Elan's `ELAN_CAP_TYPE_BLOCK` /
@@ -632,12 +733,118 @@ mod tests {
 
     #[test]
     fn context_pages_do_not_overlap_globals() {
-        assert_eq!(ctx_reg(0, CQ_TAIL), Some(CTX_PAGE_BASE));
+        assert_eq!(ctx_reg(0, CQ_TAIL).map(|r| r.offset()), Some(CTX_PAGE_BASE));
         assert_eq!(
-            decode_ctx_reg(ctx_reg(15, ERR_COUNT).unwrap_or(0)),
-            Some((15, ERR_COUNT))
+            decode_ctx_reg(ctx_reg(15, ERR_COUNT).map_or(0, |r| r.offset())),
+            Some((15, ERR_COUNT.page_offset()))
         );
         assert_eq!(ctx_reg(16, CQ_TAIL), None);
-        assert_eq!(decode_ctx_reg(MBOX_CMD), None);
+        assert_eq!(decode_ctx_reg(MBOX_CMD.offset()), None);
+        assert_eq!(CQ_TAIL.context_of(0x100 + 3 * 0x40), Some(3));
+        assert_eq!(CQ_TAIL.context_of(0x100 + 3 * 0x40 + 8), None);
+        assert_eq!(CQ_HEAD.context_of(0x100 + 3 * 0x40 + 8), Some(3));
+        assert_eq!(CQ_TAIL.context_of(MBOX_CMD.offset()), None);
+        assert_eq!(CQ_TAIL.context_of(BAR0_SIZE), None);
+    }
+
+    fn row<A: Access>(name: &'static str, reg: Reg<u64, A>) -> (&'static str, u32, &'static str) {
+        (name, reg.offset(), A::NAME)
+    }
+
+    fn page_row<A: Access>(
+        name: &'static str,
+        reg: CtxReg<u64, A>,
+    ) -> (&'static str, u32, &'static str) {
+        (name, reg.page_offset(), A::NAME)
+    }
+
+    /// The register table of `docs/abi.md` §2: offsets and host access.
+    #[test]
+    fn register_map_matches_the_spec() {
+        assert_eq!(
+            [
+                row("ID", ID),
+                row("VERSION", VERSION),
+                row("GEOMETRY", GEOMETRY),
+                row("LOCATION", LOCATION),
+                row("CONTROL", CONTROL),
+                row("STATUS", STATUS),
+                row("PACKET_SIZE", PACKET_SIZE),
+                row("STATS_ERRORS", STATS_ERRORS),
+                row("MBOX_ARG0", MBOX_ARG0),
+                row("MBOX_ARG1", MBOX_ARG1),
+                row("MBOX_ARG2", MBOX_ARG2),
+                row("MBOX_ARG3", MBOX_ARG3),
+                row("MBOX_CMD", MBOX_CMD),
+                row("MBOX_STATUS", MBOX_STATUS),
+                row("MBOX_RESULT", MBOX_RESULT),
+            ],
+            [
+                ("ID", 0x000, "RO"),
+                ("VERSION", 0x008, "RO"),
+                ("GEOMETRY", 0x010, "RO"),
+                ("LOCATION", 0x018, "RO"),
+                ("CONTROL", 0x020, "RW"),
+                ("STATUS", 0x028, "RO"),
+                ("PACKET_SIZE", 0x030, "RO"),
+                ("STATS_ERRORS", 0x038, "RO"),
+                ("MBOX_ARG0", 0x040, "RW"),
+                ("MBOX_ARG1", 0x048, "RW"),
+                ("MBOX_ARG2", 0x050, "RW"),
+                ("MBOX_ARG3", 0x058, "RW"),
+                ("MBOX_CMD", 0x060, "WO"),
+                ("MBOX_STATUS", 0x068, "RO"),
+                ("MBOX_RESULT", 0x070, "RO"),
+            ]
+        );
+        assert_eq!(
+            [
+                page_row("CQ_TAIL", CQ_TAIL),
+                page_row("CQ_HEAD", CQ_HEAD),
+                page_row("ERR_COUNT", ERR_COUNT),
+            ],
+            [
+                ("CQ_TAIL", 0x00, "WO"),
+                ("CQ_HEAD", 0x08, "RO"),
+                ("ERR_COUNT", 0x10, "RO"),
+            ]
+        );
+        assert_eq!(BAR0_SIZE, 0x500);
+        assert_eq!(MBOX_ARGS.map(|r| r.offset()), [0x40, 0x48, 0x50, 0x58]);
+    }
+
+    #[test]
+    fn mailbox_status_round_trips_and_reads_unknown_codes_as_bad_config() {
+        for result in [Ok(()), Err(ErrorCode::Busy), Err(ErrorCode::Misaligned)] {
+            let st = MailboxStatus {
+                result,
+                done: true,
+                seq: 0xdead_beef,
+            };
+            assert_eq!(MailboxStatus::from_reg(st.to_reg()), st);
+        }
+        assert_eq!(
+            MailboxStatus {
+                result: Ok(()),
+                done: true,
+                seq: 1
+            }
+            .to_reg(),
+            (1 << 32) | (1 << 16)
+        );
+        assert_eq!(
+            MailboxStatus::from_reg(21).result,
+            Err(ErrorCode::BadConfig)
+        );
+        assert_eq!(MailboxStatus::from_reg(0).result, Ok(()));
+    }
+
+    #[test]
+    fn params_decode_only_small_arguments() {
+        assert_eq!(Param::from_arg(2), Some(Param::RetryTimeoutNs));
+        assert_eq!(Param::from_arg(0), None);
+        assert_eq!(Param::from_arg(4), None);
+        assert_eq!(Param::from_arg(0x101), None);
+        assert_eq!(Param::from_arg(u64::MAX), None);
     }
 }

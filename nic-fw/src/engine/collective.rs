@@ -77,7 +77,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if let Some(d) = self.bcast_dest.get_mut(node as usize) {
                 *d = super::BcastDest {
                     received: 0,
-                    status: ErrorCode::Ok,
+                    status: None,
                 };
             }
         }
@@ -97,7 +97,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             src_event,
             dst_event: EventId::encode(dst_event),
             cookie,
-            status: ErrorCode::Ok,
+            status: None,
             progress_ns: self.hw.now_ns(),
             retries: 0,
         };
@@ -167,7 +167,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     /// A destination's acknowledgement.
-    pub(super) fn on_bcast_ack(&mut self, from: NodeId, id: u32, received: u32, code: ErrorCode) {
+    pub(super) fn on_bcast_ack(
+        &mut self,
+        from: NodeId,
+        id: u32,
+        received: u32,
+        error: Option<ErrorCode>,
+    ) {
         let b = self.bcast;
         if !b.active || id != b.id || from < b.low || from > b.high || from == self.loc.node {
             return;
@@ -178,11 +184,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 self.bcast.progress_ns = self.hw.now_ns();
                 self.bcast.retries = 0;
             }
-            if !code.is_ok() && d.status.is_ok() {
-                d.status = code;
-                if self.bcast.status.is_ok() {
-                    self.bcast.status = code;
-                }
+            if let Some(code) = error
+                && d.status.is_none()
+            {
+                d.status = Some(code);
+                self.bcast.status = self.bcast.status.or(Some(code));
             }
         }
         self.finish_bcast_if_done();
@@ -226,7 +232,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 id: p.id,
                 next: 0,
                 started: true,
-                status: ErrorCode::Ok,
+                status: None,
             };
         } else {
             return; // an older broadcast: already complete everywhere
@@ -244,14 +250,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             perm: RegionPerms::REMOTE_WRITE,
             event,
         };
-        let status = self.write_inbound(&target, payload);
-        if !status.is_ok() {
-            if state.status.is_ok() {
-                state.status = status;
+        let outcome = self.write_inbound(&target, payload);
+        match outcome {
+            Err(code) => {
+                state.status = state.status.or(Some(code));
+                self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
             }
-            self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
-        } else {
-            self.stats.packets_accepted = self.stats.packets_accepted.wrapping_add(1);
+            Ok(()) => {
+                self.stats.packets_accepted = self.stats.packets_accepted.wrapping_add(1);
+            }
         }
         if let Ok(Some(ev)) = event
             && self.context(ctx).is_some()
@@ -259,8 +266,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if p.last {
                 let _ = self.set_event(ctx, ev, 1, state.status);
                 self.hw.wake(ctx);
-            } else if !status.is_ok() {
-                self.taint_event(ctx, ev, status);
+            } else if let Err(code) = outcome {
+                self.taint_event(ctx, ev, code);
             }
         }
         state.next = state.next.wrapping_add(1);
@@ -350,7 +357,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         *slot = None;
         if let Some(ev) = b.event {
-            let _ = self.set_event(ctx, ev, 1, ErrorCode::Ok);
+            let _ = self.set_event(ctx, ev, 1, None);
         }
         self.hw.wake(ctx);
     }
@@ -365,7 +372,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             self.bcast.progress_ns = now;
             if self.bcast.retries > self.params.retry_limit {
                 // Destinations that never answered are unreachable.
-                self.bcast.status = ErrorCode::PeerUnreachable;
+                self.bcast.status = Some(ErrorCode::PeerUnreachable);
                 let total = self.bcast.total;
                 for node in self.bcast.low..=self.bcast.high {
                     if let Some(d) = self.bcast_dest.get_mut(node as usize) {

@@ -4,12 +4,11 @@ use super::hw::{Activity, Hardware};
 use super::{CHAIN_RING, CMD_BUDGET, Dma, DmaRole, Engine};
 use crate::abi::ContextIndex;
 use crate::abi::command::{
-    COMMAND_BLOCK_SIZE, Command, CommandBlock, DMA_FLAG_GET, DmaCommand, DmaDescriptor, DmaKind,
-    Opcode,
+    COMMAND_BLOCK_SIZE, Command, CommandBlock, DmaCommand, DmaDescriptor, DmaFlags, DmaKind, Opcode,
 };
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
-use crate::abi::regs::{self, QueuePerms, RegionPerms};
+use crate::abi::regs::{self, QueuePerms, ReadOnly, Reg, RegionPerms};
 use crate::abi::ring::Ring;
 use zerocopy::FromBytes;
 
@@ -71,7 +70,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return (false, true);
         };
         let ring = cfg.cq_ring();
-        let tail = self.hw.reg_read(tail_reg);
+        let tail = self.hw.load(tail_reg);
         let Some(c) = self.contexts.get(ctx as usize) else {
             return (false, true);
         };
@@ -109,11 +108,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         (progressed, ring.is_empty(head, tail))
     }
 
-    fn set_head(&mut self, ctx: ContextIndex, head: u64, head_reg: u32) {
+    fn set_head(&mut self, ctx: ContextIndex, head: u64, head_reg: Reg<u64, ReadOnly>) {
         if let Some(c) = self.contexts.get_mut(ctx as usize) {
             c.head = head;
         }
-        self.hw.reg_write(head_reg, head);
+        self.hw.store(head_reg, head);
     }
 
     fn report_command(
@@ -163,7 +162,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 // is a valid index, it fires with the error, so a host
                 // waiting on it is not left hanging.
                 if let Some(ev) = Self::malformed_dma_event(block) {
-                    let _ = self.set_event(ctx, ev, 1, code);
+                    let _ = self.set_event(ctx, ev, 1, Some(code));
                 }
                 return Exec::Done;
             }
@@ -177,7 +176,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Command::QueueInit { .. } => QueuePerms::QUEUE,
             Command::Bcast { .. } | Command::HwBarrier { .. } => QueuePerms::COLLECTIVE,
         };
-        let op = cmd.opcode() as u8;
+        let op = cmd.opcode().as_raw();
         if !cfg.perms.contains(needed) {
             self.count_command();
             self.report_command(ctx, origin, ErrorCode::QueuePermission, cookie, op);
@@ -197,7 +196,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     DmaKind::Get => d.dst_event,
                 };
                 if let Some(ev) = local {
-                    let _ = self.set_event(ctx, ev, 1, code);
+                    let _ = self.set_event(ctx, ev, 1, Some(code));
                 }
             }
             return Exec::Done;
@@ -235,7 +234,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 Err(code) => {
                     self.report_command(ctx, origin, code, cookie, op);
                     if let Some(ev) = completion {
-                        let _ = self.set_event(ctx, ev, 1, code);
+                        let _ = self.set_event(ctx, ev, 1, Some(code));
                     }
                 }
             }
@@ -247,7 +246,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Command::Nop | Command::Dma(_) | Command::Bcast { .. } | Command::HwBarrier { .. } => {
                 Ok(())
             }
-            Command::SetEvent { event, count } => self.set_event(ctx, event, count, ErrorCode::Ok),
+            Command::SetEvent { event, count } => self.set_event(ctx, event, count, None),
             Command::ArmEvent {
                 event,
                 count,
@@ -277,11 +276,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// The local completion event named by a RUN_DMA block that failed to
     /// parse, if it is a valid index.
     fn malformed_dma_event(block: &CommandBlock) -> Option<EventId> {
-        if block.opcode != Opcode::RunDma as u8 {
+        if block.opcode != Opcode::RunDma.as_raw() {
             return None;
         }
         let d = DmaDescriptor::read_from_bytes(&block.body).ok()?;
-        let raw = if block.flags & DMA_FLAG_GET != 0 {
+        let raw = if DmaFlags::from_bits_retain(block.flags).contains(DmaFlags::GET) {
             d.dst_event.get()
         } else {
             d.src_event.get()

@@ -10,14 +10,15 @@ use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId};
 use crate::abi::regs::RegionPerms;
 
 impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
-    /// Add `n` sets to an event, carrying `status` (an error is sticky until
-    /// the next firing). Returns `BadEvent` for an index outside the table.
+    /// Add `n` sets to an event, carrying `error`, if any (the first error
+    /// is sticky until the next firing). Returns `BadEvent` for an index
+    /// outside the table.
     pub(super) fn set_event(
         &mut self,
         ctx: ContextIndex,
         ev: EventId,
         n: u32,
-        status: ErrorCode,
+        error: Option<ErrorCode>,
     ) -> Result<(), ErrorCode> {
         let e = self
             .events
@@ -25,9 +26,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .and_then(|t| t.get_mut(ev.0 as usize))
             .ok_or(ErrorCode::BadEvent)?;
         e.count = e.count.saturating_add(n as i64);
-        if !status.is_ok() && e.status.is_ok() {
-            e.status = status;
-        }
+        e.status = e.status.or(error);
         if e.armed && e.count >= 0 {
             self.fire(ctx, ev);
         }
@@ -36,14 +35,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// Record an error on an event without counting a set (a rejected
     /// non-final packet of a DMA the event will complete).
-    pub(super) fn taint_event(&mut self, ctx: ContextIndex, ev: EventId, status: ErrorCode) {
+    pub(super) fn taint_event(&mut self, ctx: ContextIndex, ev: EventId, error: ErrorCode) {
         if let Some(e) = self
             .events
             .get_mut(ctx as usize)
             .and_then(|t| t.get_mut(ev.0 as usize))
-            && e.status.is_ok()
+            && e.status.is_none()
         {
-            e.status = status;
+            e.status = Some(error);
         }
     }
 
@@ -81,7 +80,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return;
         };
         e.armed = false;
-        let status = core::mem::replace(&mut e.status, ErrorCode::Ok);
+        let error = e.status.take();
         let action = e.action;
         self.stats.events_fired = self.stats.events_fired.wrapping_add(1);
         self.hw.note(Activity::EventFired);
@@ -90,7 +89,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             ActionKind::Write { addr, value } => {
                 match self.translate(ctx, addr, 8, RegionPerms::LOCAL_WRITE) {
                     Ok(phys) => {
-                        let word = CompletionWord::pack(value, status);
+                        let outcome = match error {
+                            Some(code) => Err(code),
+                            None => Ok(()),
+                        };
+                        let word = CompletionWord::pack(value, outcome);
                         self.hw
                             .write_word_release(phys, word)
                             .err()
@@ -99,10 +102,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     Err(code) => Some((code, addr)),
                 }
             }
-            ActionKind::Copy { src } if status.is_ok() => {
-                self.inject_chain(ctx, src).err().map(|c| (c, src))
-            }
-            ActionKind::Copy { src } => Some((status, src)),
+            ActionKind::Copy { src } => match error {
+                None => self.inject_chain(ctx, src).err().map(|c| (c, src)),
+                Some(code) => Some((code, src)),
+            },
         };
         if let Some((code, addr)) = failure {
             self.report(

@@ -26,6 +26,7 @@
 
 use crate::abi::ContextIndex;
 use crate::abi::packet::PacketHeader;
+use crate::abi::regs::{Access, Reg};
 
 /// A host-memory access the board could not carry out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +69,9 @@ pub trait Link {
     fn deliver(&mut self, payload: &Self::Payload, phys: u64) -> Result<(), BusError>;
 }
 
-/// The BAR0 register file as the NIC sees it.
+/// The BAR0 register file as the NIC sees it. Boards implement the raw
+/// offset accessors; the engine uses the typed [`RegisterFile::load`] and
+/// [`RegisterFile::store`].
 pub trait RegisterFile {
     /// Read a register.
     fn reg_read(&self, offset: u32) -> u64;
@@ -76,6 +79,23 @@ pub trait RegisterFile {
     fn reg_write(&mut self, offset: u32, value: u64);
     /// Take and clear the pending doorbells.
     fn take_doorbells(&mut self) -> u64;
+
+    /// Read a register. The NIC owns the file: any host access will do.
+    fn load<A: Access>(&self, reg: Reg<u64, A>) -> u64
+    where
+        Self: Sized,
+    {
+        self.reg_read(reg.offset())
+    }
+
+    /// Write a register. The NIC owns the file: it publishes the host's
+    /// read-only registers and resets the doorbells at attach.
+    fn store<A: Access>(&mut self, reg: Reg<u64, A>, value: u64)
+    where
+        Self: Sized,
+    {
+        self.reg_write(reg.offset(), value);
+    }
 }
 
 /// The only clock the firmware reads (virtual time in modeled mode).

@@ -10,33 +10,28 @@ use crate::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
 impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
     /// Execute the mailbox call in the registers and publish its status.
     pub(super) fn run_mailbox(&mut self) {
-        let cmd = self.hw.reg_read(regs::MBOX_CMD);
+        let cmd = self.hw.load(regs::MBOX_CMD);
         let seq = (cmd >> 32) as u32;
-        let args = [
-            self.hw.reg_read(regs::MBOX_ARG0),
-            self.hw.reg_read(regs::MBOX_ARG1),
-            self.hw.reg_read(regs::MBOX_ARG2),
-            self.hw.reg_read(regs::MBOX_ARG3),
-        ];
+        let args = regs::MBOX_ARGS.map(|reg| self.hw.load(reg));
         let result = if (cmd >> 8) & 0xff_ffff != 0 {
             Err(ErrorCode::ReservedNonZero)
         } else {
-            match MailboxOp::from_u8(cmd as u8) {
+            match MailboxOp::from_raw(cmd as u8) {
                 Some(op) => self.mailbox_call(op, args),
                 None => Err(ErrorCode::BadConfig),
             }
         };
-        let code = match result {
+        let result = match result {
             Ok(value) => {
-                self.hw.reg_write(regs::MBOX_RESULT, value);
-                ErrorCode::Ok
+                self.hw.store(regs::MBOX_RESULT, value);
+                Ok(())
             }
-            Err(code) => code,
+            Err(code) => Err(code),
         };
-        self.hw.reg_write(
+        self.hw.store(
             regs::MBOX_STATUS,
             MailboxStatus {
-                code,
+                result,
                 done: true,
                 seq,
             }
@@ -71,9 +66,12 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 if let Some(queues) = self.queues.get_mut(cfg.ctx as usize) {
                     *queues = [None; crate::abi::command::MAX_QUEUES as usize];
                 }
-                for reg in [regs::CQ_TAIL, regs::CQ_HEAD, regs::ERR_COUNT] {
-                    if let Some(off) = regs::ctx_reg(cfg.ctx, reg) {
-                        self.hw.reg_write(off, 0);
+                if let Some(reg) = regs::ctx_reg(cfg.ctx, regs::CQ_TAIL) {
+                    self.hw.store(reg, 0);
+                }
+                for reg in [regs::CQ_HEAD, regs::ERR_COUNT] {
+                    if let Some(reg) = regs::ctx_reg(cfg.ctx, reg) {
+                        self.hw.store(reg, 0);
                     }
                 }
                 // Doorbells rung before the attach are stale.
@@ -145,7 +143,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
             MailboxOp::SetParam => {
                 let value = args[1];
-                match Param::from_u64(args[0]).ok_or(ErrorCode::BadConfig)? {
+                match Param::from_arg(args[0]).ok_or(ErrorCode::BadConfig)? {
                     Param::PacketSize => {
                         let size = u32::try_from(value).map_err(|_| ErrorCode::BadConfig)?;
                         if !size.is_power_of_two()
@@ -157,7 +155,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                             return Err(ErrorCode::Busy);
                         }
                         self.params.packet_size = size;
-                        self.hw.reg_write(regs::PACKET_SIZE, size as u64);
+                        self.hw.store(regs::PACKET_SIZE, size as u64);
                     }
                     Param::RetryTimeoutNs => {
                         if value < 1000 {

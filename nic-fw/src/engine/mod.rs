@@ -155,7 +155,8 @@ struct InputQueue {
 struct Event {
     count: i64,
     armed: bool,
-    status: ErrorCode,
+    /// The first error met, if any.
+    status: Option<ErrorCode>,
     action: EventAction,
 }
 
@@ -163,7 +164,7 @@ impl Event {
     const RESET: Event = Event {
         count: 0,
         armed: false,
-        status: ErrorCode::Ok,
+        status: None,
         action: EventAction::NONE,
     };
 }
@@ -209,7 +210,8 @@ struct Dma {
     /// Request: the requester's destination event (raw), carried to the owner.
     request_dst_event: u32,
     cookie: u32,
-    status: ErrorCode,
+    /// The first error met, if any.
+    status: Option<ErrorCode>,
     /// Wake the target's host after the last packet.
     wake: bool,
     /// Queued DMA: the target queue.
@@ -236,7 +238,7 @@ impl Dma {
         peer_event: u32::MAX,
         request_dst_event: u32::MAX,
         cookie: 0,
-        status: ErrorCode::Ok,
+        status: None,
         wake: false,
         queue: None,
     };
@@ -260,7 +262,8 @@ struct BcastTx {
     src_event: Option<EventId>,
     dst_event: u32,
     cookie: u32,
-    status: ErrorCode,
+    /// The first error met, if any.
+    status: Option<ErrorCode>,
     progress_ns: u64,
     retries: u32,
 }
@@ -281,7 +284,7 @@ impl BcastTx {
         src_event: None,
         dst_event: u32::MAX,
         cookie: 0,
-        status: ErrorCode::Ok,
+        status: None,
         progress_ns: 0,
         retries: 0,
     };
@@ -291,7 +294,8 @@ impl BcastTx {
 #[derive(Clone, Copy, Debug)]
 struct BcastDest {
     received: u32,
-    status: ErrorCode,
+    /// The first error met, if any.
+    status: Option<ErrorCode>,
 }
 
 /// Receiver state of the broadcasts from one source node.
@@ -300,7 +304,8 @@ struct BcastRx {
     id: u32,
     next: u32,
     started: bool,
-    status: ErrorCode,
+    /// The first error met, if any.
+    status: Option<ErrorCode>,
 }
 
 /// A context's barrier waiting for the switch's release.
@@ -369,7 +374,8 @@ impl TxFlow {
 struct RxFlow {
     expected: u32,
     err_bits: u64,
-    last_err: ErrorCode,
+    /// The most recent rejection, if any (the acks' error code).
+    last_err: Option<ErrorCode>,
     ack_owed: bool,
     nack_owed: bool,
     listed: bool,
@@ -379,7 +385,7 @@ impl RxFlow {
     const NEW: RxFlow = RxFlow {
         expected: 0,
         err_bits: 0,
-        last_err: ErrorCode::Ok,
+        last_err: None,
         ack_owed: false,
         nack_owed: false,
         listed: false,
@@ -474,15 +480,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// Bring up a NIC: reset all tables and publish identity registers.
     pub fn new(mut hw: H, loc: Location) -> Self {
-        hw.reg_write(regs::ID, regs::ID_VALUE);
-        hw.reg_write(regs::VERSION, ABI_VERSION as u64);
-        hw.reg_write(regs::GEOMETRY, Self::GEOMETRY.to_reg());
-        hw.reg_write(
+        hw.store(regs::ID, regs::ID_VALUE);
+        hw.store(regs::VERSION, ABI_VERSION as u64);
+        hw.store(regs::GEOMETRY, Self::GEOMETRY.to_reg());
+        hw.store(
             regs::LOCATION,
             (loc.node as u64) | ((loc.rail as u64) << 16),
         );
-        hw.reg_write(regs::PACKET_SIZE, DEFAULT_PACKET_SIZE as u64);
-        hw.reg_write(regs::STATUS, Status::RUNNING.bits());
+        hw.store(regs::PACKET_SIZE, DEFAULT_PACKET_SIZE as u64);
+        hw.store(regs::STATUS, Status::RUNNING.bits());
         Self {
             hw,
             loc,
@@ -506,13 +512,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             bcast_next_id: 0,
             bcast_dest: [BcastDest {
                 received: 0,
-                status: ErrorCode::Ok,
+                status: None,
             }; NODES],
             bcast_rx: [BcastRx {
                 id: 0,
                 next: 0,
                 started: false,
-                status: ErrorCode::Ok,
+                status: None,
             }; NODES],
             barriers: [None; MAX_CONTEXTS],
             chain: [None; CHAIN_DEPTH],
@@ -614,7 +620,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let Some(cfg) = c.cfg else {
             self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
             self.hw
-                .reg_write(regs::STATS_ERRORS, self.stats.unreported_errors);
+                .store(regs::STATS_ERRORS, self.stats.unreported_errors);
             return;
         };
         // The error ring overwrites: the NIC never waits for the host, which
@@ -630,8 +636,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if self.hw.write(phys, record.as_bytes()).is_err() {
             self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
         }
-        if let Some(off) = regs::ctx_reg(ctx, regs::ERR_COUNT) {
-            self.hw.reg_write(off, count);
+        if let Some(reg) = regs::ctx_reg(ctx, regs::ERR_COUNT) {
+            self.hw.store(reg, count);
         }
         self.hw.wake(ctx);
     }

@@ -144,7 +144,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
             Verdict::Rejected(code) => {
                 flow.err_bits = (flow.err_bits << 1) | 1;
-                flow.last_err = code;
+                flow.last_err = Some(code);
                 self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
             }
         }
@@ -185,31 +185,39 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             perm,
             event,
         };
-        let status = self.write_inbound(&target, payload);
+        let outcome = self.write_inbound(&target, payload);
         if let Ok(Some(ev)) = event
             && self.context(ctx).is_some()
         {
             if last {
-                let _ = self.set_event(ctx, ev, 1, status);
-            } else if !status.is_ok() {
-                self.taint_event(ctx, ev, status);
+                let _ = self.set_event(ctx, ev, 1, outcome.err());
+            } else if let Err(code) = outcome {
+                self.taint_event(ctx, ev, code);
             }
         }
-        if status.is_ok() {
-            if wake {
-                self.hw.wake(ctx);
+        match outcome {
+            Ok(()) => {
+                if wake {
+                    self.hw.wake(ctx);
+                }
+                Verdict::Accepted
             }
-            return Verdict::Accepted;
+            Err(code) => {
+                self.report_inbound(route, code, cookie, addr, len, PacketType::Data);
+                Verdict::Rejected(code)
+            }
         }
-        self.report_inbound(route, status, cookie, addr, len, PacketType::Data);
-        Verdict::Rejected(status)
     }
 
     /// Check an inbound write (context, job key, payload length, the whole
     /// DMA range with `perm`, the event index) and, only if every check
     /// passes, deliver the payload. Returns the outcome; nothing is written
     /// on failure. Shared by data and broadcast packets.
-    pub(super) fn write_inbound(&mut self, t: &InboundWrite, payload: &H::Payload) -> ErrorCode {
+    pub(super) fn write_inbound(
+        &mut self,
+        t: &InboundWrite,
+        payload: &H::Payload,
+    ) -> Result<(), ErrorCode> {
         let ctx = t.route.dst_ctx;
         let checked = self.check_inbound(ctx, t.route.job_key).and_then(|()| {
             if self.hw.payload_len(payload) != t.len as usize {
@@ -226,13 +234,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             t.event?;
             Ok(phys)
         });
-        match checked {
-            Ok(phys) => match self.hw.deliver(payload, phys) {
-                Ok(()) => ErrorCode::Ok,
-                Err(_) => ErrorCode::HostBus,
-            },
-            Err(code) => code,
-        }
+        let phys = checked?;
+        self.hw
+            .deliver(payload, phys)
+            .map_err(|_| ErrorCode::HostBus)
     }
 
     /// A queued DMA: claim the next slot of the target queue (in flow
@@ -314,7 +319,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             entry.produced = produced;
         }
         if let Some(ev) = q.event {
-            let _ = self.set_event(ctx, ev, 1, ErrorCode::Ok);
+            let _ = self.set_event(ctx, ev, 1, None);
         }
         self.hw.wake(ctx);
         Ok(true)
@@ -398,7 +403,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if code == ErrorCode::NoContext || code == ErrorCode::JobKeyMismatch {
             self.stats.unreported_errors = self.stats.unreported_errors.wrapping_add(1);
             self.hw
-                .reg_write(crate::abi::regs::STATS_ERRORS, self.stats.unreported_errors);
+                .store(crate::abi::regs::STATS_ERRORS, self.stats.unreported_errors);
             return;
         }
         self.report(
@@ -411,7 +416,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 len,
                 peer_node: route.src_node,
                 peer_ctx: route.src_ctx,
-                op: ptype as u8,
+                op: ptype.as_raw(),
                 seq: 0,
             },
         );

@@ -187,7 +187,7 @@ impl Net {
             };
             assert_eq!(
                 net.mailbox(node, MailboxOp::AttachContext, cfg.to_args()),
-                ErrorCode::Ok
+                Ok(())
             );
             let data = RegionConfig {
                 ctx: 0,
@@ -199,7 +199,7 @@ impl Net {
             };
             assert_eq!(
                 net.mailbox(node, MailboxOp::MapRegion, data.to_args()),
-                ErrorCode::Ok
+                Ok(())
             );
             let words = RegionConfig {
                 ctx: 0,
@@ -211,26 +211,26 @@ impl Net {
             };
             assert_eq!(
                 net.mailbox(node, MailboxOp::MapRegion, words.to_args()),
-                ErrorCode::Ok
+                Ok(())
             );
         }
         net
     }
 
-    fn mailbox(&mut self, node: usize, op: MailboxOp, args: [u64; 4]) -> ErrorCode {
+    fn mailbox(&mut self, node: usize, op: MailboxOp, args: [u64; 4]) -> Result<(), ErrorCode> {
         self.mbox_seq += 1;
         let seq = self.mbox_seq;
         let nic = &mut self.nics[node];
         let hw = nic.hardware_mut();
-        for (i, a) in args.iter().enumerate() {
-            hw.reg_write(regs::MBOX_ARG0 + 8 * i as u32, *a);
+        for (reg, a) in regs::MBOX_ARGS.into_iter().zip(args) {
+            hw.store(reg, a);
         }
-        hw.reg_write(regs::MBOX_CMD, regs::mailbox_cmd(op, seq));
+        hw.store(regs::MBOX_CMD, regs::mailbox_cmd(op, seq));
         hw.doorbells |= DOORBELL_MAILBOX;
         nic.poll();
-        let st = MailboxStatus::from_reg(nic.hardware().reg_read(regs::MBOX_STATUS));
+        let st = MailboxStatus::from_reg(nic.hardware().load(regs::MBOX_STATUS));
         assert!(st.done && st.seq == seq);
-        st.code
+        st.result
     }
 
     fn next_rand(&mut self) -> u32 {
@@ -246,7 +246,7 @@ impl Net {
         let slot = RING + (tail % 64) * 64;
         hw.write(slot, &raw).unwrap();
         self.tails[node] = tail + 1;
-        hw.reg_write(regs::ctx_reg(0, regs::CQ_TAIL).unwrap(), tail + 1);
+        hw.store(regs::ctx_reg(0, regs::CQ_TAIL).unwrap(), tail + 1);
         hw.doorbells |= 1;
     }
 
@@ -342,7 +342,7 @@ impl Net {
     fn errors(&self, node: usize) -> Vec<ErrorInfo> {
         let n = self.nics[node]
             .hardware()
-            .reg_read(regs::ctx_reg(0, regs::ERR_COUNT).unwrap());
+            .load(regs::ctx_reg(0, regs::ERR_COUNT).unwrap());
         (0..n.min(16))
             .map(|i| {
                 let raw = self.mem(node, ERRS + 32 * i, 32);
@@ -407,14 +407,14 @@ fn put_and_check(net: &mut Net, len: u32) {
         net.word(0, 1),
         CompletionWord {
             value: 42,
-            status: Some(ErrorCode::Ok)
+            status: Some(Ok(()))
         }
     );
     assert_eq!(
         net.word(1, 2),
         CompletionWord {
             value: 43,
-            status: Some(ErrorCode::Ok)
+            status: Some(Ok(()))
         }
     );
 }
@@ -478,7 +478,7 @@ fn get_is_a_put_run_by_the_owner() {
         net.word(0, 4),
         CompletionWord {
             value: 9,
-            status: Some(ErrorCode::Ok)
+            status: Some(Ok(()))
         }
     );
 }
@@ -512,8 +512,8 @@ fn put_outside_target_region_writes_nothing_and_both_sides_see_it() {
         vec![0; 2048],
         "no partial write"
     );
-    assert_eq!(net.word(0, 1).status, Some(ErrorCode::Protection));
-    assert_eq!(net.word(1, 2).status, Some(ErrorCode::Protection));
+    assert_eq!(net.word(0, 1).status, Some(Err(ErrorCode::Protection)));
+    assert_eq!(net.word(1, 2).status, Some(Err(ErrorCode::Protection)));
     let target_errors = net.errors(1);
     assert_eq!(target_errors.len(), 2, "one record per rejected packet");
     assert_eq!(target_errors[0].kind, ErrorKind::Inbound);
@@ -547,7 +547,7 @@ fn put_outside_target_region_writes_nothing_and_both_sides_see_it() {
     );
     net.run(10_000);
     assert_eq!(net.mem(1, WORDS, 64), vec![0; 64]);
-    assert_eq!(net.word(0, 1).status, Some(ErrorCode::Protection));
+    assert_eq!(net.word(0, 1).status, Some(Err(ErrorCode::Protection)));
 }
 
 #[test]
@@ -698,7 +698,7 @@ fn a_malformed_dma_still_fires_its_completion_event_with_the_error() {
         net.word(0, 7),
         CompletionWord {
             value: 70,
-            status: Some(ErrorCode::ReservedNonZero)
+            status: Some(Err(ErrorCode::ReservedNonZero))
         }
     );
 }
@@ -762,7 +762,7 @@ fn unreachable_peer_fails_the_dma_once() {
         net.word(0, 1),
         CompletionWord {
             value: 3,
-            status: Some(ErrorCode::PeerUnreachable)
+            status: Some(Err(ErrorCode::PeerUnreachable))
         }
     );
     assert_eq!(net.nics[0].stats().dmas_completed, 1);
@@ -781,36 +781,33 @@ fn mailbox_rejects_bad_configuration() {
     };
     assert_eq!(
         net.mailbox(0, MailboxOp::MapRegion, overlap.to_args()),
-        ErrorCode::BadConfig
+        Err(ErrorCode::BadConfig)
     );
     let no_ctx = RegionConfig { ctx: 3, ..overlap };
     assert_eq!(
         net.mailbox(0, MailboxOp::MapRegion, no_ctx.to_args()),
-        ErrorCode::NoContext
+        Err(ErrorCode::NoContext)
     );
     assert_eq!(
         net.mailbox(0, MailboxOp::SetParam, [1, 1000, 0, 0]),
-        ErrorCode::BadConfig
+        Err(ErrorCode::BadConfig)
     );
-    assert_eq!(
-        net.mailbox(0, MailboxOp::SetParam, [1, 1024, 0, 0]),
-        ErrorCode::Ok
-    );
+    assert_eq!(net.mailbox(0, MailboxOp::SetParam, [1, 1024, 0, 0]), Ok(()));
     assert_eq!(
         net.mailbox(0, MailboxOp::SetParam, [9, 1, 0, 0]),
-        ErrorCode::BadConfig
+        Err(ErrorCode::BadConfig)
     );
     assert_eq!(
         net.mailbox(0, MailboxOp::UnmapRegion, [200, 0, 0, 0]),
-        ErrorCode::BadConfig
+        Err(ErrorCode::BadConfig)
     );
     assert_eq!(
         net.mailbox(0, MailboxOp::DetachContext, [0, 0, 0, 0]),
-        ErrorCode::Ok
+        Ok(())
     );
     assert_eq!(
         net.mailbox(0, MailboxOp::DetachContext, [0, 0, 0, 0]),
-        ErrorCode::NoContext
+        Err(ErrorCode::NoContext)
     );
 }
 
@@ -1004,7 +1001,7 @@ fn broadcast_and_hardware_barrier_survive_a_lossy_rail() {
             net.word(1, 1),
             CompletionWord {
                 value: 10,
-                status: Some(ErrorCode::Ok)
+                status: Some(Ok(()))
             }
         );
         for node in [0, 2, 3, 4] {
@@ -1063,7 +1060,7 @@ fn broadcast_and_hardware_barrier_survive_a_lossy_rail() {
         assert!((0..5).all(|n| net.word(n, 3)
             == CompletionWord {
                 value: 30,
-                status: Some(ErrorCode::Ok)
+                status: Some(Ok(()))
             }));
     }
 }
@@ -1194,7 +1191,7 @@ fn post_at(net: &mut Net, node: usize, tail: u64, block: [u8; 64]) {
     let ring = crate::abi::Ring::from_log2(6).unwrap();
     let hw = net.nics[node].hardware_mut();
     hw.write(RING + ring.byte_offset(tail, 64), &block).unwrap();
-    hw.reg_write(
+    hw.store(
         regs::ctx_reg(0, regs::CQ_TAIL).unwrap(),
         tail.wrapping_add(1),
     );
@@ -1212,10 +1209,10 @@ fn a_malformed_cq_tail_is_an_overrun_and_the_queue_runs_on_across_the_wrap() {
     let head_reg = regs::ctx_reg(0, regs::CQ_HEAD).unwrap();
     let ring_tail = |net: &mut Net, tail: u64| {
         let hw = net.nics[0].hardware_mut();
-        hw.reg_write(tail_reg, tail);
+        hw.store(tail_reg, tail);
         hw.doorbells |= 1;
         net.run(100);
-        net.nics[0].hardware().reg_read(head_reg)
+        net.nics[0].hardware().load(head_reg)
     };
     // 65 blocks into a 64-block ring; then a tail behind the head; then
     // a tail 2^63 ahead; then two below the wrap.
@@ -1235,7 +1232,7 @@ fn a_malformed_cq_tail_is_an_overrun_and_the_queue_runs_on_across_the_wrap() {
         post_at(&mut net, 0, tail, cmd.emit(0).to_bytes());
         net.run(100);
     }
-    assert_eq!(net.nics[0].hardware().reg_read(head_reg), 2);
+    assert_eq!(net.nics[0].hardware().load(head_reg), 2);
     for i in 0..4 {
         assert_eq!(net.word(0, 20 + i).value, 0x100 + i);
     }
@@ -1257,7 +1254,7 @@ fn the_error_ring_wraps_and_every_record_carries_its_number() {
     net.run(1000);
     let count = net.nics[0]
         .hardware()
-        .reg_read(regs::ctx_reg(0, regs::ERR_COUNT).unwrap());
+        .load(regs::ctx_reg(0, regs::ERR_COUNT).unwrap());
     assert_eq!(count, total);
     let ring = crate::abi::Ring::from_log2(4).unwrap();
     let unread = ring.unread(0, count);

@@ -83,7 +83,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 d.packets_sent = d.packets_total;
             }
             for _ in 0..unsent {
-                self.credit(slot, ErrorCode::PeerUnreachable);
+                self.credit(slot, Some(ErrorCode::PeerUnreachable));
             }
             return true;
         }
@@ -204,7 +204,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         peer: NodeId,
         cum: u32,
         bits: u64,
-        code: ErrorCode,
+        code: Option<ErrorCode>,
     ) {
         let now = self.hw.now_ns();
         let Some(flow) = self.tx.get(peer as usize).copied() else {
@@ -220,10 +220,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             };
             let distance = cum.wrapping_sub(seq);
             let failed = distance < 64 && (bits >> distance) & 1 == 1;
-            self.credit(
-                entry.dma as usize,
-                if failed { code } else { ErrorCode::Ok },
-            );
+            self.credit(entry.dma as usize, if failed { code } else { None });
         }
         let Some(flow) = self.tx.get_mut(peer as usize) else {
             return;
@@ -256,9 +253,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
     }
 
-    /// One packet of DMA `slot` is accounted for (acked, failed or
-    /// abandoned). Completes the DMA after its last packet.
-    pub(super) fn credit(&mut self, slot: usize, status: ErrorCode) {
+    /// One packet of DMA `slot` is accounted for (acked, or failed with
+    /// `error`, or abandoned). Completes the DMA after its last packet.
+    pub(super) fn credit(&mut self, slot: usize, error: Option<ErrorCode>) {
         let Some(d) = self.dmas.get_mut(slot) else {
             return;
         };
@@ -266,9 +263,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return;
         }
         d.packets_acked = d.packets_acked.wrapping_add(1);
-        if !status.is_ok() && d.status.is_ok() {
-            d.status = status;
-        }
+        d.status = d.status.or(error);
         if d.packets_acked < d.packets_total {
             return;
         }
@@ -280,13 +275,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             DmaRole::Put | DmaRole::GetResponse => true,
             // A successful request completes at the requester when the data
             // lands (destination event); only a failure is signalled here.
-            DmaRole::GetRequest => !dma.status.is_ok(),
+            DmaRole::GetRequest => dma.status.is_some(),
         };
-        if !dma.status.is_ok() {
+        if let Some(code) = dma.status {
             self.report(
                 dma.ctx,
                 ErrorInfo {
-                    code: dma.status,
+                    code,
                     kind: ErrorKind::Remote,
                     cookie: dma.cookie,
                     addr: dma.dst_addr,
@@ -294,8 +289,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     peer_node: dma.peer_node,
                     peer_ctx: dma.peer_ctx,
                     op: match dma.role {
-                        DmaRole::GetRequest => PacketType::GetRequest as u8,
-                        _ => PacketType::Data as u8,
+                        DmaRole::GetRequest => PacketType::GetRequest.as_raw(),
+                        _ => PacketType::Data.as_raw(),
                     },
                     seq: 0,
                 },
@@ -366,11 +361,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         for i in 0..old.in_flight {
             let seq = old.base_seq.wrapping_add(i);
             if let Some(e) = old.window.get(seq as usize % TX_WINDOW) {
-                self.credit(e.dma as usize, ErrorCode::PeerUnreachable);
+                self.credit(e.dma as usize, Some(ErrorCode::PeerUnreachable));
             }
         }
-        let status = self.hw.reg_read(regs::STATUS) | Status::FLOW_BROKEN.bits();
-        self.hw.reg_write(regs::STATUS, status);
+        let status = self.hw.load(regs::STATUS) | Status::FLOW_BROKEN.bits();
+        self.hw.store(regs::STATUS, status);
     }
 
     /// Forget both directions of the flow with `node` (mailbox ResetFlow).
@@ -388,8 +383,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             *rx = super::RxFlow::NEW;
         }
         if !self.tx.iter().any(|f| f.broken) {
-            let status = self.hw.reg_read(regs::STATUS) & !Status::FLOW_BROKEN.bits();
-            self.hw.reg_write(regs::STATUS, status);
+            let status = self.hw.load(regs::STATUS) & !Status::FLOW_BROKEN.bits();
+            self.hw.store(regs::STATUS, status);
         }
         Ok(())
     }
