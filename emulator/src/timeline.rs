@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use railcoll_host::env::{WaitHook, WaitTimeout, WordWatch};
+use railcoll_host::env::{HostObserver, WaitHook, WaitTimeout, WordWatch};
 
 /// One agent's lane in the viewer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -265,8 +265,20 @@ impl WaitHook for TracingWait {
         )
     }
 
+    fn wake_local(&self, local: usize) {
+        self.inner.wake_local(local);
+    }
+
+    fn observer(&self) -> &dyn HostObserver {
+        self
+    }
+}
+
+/// A traced rank's host activity: copies and schedule steps become spans,
+/// and everything reaches the inner hook's observer.
+impl HostObserver for TracingWait {
     fn before_shared_write(&self) {
-        self.inner.before_shared_write();
+        self.inner.observer().before_shared_write();
     }
 
     fn host_copy(&self, bytes: usize, cross_socket: bool) {
@@ -274,21 +286,18 @@ impl WaitHook for TracingWait {
         let at = self.now();
         self.timeline
             .rank_span(self.rank, "shm", format!("copy {bytes} B"), at, at);
-        self.inner.host_copy(bytes, cross_socket);
+        self.inner.observer().host_copy(bytes, cross_socket);
     }
 
     fn idle_poll(&self) {
-        self.inner.idle_poll();
+        self.inner.observer().idle_poll();
     }
 
     fn at_step(&self, step: u32, what: &'static str) {
         self.timeline.step(self.rank, step, what, self.now());
-        self.inner.at_step(step, what);
+        self.inner.observer().at_step(step, what);
     }
 
-    fn wake_local(&self, local: usize) {
-        self.inner.wake_local(local);
-    }
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ impl PutHandle<'_> {
                 .iter()
                 .all(|c| driver.test_completion(c).is_some())
             {
-                driver.wait_hook().idle_poll();
+                driver.wait_hook().observer().idle_poll();
                 return None;
             }
         }

@@ -5,6 +5,13 @@
 //! hook spins briefly and then parks the thread until a NIC wakes it; in a
 //! deterministic modeled mode it hands control to the scheduler. The host
 //! code is the same in both.
+//!
+//! The seam has two parts: [`WaitHook`], the plain wait (block until ready,
+//! wake a node peer) that every environment provides, and
+//! [`HostObserver`], the named hook through which an environment that keeps
+//! account of host activity (virtual-time costs, trace spans, the step a
+//! watchdog reports) sees it. Threads mode and real hardware observe
+//! nothing ([`NoObserver`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -62,19 +69,37 @@ impl WordWatch {
     }
 }
 
-/// How a rank blocks, and how it wakes the ranks of its node.
-///
-/// The hooks beyond `wait_until` exist for environments that keep virtual
-/// time (the emulator's modeled mode); their defaults are right for real
-/// threads on real hardware.
+/// How a rank blocks, and how it wakes the ranks of its node: all that
+/// real threads on real hardware need. An environment that keeps account
+/// of the rank's host activity (virtual time, a trace, a watchdog) also
+/// gives an [`HostObserver`].
 pub trait WaitHook: Send + Sync {
     /// Return once `ready()` is true. `ready` is cheap and side-effect free
     /// apart from reading memory; it is called repeatedly.
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout>;
-    /// Return once every watched word passes its test.
+    /// Return once every watched word passes its test (an environment can
+    /// test these without running the rank).
     fn wait_words(&self, words: &[WordWatch]) -> Result<(), WaitTimeout> {
         self.wait_until(&mut || words.iter().all(WordWatch::ready))
     }
+    /// Wake the rank with local index `local` on the caller's node if it is
+    /// blocked in `wait_until` (after the caller changed memory it polls).
+    /// The default does nothing: correct for hooks that never block.
+    fn wake_local(&self, local: usize) {
+        let _ = local;
+    }
+    /// This environment's observer of the rank's host activity; by default
+    /// one that observes nothing.
+    fn observer(&self) -> &dyn HostObserver {
+        &NoObserver
+    }
+}
+
+/// The host activity an environment may charge, trace or watch: the cost
+/// hooks of a virtual-time environment (the emulator's modeled mode), the
+/// spans of a trace, the step a watchdog names when a rank is stuck. Real
+/// hardware needs none of them: every method defaults to nothing.
+pub trait HostObserver: Send + Sync {
     /// The rank is about to write memory that other ranks poll directly (a
     /// shared-memory flag, a peer's buffer). A modeled environment first
     /// brings the rank's clock to the present, so that no rank can observe
@@ -94,13 +119,13 @@ pub trait WaitHook: Send + Sync {
     fn at_step(&self, step: u32, what: &'static str) {
         let _ = (step, what);
     }
-    /// Wake the rank with local index `local` on the caller's node if it is
-    /// blocked in `wait_until` (after the caller changed memory it polls).
-    /// The default does nothing: correct for hooks that never block.
-    fn wake_local(&self, local: usize) {
-        let _ = local;
-    }
 }
+
+/// An observer that observes nothing (real hardware, threads mode).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoObserver;
+
+impl HostObserver for NoObserver {}
 
 /// Spin, then yield, then park until woken (or a short timeout, as a guard
 /// against a lost wakeup). A NIC wakes the thread through [`Waker`].

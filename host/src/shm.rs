@@ -40,7 +40,7 @@ pub trait Sync {
     /// Wake local rank `local` (it may be blocked on a flag just set).
     fn wake(&self, local: usize);
     /// About to raise a flag others poll (see
-    /// [`crate::env::WaitHook::before_shared_write`]).
+    /// [`crate::env::HostObserver::before_shared_write`]).
     fn before_write(&self) {}
 }
 

@@ -24,7 +24,7 @@ pub mod profile;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railcoll_host::env::{WaitHook, WaitTimeout, WordWatch};
+use railcoll_host::env::{HostObserver, WaitHook, WaitTimeout, WordWatch};
 use railcoll_mem::regio::RegisterIo;
 
 pub use kernel::{Kernel, ModelStats, Stalled, TraceDigest, TraceRecord};
@@ -75,6 +75,14 @@ impl WaitHook for ModelWait {
         self.kernel.wake_local(self.rank, local);
     }
 
+    fn observer(&self) -> &dyn HostObserver {
+        self
+    }
+}
+
+/// Modeled mode charges a rank's host activity in virtual time and names
+/// its schedule step to the watchdog.
+impl HostObserver for ModelWait {
     fn before_shared_write(&self) {
         let _ = self.kernel.sync(self.rank);
     }

@@ -190,12 +190,12 @@ impl Coll<'_> {
         let sync = self.hook_sync();
         let hook = self.wait_arc();
         let to_segment = |offset: usize, seg: &railcoll_mem::dma_mem::DmaMemory| {
-            hook.host_copy(seg.len(), false);
+            hook.observer().host_copy(seg.len(), false);
             seg.copy_from(0, &mine, offset, seg.len())
                 .map_err(|e| crate::error::out_of_range("the buffer", e))
         };
         let from_segment = |offset: usize, seg: &railcoll_mem::dma_mem::DmaMemory| {
-            hook.host_copy(seg.len(), false);
+            hook.observer().host_copy(seg.len(), false);
             mine.copy_from(offset, seg, 0, seg.len())
                 .map_err(|e| crate::error::out_of_range("the buffer", e))
         };
@@ -248,7 +248,7 @@ impl Coll<'_> {
         let mut own = |offset: usize, chunk: usize| -> Result<(), Error> {
             match &dst {
                 Some(d) => {
-                    hook.host_copy(chunk, false);
+                    hook.observer().host_copy(chunk, false);
                     d.copy_from(root_local * block + offset, &src, offset, chunk)
                         .map_err(range_err)
                 }
@@ -256,7 +256,7 @@ impl Coll<'_> {
             }
         };
         let mut fill = |offset: usize, slot: &railcoll_mem::dma_mem::DmaMemory| {
-            hook.host_copy(slot.len(), false);
+            hook.observer().host_copy(slot.len(), false);
             slot.copy_from(0, &src, offset, slot.len())
                 .map_err(range_err)
         };
@@ -266,7 +266,7 @@ impl Coll<'_> {
          -> Result<(), Error> {
             match &dst {
                 Some(d) => {
-                    hook.host_copy(slot.len(), false);
+                    hook.observer().host_copy(slot.len(), false);
                     d.copy_from(rank * block + offset, slot, 0, slot.len())
                         .map_err(range_err)
                 }

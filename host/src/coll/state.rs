@@ -125,7 +125,7 @@ impl CollState {
         let bufs = CollBuffers::reserve(ep)?;
         {
             let (mem, phys) = ep.arena();
-            ep.wait_arc().before_shared_write();
+            ep.wait_arc().observer().before_shared_write();
             shm.publish_arena(phys, mem.len())?;
         }
         // Every barrier step carries one 8-byte message; a rank can be one
@@ -178,7 +178,7 @@ impl crate::shm::Sync for HookSync {
     }
 
     fn before_write(&self) {
-        self.hook.before_shared_write();
+        self.hook.observer().before_shared_write();
     }
 }
 

@@ -256,7 +256,7 @@ impl Coll<'_> {
             (0..sched.steps.len()).map(|_| None).collect();
         let mut order: VecDeque<usize> = VecDeque::new();
         for (i, step) in sched.steps.iter().enumerate() {
-            hook.at_step(i as u32, step.op.kind());
+            hook.observer().at_step(i as u32, step.op.kind());
             for &a in &step.after {
                 if let Some(h) = handles.get_mut(a as usize).and_then(Option::take) {
                     h.wait()?;
@@ -314,7 +314,7 @@ impl Coll<'_> {
                 }
                 Op::Copy { src, dst } => {
                     let (s, d) = (region(src)?, region(dst)?);
-                    hook.host_copy(s.len().min(d.len()), false);
+                    hook.observer().host_copy(s.len().min(d.len()), false);
                     arena
                         .copy_from(d.offset(), &arena, s.offset(), s.len().min(d.len()))
                         .map_err(mem_err)?;
@@ -328,7 +328,7 @@ impl Coll<'_> {
                     let peer_mem = self.peer_memory(*peer as usize)?;
                     let (l, r) = (region(local)?, region(remote)?);
                     let len = l.len().min(r.len());
-                    hook.host_copy(len, socket_of(*peer as usize)? != my_socket);
+                    hook.observer().host_copy(len, socket_of(*peer as usize)? != my_socket);
                     match dir {
                         PeerDir::Push => peer_mem.copy_from(r.offset(), &arena, l.offset(), len),
                         PeerDir::Pull => arena.copy_from(l.offset(), &peer_mem, r.offset(), len),
@@ -337,7 +337,7 @@ impl Coll<'_> {
                 }
                 Op::Signal { to, flag } => {
                     let (_, local) = self.topology().locate(*to as usize)?;
-                    hook.before_shared_write();
+                    hook.observer().before_shared_write();
                     self.st
                         .shm
                         .borrow()
