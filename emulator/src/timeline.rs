@@ -297,7 +297,6 @@ impl HostObserver for TracingWait {
         self.timeline.step(self.rank, step, what, self.now());
         self.inner.observer().at_step(step, what);
     }
-
 }
 
 #[cfg(test)]
