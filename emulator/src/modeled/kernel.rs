@@ -27,14 +27,17 @@
 //!   then fail with a timeout instead of hanging.
 //! - Every committed action is hashed into the trace (FNV-1a 64 over its
 //!   fields); the hash is the determinism witness.
+//!
+//! Parts: `super::queue` orders the actions, `super::ranks` keeps the
+//! ranks' clocks and waits, `super::witness` the trace hash, the
+//! watchdog and the timeline entries; this module composes them and
+//! commits the actions.
 
 use std::cell::Cell;
-use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use railcoll_fw::abi::MAX_CONTEXTS;
-use railcoll_fw::abi::packet::PacketType;
 use railcoll_fw::engine::{Engine, Location};
 use railcoll_fw::switch::Switch;
 use railcoll_host::Topology;
@@ -46,9 +49,13 @@ use zerocopy::IntoBytes;
 use super::board::{Effect, ModelBoard, ModelEngine, Ps};
 use super::fiber;
 use super::profile::{Costs, transfer};
+use super::queue::{ActionQueue, Arrivals};
+use super::ranks::{RankState, Ranks, Watch};
+pub use super::witness::{Stalled, TraceDigest, TraceRecord};
+use super::witness::{Trace, Watchdog, hash_of, ns, trace_nic, trace_packet, trace_switch};
 use crate::rail::{WirePacket, is_collective, is_control, route_collective};
 use crate::registers::SharedRegisters;
-use crate::timeline::{Timeline, Track};
+use crate::timeline::Timeline;
 
 thread_local! {
     /// The rank this thread runs (modeled-mode rank threads only).
@@ -63,11 +70,6 @@ pub fn current_rank() -> Option<usize> {
 pub(crate) fn set_current_rank(rank: Option<usize>) {
     CURRENT_RANK.with(|c| c.set(rank));
 }
-
-/// A modeled run stopped by the watchdog.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Stalled(pub String);
 
 #[derive(Clone, Copy, Debug)]
 enum Action {
@@ -92,80 +94,6 @@ enum Action {
     },
 }
 
-/// A queue entry: the ordering key and the slot of its action in
-/// `World::actions`. Kept small because the heap moves entries on every
-/// push and pop (actions carry packet headers).
-#[derive(Debug)]
-struct Queued {
-    time: Ps,
-    entity: u32,
-    slot: u32,
-    seq: u64,
-}
-
-impl Queued {
-    fn key(&self) -> (Ps, u32, u64) {
-        (self.time, self.entity, self.seq)
-    }
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Queued {
-    /// Reversed: `BinaryHeap` is a max-heap and we pop the earliest.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.key().cmp(&self.key())
-    }
-}
-
-#[derive(Debug)]
-enum Watch {
-    Words(Vec<WordWatch>),
-    Any,
-    Admin,
-    Rendezvous,
-}
-
-impl Watch {
-    fn describe(&self) -> String {
-        match self {
-            Watch::Words(w) => format!("{} completion word(s) or flag(s)", w.len()),
-            Watch::Any => "a register or memory change on its node".into(),
-            Watch::Admin => "its node's admin mailbox lock".into(),
-            Watch::Rendezvous => "the other ranks (end-of-run rendezvous)".into(),
-        }
-    }
-}
-
-#[derive(Debug)]
-enum RankState {
-    Idle,
-    Ready,
-    Running,
-    Blocked(Watch),
-    Done,
-}
-
-#[derive(Debug)]
-struct RankSlot {
-    node: usize,
-    socket: usize,
-    time: Ps,
-    state: RankState,
-    step: Option<(u32, &'static str)>,
-    /// The watchdog released this rank from a wait: the wait fails.
-    stalled: bool,
-}
-
 #[derive(Debug)]
 struct NicSlot {
     engine: Box<ModelEngine>,
@@ -188,110 +116,23 @@ pub struct ModelStats {
     pub packets: u64,
 }
 
-/// The determinism witness of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceDigest {
-    /// FNV-1a 64 over every committed action.
-    pub hash: u64,
-    /// Actions hashed.
-    pub events: u64,
-    /// Virtual time at the end, picoseconds.
-    pub end_ps: Ps,
-}
-
-/// One committed action, for timelines (kept only when recording).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceRecord {
-    /// Virtual time, picoseconds.
-    pub time: Ps,
-    /// Entity: rank `r` is `r`; NIC `node * rails + rail` follows the
-    /// ranks; switches follow the NICs.
-    pub entity: u32,
-    /// 0 rank resumes, 1 register write, 2 NIC poll, 3 packet arrival,
-    /// 4 switch.
-    pub kind: u8,
-    /// Kind-specific detail (register offset, packet type, ...).
-    pub detail: u64,
-}
-
-/// Picoseconds as the timeline's nanoseconds.
-fn ns(ps: Ps) -> f64 {
-    ps as f64 / 1000.0
-}
-
-fn packet_name(t: PacketType) -> &'static str {
-    match t {
-        PacketType::Data => "data",
-        PacketType::GetRequest => "get request",
-        PacketType::Ack => "ack",
-        PacketType::Nack => "nack",
-        PacketType::Bcast => "broadcast",
-        PacketType::BcastAck => "broadcast ack",
-        PacketType::BarrierArrive => "barrier arrive",
-        PacketType::BarrierRelease => "barrier release",
-    }
-}
-
-/// A packet leaving `node`'s port on `rail`: data occupies the port
-/// (a span); link-level acknowledgements travel beside it (an instant).
-fn trace_packet(tl: &Timeline, node: usize, rail: usize, packet: &WirePacket, depart: Ps, ser: Ps) {
-    let track = Track::Port { rail, node };
-    let what = PacketType::from_raw(packet.header.ptype).map_or("packet", packet_name);
-    let len = packet.payload.map_or(0, |p| p.len);
-    if is_control(packet) {
-        tl.push(track, "ack", what.into(), ns(depart), None);
-        return;
-    }
-    let name = if is_collective(packet) {
-        format!("{what} {len} B to the switch")
-    } else {
-        format!("{what} {len} B to node {}", packet.header.dst_node.get())
-    };
-    tl.push(track, "packet", name, ns(depart), Some(ns(depart + ser)));
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(FNV_PRIME);
-    }
-    h
-}
-
 #[derive(Debug)]
 struct World {
     now: Ps,
-    seq: u64,
-    queue: BinaryHeap<Queued>,
+    queue: ActionQueue<Action>,
     /// Data packets on their way into each NIC, in arrival order (a
     /// port receives one packet at a time, so their times never
     /// decrease): only each head is in `queue`, which keeps the queue as
     /// small as the number of agents instead of packets in flight.
-    arrivals: Vec<std::collections::VecDeque<(Ps, WirePacket)>>,
-    /// Actions of queued entries, by slot; `free` lists unused slots.
-    actions: Vec<Action>,
-    free: Vec<u32>,
-    ranks: Vec<RankSlot>,
+    arrivals: Arrivals<WirePacket>,
+    ranks: Ranks,
     nics: Vec<NicSlot>,
     switches: Vec<Switch>,
     rx_free: Vec<Ps>,
     copies: Vec<Vec<Ps>>,
-    node_ranks: Vec<Vec<usize>>,
-    hash: u64,
-    hashed: u64,
-    records: Option<Vec<TraceRecord>>,
+    trace: Trace,
     stats: ModelStats,
-    failure: Option<String>,
-    stalls: u64,
-    active: usize,
-    rendezvous: Vec<usize>,
-    horizon: Ps,
-    same_time: (Ps, u64),
-    /// Time of the last action that moved something (for stall reports).
-    last_progress: Ps,
+    watchdog: Watchdog,
     /// Where spans go while a run is traced.
     timeline: Option<Arc<Timeline>>,
 }
@@ -301,12 +142,6 @@ enum Next {
     Run(usize),
     Empty,
 }
-
-/// Most actions committed at one virtual instant before the watchdog calls
-/// it a livelock.
-const LIVELOCK_EVENTS: u64 = 200_000_000;
-/// Virtual time a run may take (from its start) before the watchdog stops it.
-const HORIZON_PS: Ps = 600 * 1_000_000_000_000;
 
 /// NIC register files, per node, by rail.
 pub(crate) type RegsByNode = Vec<Vec<Arc<SharedRegisters>>>;
@@ -386,52 +221,19 @@ impl Kernel {
             })?
             .join()
             .map_err(|_| std::io::Error::other("building the NIC models failed"))?;
-        let rpn = topology.ranks_per_node();
-        let mut node_ranks = vec![Vec::new(); nodes];
-        let ranks = (0..size)
-            .map(|r| {
-                let (node, local) = topology.locate(r).unwrap_or((0, 0));
-                if let Some(list) = node_ranks.get_mut(node) {
-                    list.push(r);
-                }
-                RankSlot {
-                    node,
-                    socket: local * sockets / rpn,
-                    time: 0,
-                    state: RankState::Idle,
-                    step: None,
-                    stalled: false,
-                }
-            })
-            .collect();
-        // node_ranks[node][local] must be the rank with that local index.
-        for list in &mut node_ranks {
-            list.sort_by_key(|&r| topology.locate(r).map_or(0, |(_, l)| l));
-        }
+        let ranks = Ranks::new(&topology, sockets);
         let world = World {
             now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
-            arrivals: vec![std::collections::VecDeque::new(); nodes * rails],
-            actions: Vec::new(),
-            free: Vec::new(),
+            queue: ActionQueue::new(),
+            arrivals: Arrivals::new(nodes * rails),
             ranks,
             nics,
             switches: (0..rails).map(|_| Switch::new()).collect(),
             rx_free: vec![0; nodes * rails],
             copies: vec![Vec::new(); nodes],
-            node_ranks,
-            hash: fnv(FNV_OFFSET, &seed.to_le_bytes()),
-            hashed: 0,
-            records: None,
+            trace: Trace::new(seed),
             stats: ModelStats::default(),
-            failure: None,
-            stalls: 0,
-            active: 0,
-            rendezvous: Vec::new(),
-            horizon: HORIZON_PS,
-            same_time: (0, 0),
-            last_progress: 0,
+            watchdog: Watchdog::new(),
             timeline: None,
         };
         let kernel = Arc::new(Kernel {
@@ -469,7 +271,7 @@ impl Kernel {
     /// Virtual time of `rank`'s clock, picoseconds.
     pub fn rank_time_ps(&self, rank: usize) -> Ps {
         let w = self.lock();
-        w.ranks.get(rank).map_or(w.now, |r| r.time)
+        w.ranks.slots.get(rank).map_or(w.now, |r| r.time)
     }
 
     /// Counters so far.
@@ -480,25 +282,17 @@ impl Kernel {
     /// The trace digest so far.
     pub fn digest(&self) -> TraceDigest {
         let w = self.lock();
-        TraceDigest {
-            hash: w.hash,
-            events: w.hashed,
-            end_ps: w.now,
-        }
+        w.trace.digest(w.now)
     }
 
     /// Start (or stop, with `false`) keeping every committed action.
     pub fn record(&self, on: bool) {
-        self.lock().records = on.then(Vec::new);
+        self.lock().trace.record(on);
     }
 
     /// Take the actions recorded so far.
     pub fn take_records(&self) -> Vec<TraceRecord> {
-        self.lock()
-            .records
-            .as_mut()
-            .map(std::mem::take)
-            .unwrap_or_default()
+        self.lock().trace.take_records()
     }
 
     /// Send spans of ranks, NICs, ports and switches to `timeline` (None:
@@ -527,12 +321,12 @@ impl Kernel {
         }
         let start = {
             let w = self.lock();
-            w.timeline.as_ref().map(|_| w.ranks[rank].time)
+            w.timeline.as_ref().map(|_| w.ranks.slots[rank].time)
         };
         let out = body();
         if let Some(start) = start {
             let w = self.lock();
-            let end = w.ranks[rank].time;
+            let end = w.ranks.slots[rank].time;
             if let Some(tl) = w.timeline.as_ref()
                 && end > start
             {
@@ -544,7 +338,7 @@ impl Kernel {
 
     /// The watchdog's report, if the last run stalled.
     pub fn failure(&self) -> Option<Stalled> {
-        self.lock().failure.clone().map(Stalled)
+        self.lock().watchdog.failure().cloned().map(Stalled)
     }
 
     fn entity_nic(&self, nic: usize) -> u32 {
@@ -556,42 +350,13 @@ impl Kernel {
     }
 
     fn push(&self, w: &mut World, time: Ps, entity: u32, action: Action) {
-        w.seq += 1;
-        let seq = w.seq;
-        let slot = match w.free.pop() {
-            Some(slot) => {
-                w.actions[slot as usize] = action;
-                slot
-            }
-            None => {
-                w.actions.push(action);
-                (w.actions.len() - 1) as u32
-            }
-        };
-        w.queue.push(Queued {
-            time: time.max(w.now),
-            entity,
-            slot,
-            seq,
-        });
+        let time = time.max(w.now);
+        w.queue.push(time, entity, action);
     }
 
     fn note(w: &mut World, time: Ps, entity: u32, kind: u8, a: u64, b: u64) {
-        let mut h = w.hash;
-        for v in [time, u64::from(entity), u64::from(kind), a, b] {
-            h = fnv(h, &v.to_le_bytes());
-        }
-        w.hash = h;
-        w.hashed += 1;
+        w.trace.note(time, entity, kind, a, b);
         w.stats.events += 1;
-        if let Some(r) = w.records.as_mut() {
-            r.push(TraceRecord {
-                time,
-                entity,
-                kind,
-                detail: a,
-            });
-        }
     }
 
     fn schedule_poll(&self, w: &mut World, nic: usize, at: Ps) {
@@ -608,32 +373,22 @@ impl Kernel {
     }
 
     fn resume(&self, w: &mut World, rank: usize, at: Ps) {
-        let Some(slot) = w.ranks.get_mut(rank) else {
-            return;
-        };
-        if !matches!(slot.state, RankState::Blocked(_)) {
-            return;
+        if w.ranks.resume(rank) {
+            self.push(w, at, rank as u32, Action::RankRun(rank));
         }
-        slot.state = RankState::Ready;
-        self.push(w, at, rank as u32, Action::RankRun(rank));
     }
 
     /// Something on `node` changed: resume, at `at`, the ranks whose wait
     /// it may have satisfied (`only`: just that rank).
     fn node_changed(&self, w: &mut World, node: usize, at: Ps, only: Option<usize>) {
         // By index: this runs after every NIC write, no list copies.
-        let count = w.node_ranks.get(node).map_or(0, Vec::len);
+        let count = w.ranks.on_node(node);
         for i in 0..count {
-            let r = w.node_ranks[node][i];
+            let r = w.ranks.of_node(node, i);
             if only.is_some_and(|o| o != r) {
                 continue;
             }
-            let ready = match &w.ranks[r].state {
-                RankState::Blocked(Watch::Words(words)) => words.iter().all(WordWatch::ready),
-                RankState::Blocked(Watch::Any) => true,
-                _ => false,
-            };
-            if ready {
+            if w.ranks.wakes_on_change(r) {
                 self.resume(w, r, at);
             }
         }
@@ -643,10 +398,10 @@ impl Kernel {
     /// the node's admin lock may now get it.
     fn admin_retry(&self, w: &mut World, node: usize) {
         let now = w.now;
-        let count = w.node_ranks.get(node).map_or(0, Vec::len);
+        let count = w.ranks.on_node(node);
         for i in 0..count {
-            let r = w.node_ranks[node][i];
-            if matches!(w.ranks[r].state, RankState::Blocked(Watch::Admin)) {
+            let r = w.ranks.of_node(node, i);
+            if w.ranks.waits_admin(r) {
                 self.resume(w, r, now);
             }
         }
@@ -654,31 +409,21 @@ impl Kernel {
 
     /// Commit the next action.
     fn step(&self, w: &mut World) -> Next {
-        let Some(item) = w.queue.pop() else {
+        let Some((t, e, action)) = w.queue.pop() else {
             return Next::Empty;
         };
-        let action = w.actions[item.slot as usize];
-        w.free.push(item.slot);
-        if item.time > w.horizon {
+        if w.watchdog.past_horizon(t) {
             let report = self.report(w, "virtual time passed the watchdog horizon");
             self.fail(w, report);
-            w.horizon = item.time.saturating_add(HORIZON_PS);
         }
-        if item.time == w.same_time.0 {
-            w.same_time.1 += 1;
-            if w.same_time.1 > LIVELOCK_EVENTS {
-                let report = self.report(w, "livelock: no virtual time passes");
-                self.fail(w, report);
-                w.same_time.1 = 0;
-            }
-        } else {
-            w.same_time = (item.time, 0);
+        if w.watchdog.livelock(t) {
+            let report = self.report(w, "livelock: no virtual time passes");
+            self.fail(w, report);
         }
-        w.now = item.time;
-        let (t, e) = (item.time, item.entity);
+        w.now = t;
         match action {
             Action::RankRun(r) => {
-                w.last_progress = t;
+                w.watchdog.progress(t);
                 Self::note(w, t, e, 0, r as u64, 0);
                 return Next::Run(r);
             }
@@ -699,22 +444,20 @@ impl Kernel {
             }
             Action::Arrive { nic, packet } => self.arrive(w, nic, packet),
             Action::ArriveData { nic } => {
-                let Some((_, packet)) = w.arrivals.get_mut(nic).and_then(|q| q.pop_front()) else {
+                let Some(packet) = w.arrivals.pop(nic) else {
                     return Next::Continue;
                 };
-                if let Some(&(next, _)) = w.arrivals[nic].front() {
+                if let Some(next) = w.arrivals.head_time(nic) {
                     let e = self.entity_nic(nic);
                     self.push(w, next, e, Action::ArriveData { nic });
                 }
                 self.arrive(w, nic, packet);
             }
             Action::SwitchIn { rail, packet } => {
-                let h = fnv(FNV_OFFSET, packet.header.as_bytes());
+                let h = hash_of(packet.header.as_bytes());
                 Self::note(w, t, e, 4, h, rail as u64);
                 if let Some(tl) = w.timeline.as_ref() {
-                    let what =
-                        PacketType::from_raw(packet.header.ptype).map_or("packet", packet_name);
-                    tl.push(Track::Switch { rail }, "switch", what.into(), ns(t), None);
+                    trace_switch(tl, rail, &packet, t);
                 }
                 let mut out = Vec::new();
                 if let Some(sw) = w.switches.get_mut(rail) {
@@ -737,7 +480,7 @@ impl Kernel {
     fn arrive(&self, w: &mut World, nic: usize, packet: WirePacket) {
         let t = w.now;
         let e = self.entity_nic(nic);
-        let h = fnv(FNV_OFFSET, packet.header.as_bytes());
+        let h = hash_of(packet.header.as_bytes());
         Self::note(
             w,
             t,
@@ -771,9 +514,7 @@ impl Kernel {
             self.push(w, at, entity, Action::Arrive { nic, packet });
             return;
         }
-        let queue = &mut w.arrivals[nic];
-        queue.push_back((at, packet));
-        if queue.len() == 1 {
+        if w.arrivals.push(nic, at, packet) {
             self.push(w, at, entity, Action::ArriveData { nic });
         }
     }
@@ -789,23 +530,12 @@ impl Kernel {
             let board = slot.engine.hardware_mut();
             let effects = std::mem::take(&mut board.effects);
             if let (Some(tl), Some(spans)) = (w.timeline.as_ref(), board.spans.as_mut()) {
-                let track = Track::Nic {
-                    node: slot.node,
-                    rail: slot.rail,
-                };
-                for (start, end, what) in spans.drain(..) {
-                    let cat = if what == "event fired" {
-                        "event"
-                    } else {
-                        "nic"
-                    };
-                    tl.push(track, cat, what.into(), ns(start), end.map(ns));
-                }
+                trace_nic(tl, slot.node, slot.rail, spans.drain(..));
             }
             (slot.node, slot.rail, outcome, effects, board.ready_at())
         };
         if outcome.progressed {
-            w.last_progress = now;
+            w.watchdog.progress(now);
         }
         Self::note(
             w,
@@ -824,9 +554,8 @@ impl Kernel {
                     ser,
                 } => {
                     w.stats.packets += 1;
-                    let h = fnv(FNV_OFFSET, packet.header.as_bytes());
-                    w.hash = fnv(w.hash, &h.to_le_bytes());
-                    w.hash = fnv(w.hash, &depart.to_le_bytes());
+                    let h = hash_of(packet.header.as_bytes());
+                    w.trace.mix(&[h, depart]);
                     if let Some(tl) = w.timeline.as_ref() {
                         trace_packet(tl, node, rail, &packet, depart, ser);
                     }
@@ -846,11 +575,7 @@ impl Kernel {
                     touched = Some(touched.map_or(at, |t: Ps| t.max(at)));
                 }
                 Effect::Wake { ctx, at } => {
-                    let target = w
-                        .node_ranks
-                        .get(node)
-                        .and_then(|l| l.get(ctx as usize))
-                        .copied();
+                    let target = w.ranks.local(node, ctx as usize);
                     if let Some(r) = target {
                         self.node_changed(w, node, at + self.costs.host_poll, Some(r));
                     }
@@ -868,43 +593,20 @@ impl Kernel {
         }
     }
 
+    /// The watchdog's report on the run as it stands.
     fn report(&self, w: &World, why: &str) -> String {
-        let mut s = format!(
-            "modeled run stalled: {why} (seed {}, virtual time {:.3} us, last progress at {:.3} us)",
-            self.seed,
-            w.now as f64 / 1e6,
-            w.last_progress as f64 / 1e6
-        );
-        let mut shown = 0;
-        for (r, slot) in w.ranks.iter().enumerate() {
-            if let RankState::Blocked(watch) = &slot.state {
-                if shown < 16 {
-                    let step = slot
-                        .step
-                        .map_or_else(String::new, |(i, what)| format!(" at step {i} ({what})"));
-                    s.push_str(&format!("; rank {r}{step} waits for {}", watch.describe()));
-                }
-                shown += 1;
-            }
-        }
-        if shown > 16 {
-            s.push_str(&format!("; and {} more blocked ranks", shown - 16));
-        }
-        s
+        w.watchdog
+            .report(why, self.seed, w.now, w.ranks.blocked_ranks())
     }
 
     /// Fail every blocked wait (once each: a rank that goes on, say to tear
     /// its communicator down, waits normally again).
     fn fail(&self, w: &mut World, report: String) {
-        // The watchdog speaks on stderr too: the waits it fails only carry a
-        // timeout.
-        eprintln!("railcoll watchdog: {report}");
-        w.failure = Some(report);
-        w.stalls += 1;
+        w.watchdog.fail(report);
         let now = w.now;
-        for r in 0..w.ranks.len() {
-            if matches!(w.ranks[r].state, RankState::Blocked(_)) {
-                w.ranks[r].stalled = true;
+        for r in 0..w.ranks.slots.len() {
+            if w.ranks.blocked(r) {
+                w.ranks.slots[r].stalled = true;
                 self.resume(w, r, now);
             }
         }
@@ -913,10 +615,10 @@ impl Kernel {
     /// Did the watchdog end the wait `rank` just came back from?
     fn failed(&self, rank: usize) -> Result<(), Stalled> {
         let mut w = self.lock();
-        if !std::mem::take(&mut w.ranks[rank].stalled) {
+        if !std::mem::take(&mut w.ranks.slots[rank].stalled) {
             return Ok(());
         }
-        Err(Stalled(w.failure.clone().unwrap_or_default()))
+        Err(Stalled(w.watchdog.failure().cloned().unwrap_or_default()))
     }
 
     /// Bring `rank`'s clock and the global clock together: commit every
@@ -924,17 +626,14 @@ impl Kernel {
     pub(crate) fn sync(&self, rank: usize) -> Result<(), Stalled> {
         {
             let mut w = self.lock();
-            let t = w.ranks[rank].time.max(w.now);
-            let earlier = w
-                .queue
-                .peek()
-                .is_some_and(|q| (q.time, q.entity) < (t, rank as u32));
+            let t = w.ranks.slots[rank].time.max(w.now);
+            let earlier = w.queue.peek().is_some_and(|q| q < (t, rank as u32));
             if !earlier {
                 w.now = t;
-                w.ranks[rank].time = t;
+                w.ranks.slots[rank].time = t;
                 return Ok(());
             }
-            w.ranks[rank].state = RankState::Ready;
+            w.ranks.slots[rank].state = RankState::Ready;
             self.push(&mut w, t, rank as u32, Action::RankRun(rank));
         }
         fiber::suspend();
@@ -945,9 +644,9 @@ impl Kernel {
         {
             let mut w = self.lock();
             let admin = matches!(watch, Watch::Admin);
-            w.ranks[rank].state = RankState::Blocked(watch);
+            w.ranks.slots[rank].state = RankState::Blocked(watch);
             if !admin {
-                let node = w.ranks[rank].node;
+                let node = w.ranks.slots[rank].node;
                 self.admin_retry(&mut w, node);
             }
         }
@@ -1005,7 +704,7 @@ impl Kernel {
         let c = &self.costs;
         let mut w = self.lock();
         let now = w.now;
-        let node = w.ranks[rank].node;
+        let node = w.ranks.slots[rank].node;
         let active = {
             let copies = &mut w.copies[node];
             copies.retain(|&end| end > now);
@@ -1018,7 +717,7 @@ impl Kernel {
         };
         let dur = transfer(bytes as u64, core.max(c.memory_ps_per_byte * active));
         w.copies[node].push(now + dur);
-        w.ranks[rank].time = now + dur;
+        w.ranks.slots[rank].time = now + dur;
         if let Some(tl) = w.timeline.as_ref() {
             let name = if cross_socket {
                 format!("copy {bytes} B (cross-socket)")
@@ -1035,7 +734,7 @@ impl Kernel {
     pub(crate) fn idle_poll(&self, rank: usize) {
         {
             let mut w = self.lock();
-            w.ranks[rank].time += self.costs.host_poll.max(10_000);
+            w.ranks.slots[rank].time += self.costs.host_poll.max(10_000);
         }
         let _ = self.sync(rank);
     }
@@ -1044,13 +743,13 @@ impl Kernel {
     pub(crate) fn wake_local(&self, rank: usize, local: usize) {
         let mut w = self.lock();
         let (node, socket, t) = {
-            let s = &w.ranks[rank];
+            let s = &w.ranks.slots[rank];
             (s.node, s.socket, s.time)
         };
-        let Some(target) = w.node_ranks.get(node).and_then(|l| l.get(local)).copied() else {
+        let Some(target) = w.ranks.local(node, local) else {
             return;
         };
-        let handoff = if w.ranks[target].socket == socket {
+        let handoff = if w.ranks.slots[target].socket == socket {
             self.costs.cacheline
         } else {
             self.costs.cacheline_xsocket
@@ -1077,7 +776,7 @@ impl Kernel {
         }
         let at = match rank {
             Some(r) => {
-                let slot = &mut w.ranks[r];
+                let slot = &mut w.ranks.slots[r];
                 let start = slot.time;
                 slot.time += cost;
                 let end = slot.time;
@@ -1099,7 +798,7 @@ impl Kernel {
     /// Record which schedule step `rank` is at (for watchdog reports).
     pub(crate) fn at_step(&self, rank: usize, step: u32, what: &'static str) {
         let mut w = self.lock();
-        if let Some(s) = w.ranks.get_mut(rank) {
+        if let Some(s) = w.ranks.slots.get_mut(rank) {
             s.step = Some((step, what));
             let t = s.time;
             if let Some(tl) = w.timeline.as_ref() {
@@ -1146,14 +845,12 @@ impl Kernel {
     ) {
         {
             let mut w = self.lock();
-            w.failure = None;
-            w.stalls = 0;
-            w.active = fibers.len();
-            w.rendezvous.clear();
             let now = w.now;
-            w.horizon = now.saturating_add(HORIZON_PS);
+            w.watchdog.start(now);
+            w.ranks.active = fibers.len();
+            w.ranks.rendezvous.clear();
             for r in 0..fibers.len() {
-                let slot = &mut w.ranks[r];
+                let slot = &mut w.ranks.slots[r];
                 slot.time = now;
                 slot.state = RankState::Ready;
                 slot.step = None;
@@ -1162,12 +859,12 @@ impl Kernel {
         }
         loop {
             let mut w = self.lock();
-            if w.stalls > 2 * fibers.len() as u64 {
+            if w.watchdog.given_up(fibers.len()) {
                 // Ranks that keep waiting after every stall: give up on
                 // them (their fibers are unwound when dropped).
                 return;
             }
-            if w.active == 0 {
+            if w.ranks.active == 0 {
                 // The run ends with its last rank; actions still queued
                 // (acknowledgements in flight, timers) stay queued and are
                 // committed in time order by the next run.
@@ -1177,7 +874,7 @@ impl Kernel {
                 Next::Continue => {}
                 Next::Run(r) => {
                     let now = w.now;
-                    let slot = &mut w.ranks[r];
+                    let slot = &mut w.ranks.slots[r];
                     slot.state = RankState::Running;
                     slot.time = now;
                     w.stats.handoffs += 1;
@@ -1207,15 +904,15 @@ impl Kernel {
         self.sync(rank)?;
         {
             let mut w = self.lock();
-            w.rendezvous.push(rank);
-            if w.rendezvous.len() < w.active {
+            w.ranks.rendezvous.push(rank);
+            if w.ranks.rendezvous.len() < w.ranks.active {
                 drop(w);
                 return self.block(rank, Watch::Rendezvous);
             }
             let now = w.now;
-            for r in std::mem::take(&mut w.rendezvous) {
+            for r in std::mem::take(&mut w.ranks.rendezvous) {
                 if r != rank {
-                    w.ranks[r].state = RankState::Blocked(Watch::Rendezvous);
+                    w.ranks.slots[r].state = RankState::Blocked(Watch::Rendezvous);
                     self.resume(&mut w, r, now);
                 }
             }
@@ -1226,16 +923,16 @@ impl Kernel {
     /// `rank` is done with this run.
     fn finish(&self, rank: usize) {
         let mut w = self.lock();
-        w.ranks[rank].state = RankState::Done;
-        w.active = w.active.saturating_sub(1);
+        w.ranks.slots[rank].state = RankState::Done;
+        w.ranks.active = w.ranks.active.saturating_sub(1);
         // A rank waiting at a rendezvous no longer waits for this one.
-        if !w.rendezvous.is_empty() && w.rendezvous.len() >= w.active {
+        if !w.ranks.rendezvous.is_empty() && w.ranks.rendezvous.len() >= w.ranks.active {
             let now = w.now;
-            for r in std::mem::take(&mut w.rendezvous) {
+            for r in std::mem::take(&mut w.ranks.rendezvous) {
                 self.resume(&mut w, r, now);
             }
         }
-        let node = w.ranks[rank].node;
+        let node = w.ranks.slots[rank].node;
         self.admin_retry(&mut w, node);
     }
 }

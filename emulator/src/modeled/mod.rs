@@ -3,9 +3,16 @@
 //!
 //! - [`profile`]: the profiles (hardware costs, with sources).
 //! - [`board`]: the firmware's hardware traits over virtual time.
-//! - [`kernel`]: the sequencer: one queue of actions ordered by (virtual
-//!   time, entity, sequence), ranks that run one at a time, NICs as state
-//!   machines, the watchdog and the trace hash.
+//! - [`kernel`]: the sequencer: composes the parts below, runs the commit
+//!   loop (ranks that run one at a time, NICs as polled state machines),
+//!   and answers the ranks' waits.
+//! - `queue`: the ordered action queue ((virtual time, entity, sequence)
+//!   keys into a slab) and the per-NIC arrival FIFOs; knows nothing of
+//!   ranks or NICs.
+//! - `ranks`: rank and fiber state, structured waits and their wake-up
+//!   tests.
+//! - `witness`: what observes a run: the trace hash and recording, the
+//!   watchdog and its report, the timeline hookup.
 //! - [`fiber`]: ranks as stackful coroutines on the sequencer's thread
 //!   (the crate's only unsafe code, allowed in that module alone).
 //!
@@ -20,6 +27,9 @@ pub mod board;
 pub mod fiber;
 pub mod kernel;
 pub mod profile;
+mod queue;
+mod ranks;
+mod witness;
 
 use std::sync::Arc;
 use std::time::Duration;

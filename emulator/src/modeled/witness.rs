@@ -1,0 +1,324 @@
+//! What a modeled run leaves behind: the trace hash (the determinism
+//! witness) and its recording, the watchdog and its report, and the spans
+//! sent to a timeline.
+//!
+//! Contract:
+//! - [`Trace`] hashes every committed action (FNV-1a 64 over its fields,
+//!   little-endian, seeded with the run's seed) and, when recording, keeps
+//!   it; it only observes: nothing here feeds back into the run's order.
+//! - [`Watchdog`] decides when a run is stalled (virtual time past the
+//!   horizon, a livelock at one instant; the kernel adds the deadlock of
+//!   an empty queue), writes the report naming the seed, the virtual time,
+//!   the last progress and the blocked ranks' steps, and keeps the last
+//!   failure. Failing the blocked waits is the kernel's part.
+//! - The timeline helpers turn packets, NIC spans and switch operations
+//!   into timeline entries (nanoseconds); they are called only when a
+//!   timeline is attached.
+//! - This module knows nothing of the kernel, the queue or rank states.
+
+use std::fmt::Display;
+
+use railcoll_fw::abi::packet::PacketType;
+
+use super::board::Ps;
+use crate::rail::{WirePacket, is_collective, is_control};
+use crate::timeline::{Timeline, Track};
+
+/// A modeled run stopped by the watchdog.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Stalled(pub String);
+
+/// The determinism witness of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceDigest {
+    /// FNV-1a 64 over every committed action.
+    pub hash: u64,
+    /// Actions hashed.
+    pub events: u64,
+    /// Virtual time at the end, picoseconds.
+    pub end_ps: Ps,
+}
+
+/// One committed action, for timelines (kept only when recording).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceRecord {
+    /// Virtual time, picoseconds.
+    pub time: Ps,
+    /// Entity: rank `r` is `r`; NIC `node * rails + rail` follows the
+    /// ranks; switches follow the NICs.
+    pub entity: u32,
+    /// 0 rank resumes, 1 register write, 2 NIC poll, 3 packet arrival,
+    /// 4 switch.
+    pub kind: u8,
+    /// Kind-specific detail (register offset, packet type, ...).
+    pub detail: u64,
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
+/// FNV-1a 64 of `bytes` alone (a packet header, say).
+pub(super) fn hash_of(bytes: &[u8]) -> u64 {
+    fnv(FNV_OFFSET, bytes)
+}
+
+/// The trace hash and, when recording, the committed actions.
+#[derive(Debug)]
+pub(super) struct Trace {
+    hash: u64,
+    hashed: u64,
+    records: Option<Vec<TraceRecord>>,
+}
+
+impl Trace {
+    /// An empty trace of a run started with `seed`.
+    pub(super) fn new(seed: u64) -> Self {
+        Self {
+            hash: fnv(FNV_OFFSET, &seed.to_le_bytes()),
+            hashed: 0,
+            records: None,
+        }
+    }
+
+    /// A committed action: hashed, and recorded when recording.
+    pub(super) fn note(&mut self, time: Ps, entity: u32, kind: u8, a: u64, b: u64) {
+        let mut h = self.hash;
+        for v in [time, u64::from(entity), u64::from(kind), a, b] {
+            h = fnv(h, &v.to_le_bytes());
+        }
+        self.hash = h;
+        self.hashed += 1;
+        if let Some(r) = self.records.as_mut() {
+            r.push(TraceRecord {
+                time,
+                entity,
+                kind,
+                detail: a,
+            });
+        }
+    }
+
+    /// Fold `values` into the hash without counting an action.
+    pub(super) fn mix(&mut self, values: &[u64]) {
+        for v in values {
+            self.hash = fnv(self.hash, &v.to_le_bytes());
+        }
+    }
+
+    /// The digest so far, at virtual time `now`.
+    pub(super) fn digest(&self, now: Ps) -> TraceDigest {
+        TraceDigest {
+            hash: self.hash,
+            events: self.hashed,
+            end_ps: now,
+        }
+    }
+
+    /// Start (or stop, with `false`) keeping every committed action.
+    pub(super) fn record(&mut self, on: bool) {
+        self.records = on.then(Vec::new);
+    }
+
+    /// Take the actions recorded so far.
+    pub(super) fn take_records(&mut self) -> Vec<TraceRecord> {
+        self.records
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+}
+
+/// Most actions committed at one virtual instant before the watchdog calls
+/// it a livelock.
+const LIVELOCK_EVENTS: u64 = 200_000_000;
+/// Virtual time a run may take (from its start) before the watchdog stops it.
+const HORIZON_PS: Ps = 600 * 1_000_000_000_000;
+
+/// Reports shown per blocked rank before the rest are only counted.
+const SHOWN_RANKS: usize = 16;
+
+/// The watchdog's state across a run.
+#[derive(Debug)]
+pub(super) struct Watchdog {
+    failure: Option<String>,
+    stalls: u64,
+    horizon: Ps,
+    same_time: (Ps, u64),
+    /// Time of the last action that moved something (for stall reports).
+    last_progress: Ps,
+}
+
+impl Watchdog {
+    pub(super) fn new() -> Self {
+        Self {
+            failure: None,
+            stalls: 0,
+            horizon: HORIZON_PS,
+            same_time: (0, 0),
+            last_progress: 0,
+        }
+    }
+
+    /// A run starts at `now`: no failure yet, a fresh horizon.
+    pub(super) fn start(&mut self, now: Ps) {
+        self.failure = None;
+        self.stalls = 0;
+        self.horizon = now.saturating_add(HORIZON_PS);
+    }
+
+    /// An action is committed at `time`: is it past the horizon? (If so,
+    /// the horizon moves on, so it fires once per horizon.)
+    pub(super) fn past_horizon(&mut self, time: Ps) -> bool {
+        if time <= self.horizon {
+            return false;
+        }
+        self.horizon = time.saturating_add(HORIZON_PS);
+        true
+    }
+
+    /// An action is committed at `time`: have too many been committed at
+    /// this instant? (If so, the count starts over.)
+    pub(super) fn livelock(&mut self, time: Ps) -> bool {
+        if time != self.same_time.0 {
+            self.same_time = (time, 0);
+            return false;
+        }
+        self.same_time.1 += 1;
+        if self.same_time.1 > LIVELOCK_EVENTS {
+            self.same_time.1 = 0;
+            return true;
+        }
+        false
+    }
+
+    /// Something moved at `time`.
+    pub(super) fn progress(&mut self, time: Ps) {
+        self.last_progress = time;
+    }
+
+    /// The report of a stall: why, the seed, the virtual time `now`, the
+    /// last progress and the `blocked` ranks (rank, schedule step, what it
+    /// waits for).
+    pub(super) fn report<W: Display>(
+        &self,
+        why: &str,
+        seed: u64,
+        now: Ps,
+        blocked: impl Iterator<Item = (usize, Option<(u32, &'static str)>, W)>,
+    ) -> String {
+        let mut s = format!(
+            "modeled run stalled: {why} (seed {seed}, virtual time {:.3} us, last progress at {:.3} us)",
+            now as f64 / 1e6,
+            self.last_progress as f64 / 1e6
+        );
+        let mut shown = 0;
+        for (r, step, watch) in blocked {
+            if shown < SHOWN_RANKS {
+                let step =
+                    step.map_or_else(String::new, |(i, what)| format!(" at step {i} ({what})"));
+                s.push_str(&format!("; rank {r}{step} waits for {watch}"));
+            }
+            shown += 1;
+        }
+        if shown > SHOWN_RANKS {
+            s.push_str(&format!("; and {} more blocked ranks", shown - SHOWN_RANKS));
+        }
+        s
+    }
+
+    /// The run stalled: keep `report` (the kernel fails the blocked waits).
+    pub(super) fn fail(&mut self, report: String) {
+        // The watchdog speaks on stderr too: the waits it fails only carry a
+        // timeout.
+        eprintln!("railcoll watchdog: {report}");
+        self.failure = Some(report);
+        self.stalls += 1;
+    }
+
+    /// The last stall's report, if any.
+    pub(super) fn failure(&self) -> Option<&String> {
+        self.failure.as_ref()
+    }
+
+    /// Has the run stalled more than twice per rank (`ranks`)? Ranks that
+    /// keep waiting after every stall are given up on.
+    pub(super) fn given_up(&self, ranks: usize) -> bool {
+        self.stalls > 2 * ranks as u64
+    }
+}
+
+/// Picoseconds as the timeline's nanoseconds.
+pub(super) fn ns(ps: Ps) -> f64 {
+    ps as f64 / 1000.0
+}
+
+fn packet_name(t: PacketType) -> &'static str {
+    match t {
+        PacketType::Data => "data",
+        PacketType::GetRequest => "get request",
+        PacketType::Ack => "ack",
+        PacketType::Nack => "nack",
+        PacketType::Bcast => "broadcast",
+        PacketType::BcastAck => "broadcast ack",
+        PacketType::BarrierArrive => "barrier arrive",
+        PacketType::BarrierRelease => "barrier release",
+    }
+}
+
+/// A packet leaving `node`'s port on `rail`: data occupies the port
+/// (a span); link-level acknowledgements travel beside it (an instant).
+pub(super) fn trace_packet(
+    tl: &Timeline,
+    node: usize,
+    rail: usize,
+    packet: &WirePacket,
+    depart: Ps,
+    ser: Ps,
+) {
+    let track = Track::Port { rail, node };
+    let what = PacketType::from_raw(packet.header.ptype).map_or("packet", packet_name);
+    let len = packet.payload.map_or(0, |p| p.len);
+    if is_control(packet) {
+        tl.push(track, "ack", what.into(), ns(depart), None);
+        return;
+    }
+    let name = if is_collective(packet) {
+        format!("{what} {len} B to the switch")
+    } else {
+        format!("{what} {len} B to node {}", packet.header.dst_node.get())
+    };
+    tl.push(track, "packet", name, ns(depart), Some(ns(depart + ser)));
+}
+
+/// A collective packet handled by the switch of `rail` at `t`.
+pub(super) fn trace_switch(tl: &Timeline, rail: usize, packet: &WirePacket, t: Ps) {
+    let what = PacketType::from_raw(packet.header.ptype).map_or("packet", packet_name);
+    tl.push(Track::Switch { rail }, "switch", what.into(), ns(t), None);
+}
+
+/// The spans a NIC's board kept during a poll.
+pub(super) fn trace_nic(
+    tl: &Timeline,
+    node: usize,
+    rail: usize,
+    spans: impl Iterator<Item = (Ps, Option<Ps>, &'static str)>,
+) {
+    let track = Track::Nic { node, rail };
+    for (start, end, what) in spans {
+        let cat = if what == "event fired" {
+            "event"
+        } else {
+            "nic"
+        };
+        tl.push(track, cat, what.into(), ns(start), end.map(ns));
+    }
+}
