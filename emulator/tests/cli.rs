@@ -361,3 +361,23 @@ fn modeled_bench_reports_virtual_latency_and_checks_determinism() {
         assert!(bad.stdout.is_empty());
     }
 }
+
+#[test]
+fn a_run_whose_results_cannot_be_written_exits_1_in_one_line() {
+    // /dev/full accepts the open and fails every write (ENOSPC): the
+    // request was fine, writing its results failed.
+    // (Linux provides it; the project's CI runs on Linux.)
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full (Linux)");
+    let out = Command::new(env!("CARGO_BIN_EXE_railcoll"))
+        .args(["schedule", "show", "allgather", "direct"])
+        .stdout(full)
+        .output()
+        .expect("run railcoll");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: writing output:"), "{err}");
+}

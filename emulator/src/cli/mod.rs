@@ -10,8 +10,11 @@
 //!
 //! - this module: parsing, the `bench`, `schedule`, `profile` and `tuning`
 //!   subcommands;
-//! - `workbench`: `sweep`, `trace` and `tune`.
+//! - `workbench`: `sweep`, `trace` and `tune`;
+//! - [`error`]: [`CliError`], and the one place that prints it and picks
+//!   the exit status.
 
+pub mod error;
 mod workbench;
 
 use std::io::Write;
@@ -29,6 +32,8 @@ use railcoll_host::sched::verify::{Budget, verify};
 use railcoll_host::sched::{Collective, Params, Shape, generate};
 
 use crate::workbench::{AlgoSet, Subject};
+pub use error::CliError;
+use error::output;
 pub use workbench::{StudyArgs, SweepArgs, TraceArgs, TuneArgs};
 
 /// railcoll: NIC-offloaded collectives on emulated multi-rail Elan-style clusters.
@@ -366,40 +371,20 @@ fn parse_packet_size(s: &str) -> Result<u64, String> {
     Ok(v as u64)
 }
 
-/// Run the CLI on `args`; returns the process exit status.
+/// Run the CLI on `args`; returns the process exit status. The one exit
+/// path: every failure comes back here as a [`CliError`], which
+/// [`CliError::report`] prints and turns into the status.
 pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
-    let args = match crate::workbench::config::expand(args.into_iter().collect(), &Cli::command()) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                let _ = e.print();
-                return 0;
-            }
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                let _ = e.print();
-                return 2;
-            }
-            // One line: clap's first line names the problem and, for
-            // enumerations and ranges, the accepted values.
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("error: invalid arguments");
-            // Enumerations list their accepted values on a later line: keep
-            // them on the one line we print.
-            match text.lines().find(|l| l.contains("possible values")) {
-                Some(values) => eprintln!("{first} {}", values.trim()),
-                None => eprintln!("{first}"),
-            }
-            return 2;
-        }
-    };
+    match run(args) {
+        Ok(()) => 0,
+        Err(e) => e.report(),
+    }
+}
+
+/// Parse `args` (with any study file spliced in) and run the command.
+pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
+    let args = crate::workbench::config::expand(args.into_iter().collect(), &Cli::command())?;
+    let cli = Cli::try_parse_from(args).map_err(CliError::Arguments)?;
     match cli.command {
         Command::Sweep(args) => workbench::run_sweep(&args),
         Command::Trace(args) => workbench::run_trace(&args),
@@ -419,7 +404,7 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
             what: ScheduleCommand::List,
         } => {
             print!("{}", catalogue::markdown());
-            0
+            Ok(())
         }
         Command::Tuning {
             what: TuningCommand::Show { tuning },
@@ -430,7 +415,7 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
 
 /// The shape of `cluster` for the schedule generators (clap already
 /// bounded every field).
-fn shape_of(cluster: &ClusterArgs) -> Result<Shape, String> {
+fn shape_of(cluster: &ClusterArgs) -> Result<Shape, crate::workbench::SpecError> {
     crate::workbench::sweep::shape_of(&cluster.config())
 }
 
@@ -442,32 +427,17 @@ fn run_subject(
     run: &ModeArgs,
     (sizes, root): (&[usize], usize),
     (iters, rounds): (u32, u16),
-) -> i32 {
-    let shape = match shape_of(cluster) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    if let Err(e) = crate::workbench::check_root(root, &shape) {
-        eprintln!("error: {e}");
-        return 2;
-    }
+) -> Result<(), CliError> {
+    let shape = shape_of(cluster)?;
+    crate::workbench::check_root(root, &shape)?;
     let first = sizes.first().copied().unwrap_or(0);
-    let set: AlgoSet = match subject.select(algo, shape, root, first) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
+    let set: AlgoSet = subject.select(algo, shape, root, first)?;
     set.with_bench(sizes, iters as usize, rounds as usize, root, |bench| {
         run_coll(cluster, run, bench)
     })
 }
 
-fn run_catalogue(collective: Collective, args: &CollArgs) -> i32 {
+fn run_catalogue(collective: Collective, args: &CollArgs) -> Result<(), CliError> {
     run_subject(
         Subject::Catalogue(collective),
         &args.algo,
@@ -478,22 +448,15 @@ fn run_catalogue(collective: Collective, args: &CollArgs) -> i32 {
     )
 }
 
-fn run_schedule_show(args: &ScheduleArgs) -> i32 {
-    let shape = match shape_of(&args.cluster) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
+fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
+    let shape = shape_of(&args.cluster)?;
     let n = shape.size();
     for (what, v) in [("--rank", args.rank), ("--root", args.root)] {
         if v >= n {
-            eprintln!(
-                "error: {what} {v} is not a rank: the cluster has ranks 0..={}",
+            return Err(CliError::Usage(format!(
+                "{what} {v} is not a rank: the cluster has ranks 0..={}",
                 n - 1
-            );
-            return 2;
+            )));
         }
     }
     if !(args.t_s >= 0.0
@@ -501,37 +464,26 @@ fn run_schedule_show(args: &ScheduleArgs) -> i32 {
         && args.t_s.is_finite()
         && args.bandwidth.is_finite())
     {
-        eprintln!("error: --t-s must be >= 0 and --bandwidth > 0 (MB/s)");
-        return 2;
+        return Err(CliError::Usage(
+            "--t-s must be >= 0 and --bandwidth > 0 (MB/s)".into(),
+        ));
     }
     if args.algorithm == "all" || args.algorithm.contains(',') {
-        eprintln!("error: name one algorithm, not 'all' or a list");
-        return 2;
+        return Err(CliError::Usage(
+            "name one algorithm, not 'all' or a list".into(),
+        ));
     }
     let algo = match Subject::Catalogue(args.collective).select(
         &args.algorithm,
         shape,
         args.root,
         args.size,
-    ) {
-        Ok(AlgoSet::Catalogue(_, a)) if a.len() == 1 => a[0],
-        Ok(_) => {
-            eprintln!("error: name one algorithm");
-            return 2;
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
+    )? {
+        AlgoSet::Catalogue(_, a) if a.len() == 1 => a[0],
+        _ => return Err(CliError::Usage("name one algorithm".into())),
     };
     let params = Params::new(args.collective, algo, shape, args.root, args.size);
-    let set = match generate(&params) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
+    let set = generate(&params)?;
     let h = Hockney {
         t_s: args.t_s,
         tau: 1.0 / args.bandwidth,
@@ -588,38 +540,30 @@ fn run_schedule_show(args: &ScheduleArgs) -> i32 {
         }
         Ok(())
     })();
-    output_status(result)
+    output(result)
 }
 
-fn run_tuning_show(file: Option<&std::path::Path>) -> i32 {
+fn run_tuning_show(file: Option<&std::path::Path>) -> Result<(), CliError> {
     let (table, source) = match file {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(text) => match TuningTable::parse(&text) {
-                Ok(t) => (t, path.display().to_string()),
-                Err(e) => {
-                    eprintln!("error: {}: {e}", path.display());
-                    return 2;
-                }
-            },
-            Err(e) => {
-                eprintln!("error: {}: {e}", path.display());
-                return 2;
-            }
-        },
-        None => match TuningTable::locate() {
-            Ok((t, source)) => (t, source.to_string()),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 2;
-            }
-        },
+        Some(path) => {
+            // The file's name leads the message: the host's does not carry it.
+            let named =
+                |e: &dyn std::fmt::Display| CliError::Usage(format!("{}: {e}", path.display()));
+            let text = std::fs::read_to_string(path).map_err(|e| named(&e))?;
+            let table = TuningTable::parse(&text).map_err(|e| named(&e))?;
+            (table, path.display().to_string())
+        }
+        None => {
+            let (t, source) = TuningTable::locate()?;
+            (t, source.to_string())
+        }
     };
     println!("# tuning table in use: {source}");
     print!("{}", table.to_toml());
-    0
+    Ok(())
 }
 
-fn run_put(args: &PutArgs) -> i32 {
+fn run_put(args: &PutArgs) -> Result<(), CliError> {
     let cfg = args.cluster.config();
     let quiet = args.cluster.json;
     let progress = move |size: usize| {
@@ -627,24 +571,18 @@ fn run_put(args: &PutArgs) -> i32 {
             eprint!("\r# measured {size} B          ");
         }
     };
-    let records = match bench::put_bench(cfg, &args.sizes.0, args.rounds as usize, &progress) {
-        Ok(r) => r,
-        Err(e) => {
-            if !quiet {
-                eprintln!();
-            }
-            return run_failed(&e);
-        }
-    };
+    let records = bench::put_bench(cfg, &args.sizes.0, args.rounds as usize, &progress);
+    // End the progress line, before the results or the error.
     if !quiet {
         eprintln!();
     }
+    let records = records?;
     write_output(args.cluster.json, &records, |out| {
         print_put_table(out, &cfg, &records)
     })
 }
 
-fn run_barrier(args: &BarrierArgs) -> i32 {
+fn run_barrier(args: &BarrierArgs) -> Result<(), CliError> {
     run_subject(
         Subject::Barrier,
         &args.algo,
@@ -655,7 +593,7 @@ fn run_barrier(args: &BarrierArgs) -> i32 {
     )
 }
 
-fn run_bcast(args: &BcastArgs) -> i32 {
+fn run_bcast(args: &BcastArgs) -> Result<(), CliError> {
     run_subject(
         Subject::Bcast,
         &args.algo,
@@ -666,7 +604,7 @@ fn run_bcast(args: &BcastArgs) -> i32 {
     )
 }
 
-fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> i32 {
+fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> Result<(), CliError> {
     let cfg = ClusterConfig {
         mode: run.mode,
         seed: run.seed,
@@ -681,21 +619,15 @@ fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> i32
     let records = match run.mode {
         Mode::Threads => {
             if run.check_determinism {
-                eprintln!(
-                    "error: --check-determinism needs --mode modeled (threads mode is not deterministic)"
-                );
-                return 2;
+                return Err(CliError::Usage(
+                    "--check-determinism needs --mode modeled (threads mode is not deterministic)"
+                        .into(),
+                ));
             }
             bench::coll_bench(cfg, bench, &progress)
         }
         Mode::Modeled => {
-            let profile = match Profile::load(&run.profile) {
-                Ok((p, _)) => p,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return 2;
-                }
-            };
+            let (profile, _) = Profile::load(&run.profile)?;
             let workers = cluster.workers.map_or(1, usize::from);
             let first = bench::coll_model(cfg, &profile, bench, workers, &progress);
             match (run.check_determinism, first) {
@@ -708,10 +640,9 @@ fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> i32
                                     x.trace_hash == y.trace_hash && x.latency_us == y.latency_us
                                 });
                             if !same {
-                                eprintln!(
-                                    "\nerror: determinism check failed: trace hashes differ between {workers} and {other} workers"
-                                );
-                                return 1;
+                                // End the progress line before the error.
+                                eprintln!();
+                                return Err(CliError::Nondeterministic { workers, other });
                             }
                             eprintln!(
                                 "\n# determinism: {} runs repeated with {workers} and {other} workers, identical trace hashes",
@@ -726,10 +657,7 @@ fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> i32
             }
         }
     };
-    let records = match records {
-        Ok(r) => r,
-        Err(e) => return run_failed(&e),
-    };
+    let records = records?;
     if !quiet {
         eprintln!();
     }
@@ -738,31 +666,20 @@ fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> i32
     })
 }
 
-fn run_profile(what: &ProfileCommand) -> i32 {
+fn run_profile(what: &ProfileCommand) -> Result<(), CliError> {
     match what {
         ProfileCommand::List => {
             for (name, _) in crate::modeled::profile::BUILTIN {
-                match Profile::builtin(name) {
-                    Ok(p) => println!("{name:14} {}", p.description),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return 1;
-                    }
-                }
+                let p = Profile::builtin(name).map_err(CliError::BuiltinProfile)?;
+                println!("{name:14} {}", p.description);
             }
-            0
         }
-        ProfileCommand::Show { name } => match Profile::load(name) {
-            Ok((_, text)) => {
-                print!("{text}");
-                0
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                2
-            }
-        },
+        ProfileCommand::Show { name } => {
+            let (_, text) = Profile::load(name)?;
+            print!("{text}");
+        }
     }
+    Ok(())
 }
 
 fn print_coll_table(
@@ -830,42 +747,20 @@ fn print_coll_table(
     Ok(())
 }
 
-/// Print `records` as JSON lines or with `table`; the exit status (a
-/// closed pipe is not an error).
+/// Print `records` as JSON lines or with `table` (a closed pipe is not an
+/// error).
 fn write_output<T: serde::Serialize>(
     json: bool,
     records: &[T],
     table: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>,
-) -> i32 {
+) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     let result = if json {
         print_json(&mut out, records)
     } else {
         table(&mut out)
     };
-    output_status(result)
-}
-
-/// Report a failed run: status 2 for a configuration the user gave, 1
-/// otherwise.
-fn run_failed(e: &crate::EmuError) -> i32 {
-    eprintln!("error: {e}");
-    match e {
-        crate::EmuError::Config(_) => 2,
-        _ => 1,
-    }
-}
-
-/// The exit status after writing output (a closed pipe is not an error).
-fn output_status(result: std::io::Result<()>) -> i32 {
-    match result {
-        Ok(()) => 0,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        Err(e) => {
-            eprintln!("error: writing output: {e}");
-            1
-        }
-    }
+    output(result)
 }
 
 fn print_json<T: serde::Serialize>(out: &mut impl Write, records: &[T]) -> std::io::Result<()> {

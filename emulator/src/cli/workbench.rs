@@ -7,11 +7,12 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use railcoll_host::sched::tuning::{self, TuningTable};
 
-use super::{Sizes, output_status, parse_size, parse_sizes};
+use super::error::{CliError, output};
+use super::{Sizes, parse_size, parse_sizes};
 use crate::cluster::{ClusterConfig, Mode};
-use crate::modeled::Profile;
-use crate::workbench::sweep::{self, Sweep, SweepError, SweepSpec};
-use crate::workbench::{PendingFile, Preset, Subject, plot, trace, tune};
+use crate::modeled::{Profile, ProfileError};
+use crate::workbench::sweep::{self, Sweep, SweepSpec};
+use crate::workbench::{PendingFile, Preset, SpecError, Subject, plot, trace, tune};
 
 /// The cluster, mode and profile of a study (sweep, trace, tune).
 #[derive(Debug, Args, Clone)]
@@ -78,11 +79,9 @@ impl StudyArgs {
     }
 
     /// The calibration profile.
-    pub fn profile(&self) -> Result<Profile, String> {
+    pub fn profile(&self) -> Result<Profile, ProfileError> {
         let name = self.profile.as_deref().unwrap_or(self.preset.profile);
-        Profile::load(name)
-            .map(|(p, _)| p)
-            .map_err(|e| e.to_string())
+        Profile::load(name).map(|(p, _)| p)
     }
 
     fn workers(&self) -> usize {
@@ -92,7 +91,7 @@ impl StudyArgs {
 
 /// The shapes of `--scaling`: 4, 8 and 16 processes, keeping the node
 /// count (the papers scale processes per node) where it divides them.
-pub fn scaling_configs(base: ClusterConfig) -> Result<Vec<ClusterConfig>, String> {
+pub fn scaling_configs(base: ClusterConfig) -> Result<Vec<ClusterConfig>, CliError> {
     [4usize, 8, 16]
         .iter()
         .map(|&procs| {
@@ -101,10 +100,10 @@ pub fn scaling_configs(base: ClusterConfig) -> Result<Vec<ClusterConfig>, String
             } else if procs % base.ranks_per_node == 0 {
                 (procs / base.ranks_per_node, base.ranks_per_node)
             } else {
-                return Err(format!(
+                return Err(CliError::Usage(format!(
                     "--scaling runs 4, 8 and 16 processes: --nodes {} or --ranks-per-node {} must divide 4",
                     base.nodes, base.ranks_per_node
-                ));
+                )));
             };
             Ok(ClusterConfig {
                 nodes,
@@ -241,21 +240,8 @@ pub struct TuneArgs {
     pub quiet: bool,
 }
 
-/// Print `msg` as the one-line error and return status 2.
-fn invalid(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("error: {msg}");
-    2
-}
-
-fn sweep_failed(e: &SweepError) -> i32 {
-    match e {
-        SweepError::Invalid(m) => invalid(m),
-        SweepError::Run(e) => super::run_failed(e),
-    }
-}
-
 /// Run `specs` one after another under one progress bar.
-fn run_specs(specs: &[SweepSpec], quiet: bool) -> Result<Vec<Sweep>, i32> {
+fn run_specs(specs: &[SweepSpec], quiet: bool) -> Result<Vec<Sweep>, CliError> {
     let total: usize = specs.iter().map(|s| s.run_sizes().len()).sum();
     let bar = if quiet {
         ProgressBar::hidden()
@@ -278,7 +264,7 @@ fn run_specs(specs: &[SweepSpec], quiet: bool) -> Result<Vec<Sweep>, i32> {
             Ok(s) => sweeps.push(s),
             Err(e) => {
                 bar.abandon();
-                return Err(sweep_failed(&e));
+                return Err(e.into());
             }
         }
     }
@@ -300,7 +286,7 @@ fn specs_for(
     rounds: Option<u16>,
     predict: bool,
     tuning: Option<&TuningTable>,
-) -> Result<Vec<SweepSpec>, String> {
+) -> Result<Vec<SweepSpec>, CliError> {
     let profile = study.profile()?;
     let modeled = study.mode == Mode::Modeled;
     let mut specs = Vec::new();
@@ -329,11 +315,11 @@ fn specs_for(
                 predict,
                 tuning: tuning.cloned(),
             };
-            spec.validate().map_err(|e| {
-                format!(
-                    "{e} ({} on {} nodes x {} ranks)",
-                    subject, cluster.nodes, cluster.ranks_per_node
-                )
+            spec.validate().map_err(|e| SpecError::In {
+                source: Box::new(e),
+                subject,
+                nodes: cluster.nodes,
+                ranks_per_node: cluster.ranks_per_node,
             })?;
             specs.push(spec);
         }
@@ -341,40 +327,25 @@ fn specs_for(
     Ok(specs)
 }
 
-pub(super) fn run_sweep(args: &SweepArgs) -> i32 {
+pub(super) fn run_sweep(args: &SweepArgs) -> Result<(), CliError> {
     let base = args.study.config();
     let configs = if args.scaling {
-        match scaling_configs(base) {
-            Ok(c) => c,
-            Err(e) => return invalid(e),
-        }
+        scaling_configs(base)?
     } else {
         vec![base]
     };
     let tuning = match &args.tuning {
         Some(path) => TuningTable::load(path),
         None => TuningTable::from_env(),
-    };
-    let tuning = match tuning {
-        Ok(t) => t,
-        Err(e) => return invalid(e),
-    };
+    }?;
     // Outputs are reserved before any work: an unwritable path fails now.
-    let plot_file = match &args.plot {
-        Some(p) => match plot::format_of(p).and_then(|_| PendingFile::create(p)) {
-            Ok(f) => Some(f),
-            Err(e) => return invalid(e),
-        },
-        None => None,
-    };
-    let csv_file = match &args.csv {
-        Some(p) => match PendingFile::create(p) {
-            Ok(f) => Some(f),
-            Err(e) => return invalid(e),
-        },
-        None => None,
-    };
-    let specs = match specs_for(
+    let plot_file = args
+        .plot
+        .as_deref()
+        .map(|p| plot::format_of(p).and_then(|_| PendingFile::create(p)))
+        .transpose()?;
+    let csv_file = args.csv.as_deref().map(PendingFile::create).transpose()?;
+    let specs = specs_for(
         &args.collective.0,
         &configs,
         &args.study,
@@ -385,30 +356,18 @@ pub(super) fn run_sweep(args: &SweepArgs) -> i32 {
         args.rounds,
         args.predict,
         Some(&tuning),
-    ) {
-        Ok(s) => s,
-        Err(e) => return invalid(e),
-    };
-    let sweeps = match run_specs(&specs, args.quiet) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    )?;
+    let sweeps = run_specs(&specs, args.quiet)?;
     if let Some(f) = csv_file {
         let target = f.target().display().to_string();
-        if let Err(e) = f.write(sweep::csv(&sweeps).as_bytes()) {
-            eprintln!("error: {e}");
-            return 1;
-        }
+        f.write(sweep::csv(&sweeps).as_bytes())?;
         if !args.quiet {
             eprintln!("# wrote {target}");
         }
     }
     if let Some(f) = plot_file {
         let target = f.target().display().to_string();
-        if let Err(e) = plot::render(&sweeps, f) {
-            eprintln!("error: {e}");
-            return 1;
-        }
+        plot::render(&sweeps, f)?;
         if !args.quiet {
             eprintln!("# wrote {target}");
         }
@@ -424,14 +383,11 @@ pub(super) fn run_sweep(args: &SweepArgs) -> i32 {
             sweep::write_table(&mut out, s)
         })
     };
-    output_status(result)
+    output(result)
 }
 
-pub(super) fn run_trace(args: &TraceArgs) -> i32 {
-    let profile = match args.study.profile() {
-        Ok(p) => p,
-        Err(e) => return invalid(e),
-    };
+pub(super) fn run_trace(args: &TraceArgs) -> Result<(), CliError> {
+    let profile = args.study.profile()?;
     let spec = trace::TraceSpec {
         subject: args.collective,
         algo: args.algo.clone(),
@@ -440,22 +396,11 @@ pub(super) fn run_trace(args: &TraceArgs) -> i32 {
         cluster: args.study.config(),
         profile,
     };
-    if let Err(e) = spec.validate() {
-        return invalid(e);
-    }
-    let file = match PendingFile::create(&args.output) {
-        Ok(f) => f,
-        Err(e) => return invalid(e),
-    };
-    let traced = match trace::run(&spec) {
-        Ok(t) => t,
-        Err(e) => return sweep_failed(&e),
-    };
+    spec.validate()?;
+    let file = PendingFile::create(&args.output)?;
+    let traced = trace::run(&spec)?;
     let text = serde_json::to_string(&traced.json).unwrap_or_default();
-    if let Err(e) = file.write(text.as_bytes()) {
-        eprintln!("error: {e}");
-        return 1;
-    }
+    file.write(text.as_bytes())?;
     if !args.quiet {
         eprintln!(
             "# wrote {}: {} spans and instants; {} {} at {} B: {:.3} us ({} mode); open it in ui.perfetto.dev",
@@ -468,7 +413,7 @@ pub(super) fn run_trace(args: &TraceArgs) -> i32 {
             spec.cluster.mode.name()
         );
     }
-    0
+    Ok(())
 }
 
 /// Parse `4x1,4x2` into (nodes, ranks per node) pairs.
@@ -488,7 +433,7 @@ fn parse_shapes(s: &str) -> Result<Vec<(usize, usize)>, String> {
         .collect()
 }
 
-pub(super) fn run_tune(args: &TuneArgs) -> i32 {
+pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
     // `all` means the three collectives the table covers.
     let named_one = args.collective.0.len() == 1;
     if let Some(s) = args
@@ -497,9 +442,9 @@ pub(super) fn run_tune(args: &TuneArgs) -> i32 {
         .iter()
         .find(|s| named_one && !matches!(s, Subject::Catalogue(_)))
     {
-        return invalid(format!(
+        return Err(CliError::Usage(format!(
             "the tuning table covers gather, allgather and alltoall, not {s} (accepted: gather, allgather, alltoall, all)"
-        ));
+        )));
     }
     let subjects: Vec<Subject> = args
         .collective
@@ -510,45 +455,47 @@ pub(super) fn run_tune(args: &TuneArgs) -> i32 {
         .collect();
     let base = args.study.config();
     let configs = match (&args.shapes, args.scaling) {
-        (Some(_), true) => return invalid("give --shapes or --scaling, not both"),
-        (Some(s), false) => match parse_shapes(s) {
-            Ok(v) => v
-                .into_iter()
-                .map(|(nodes, rpn)| ClusterConfig {
-                    nodes,
-                    ranks_per_node: rpn,
-                    sockets: args
-                        .study
-                        .sockets
-                        .map_or(gcd(base.sockets, rpn), usize::from),
-                    ..base
-                })
-                .collect(),
-            Err(e) => return invalid(e),
-        },
-        (None, true) => match scaling_configs(base) {
-            Ok(c) => c,
-            Err(e) => return invalid(e),
-        },
+        (Some(_), true) => {
+            return Err(CliError::Usage(
+                "give --shapes or --scaling, not both".into(),
+            ));
+        }
+        (Some(s), false) => parse_shapes(s)
+            .map_err(CliError::Usage)?
+            .into_iter()
+            .map(|(nodes, rpn)| ClusterConfig {
+                nodes,
+                ranks_per_node: rpn,
+                sockets: args
+                    .study
+                    .sockets
+                    .map_or(gcd(base.sockets, rpn), usize::from),
+                ..base
+            })
+            .collect(),
+        (None, true) => scaling_configs(base)?,
         (None, false) => vec![base],
     };
-    let target = match args.output.clone().or_else(tuning::user_path) {
-        Some(t) => t,
-        None => {
-            return invalid("no --output and no user tuning path (set HOME or XDG_CONFIG_HOME)");
-        }
-    };
+    let target = args
+        .output
+        .clone()
+        .or_else(tuning::user_path)
+        .ok_or_else(|| {
+            CliError::Usage(
+                "no --output and no user tuning path (set HOME or XDG_CONFIG_HOME)".into(),
+            )
+        })?;
     if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty())
         && args.output.is_none()
         && let Err(e) = std::fs::create_dir_all(dir)
     {
-        return invalid(format!("cannot create '{}': {e}", dir.display()));
+        return Err(CliError::Usage(format!(
+            "cannot create '{}': {e}",
+            dir.display()
+        )));
     }
-    let file = match PendingFile::create(&target) {
-        Ok(f) => f,
-        Err(e) => return invalid(e),
-    };
-    let specs = match specs_for(
+    let file = PendingFile::create(&target)?;
+    let specs = specs_for(
         &subjects,
         &configs,
         &args.study,
@@ -559,14 +506,8 @@ pub(super) fn run_tune(args: &TuneArgs) -> i32 {
         args.rounds,
         false,
         None,
-    ) {
-        Ok(s) => s,
-        Err(e) => return invalid(e),
-    };
-    let sweeps = match run_specs(&specs, args.quiet) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    )?;
+    let sweeps = run_specs(&specs, args.quiet)?;
     let shapes: Vec<String> = configs
         .iter()
         .map(|c| format!("{}x{}", c.nodes, c.ranks_per_node))
@@ -594,10 +535,7 @@ pub(super) fn run_tune(args: &TuneArgs) -> i32 {
         "# railcoll tuning table, written by `railcoll tune`; rules are tried in order.\n{}",
         table.to_toml()
     );
-    if let Err(e) = file.write(text.as_bytes()) {
-        eprintln!("error: {e}");
-        return 1;
-    }
+    file.write(text.as_bytes())?;
     if !args.quiet {
         eprintln!("# wrote {} ({} rules)", target.display(), table.rule.len());
     }
@@ -612,5 +550,5 @@ pub(super) fn run_tune(args: &TuneArgs) -> i32 {
         }
         Ok(())
     })();
-    output_status(result)
+    output(result)
 }

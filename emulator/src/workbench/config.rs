@@ -20,10 +20,74 @@
 
 use clap::{ArgAction, Command};
 
+/// A study file (or `--config` flag) that cannot be used; every message
+/// is one line naming the file, the key and what is accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `--config` is the last argument.
+    #[error("--config needs a file (accepted: --config FILE.toml)")]
+    MissingPath,
+    /// `--config` given twice.
+    #[error("--config given twice (second: '{0}')")]
+    Twice(String),
+    /// The file cannot be read.
+    #[error("config '{path}': {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not TOML.
+    #[error("config '{path}': malformed TOML: {message}")]
+    Malformed {
+        /// The file.
+        path: String,
+        /// The parser's message, on one line.
+        message: String,
+    },
+    /// `command` is not a string.
+    #[error("config '{path}': 'command' must be a string, e.g. \"sweep allgather\"")]
+    CommandNotString {
+        /// The file.
+        path: String,
+    },
+    /// Neither the command line nor the file names a subcommand.
+    #[error(
+        "config '{path}': no subcommand on the command line or in the file's 'command' key (e.g. command = \"sweep allgather\")"
+    )]
+    NoCommand {
+        /// The file.
+        path: String,
+    },
+    /// A key that is no flag of the subcommand.
+    #[error("config '{path}': unknown key '{key}' for `{command}` (accepted: {accepted})")]
+    UnknownKey {
+        /// The file.
+        path: String,
+        /// The key.
+        key: String,
+        /// The subcommand.
+        command: String,
+        /// Its flags, comma-separated.
+        accepted: String,
+    },
+    /// A value of the wrong kind.
+    #[error("config '{path}': key '{key}' {problem}")]
+    BadValue {
+        /// The file.
+        path: String,
+        /// The key.
+        key: String,
+        /// What is wrong and what is accepted.
+        problem: &'static str,
+    },
+}
+
 /// `args` with the flags of the study file named by `--config` spliced in
 /// after the subcommand (the command line's own flags follow, and win).
 /// Without `--config`, `args` unchanged.
-pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, String> {
+pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, ConfigError> {
     let mut path = None;
     let mut rest = Vec::with_capacity(args.len());
     let mut it = args.into_iter();
@@ -37,16 +101,13 @@ pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, String> {
             break;
         }
         let value = if a == "--config" {
-            Some(
-                it.next()
-                    .ok_or("--config needs a file (accepted: --config FILE.toml)")?,
-            )
+            Some(it.next().ok_or(ConfigError::MissingPath)?)
         } else {
             a.strip_prefix("--config=").map(str::to_string)
         };
         match value {
             Some(v) if path.is_some() => {
-                return Err(format!("--config given twice (second: '{v}')"));
+                return Err(ConfigError::Twice(v));
             }
             Some(v) => path = Some(v),
             None => rest.push(a),
@@ -55,28 +116,29 @@ pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, String> {
     let Some(path) = path else {
         return Ok(rest);
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("config '{path}': {e}"))?;
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        format!(
-            "config '{path}': malformed TOML: {}",
-            e.message().replace('\n', " ")
-        )
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+        path: path.clone(),
+        source,
     })?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError::Malformed {
+            path: path.clone(),
+            message: e.message().replace('\n', " "),
+        })?;
     // The subcommand path: from the command line, else from the file.
     let (mut leaf, mut depth) = walk(cli, &rest[1..]);
     if depth == 0 {
         if let Some(command) = table.get("command") {
-            let command = command.as_str().ok_or_else(|| {
-                format!("config '{path}': 'command' must be a string, e.g. \"sweep allgather\"")
-            })?;
+            let command = command
+                .as_str()
+                .ok_or_else(|| ConfigError::CommandNotString { path: path.clone() })?;
             let words: Vec<String> = command.split_whitespace().map(str::to_string).collect();
             rest.splice(1..1, words);
             (leaf, depth) = walk(cli, &rest[1..]);
         }
         if depth == 0 {
-            return Err(format!(
-                "config '{path}': no subcommand on the command line or in the file's 'command' key (e.g. command = \"sweep allgather\")"
-            ));
+            return Err(ConfigError::NoCommand { path });
         }
     }
     let mut flags = Vec::new();
@@ -95,14 +157,19 @@ pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, String> {
                     .filter(|l| !matches!(*l, "help" | "version"))
                     .collect();
                 names.sort_unstable();
-                format!(
-                    "config '{path}': unknown key '{key}' for `{}` (accepted: {})",
-                    leaf.get_name(),
-                    names.join(", ")
-                )
+                ConfigError::UnknownKey {
+                    path: path.clone(),
+                    key: key.clone(),
+                    command: leaf.get_name().to_string(),
+                    accepted: names.join(", "),
+                }
             })?;
         let switch = matches!(arg.get_action(), ArgAction::SetTrue);
-        let bad = |what: &str| format!("config '{path}': key '{key}' {what}");
+        let bad = |problem: &'static str| ConfigError::BadValue {
+            path: path.clone(),
+            key: key.clone(),
+            problem,
+        };
         match value {
             toml::Value::Boolean(b) if switch => {
                 if *b {
@@ -238,7 +305,9 @@ mod tests {
     fn bad_files_are_refused_in_one_line() {
         let run = |text: &str| {
             let f = file("c.toml", text);
-            expand(args(&["railcoll", "sweep", "--config", &f]), &cli()).expect_err("refused")
+            expand(args(&["railcoll", "sweep", "--config", &f]), &cli())
+                .expect_err("refused")
+                .to_string()
         };
         let e = run("nodez = 4\n");
         assert!(
@@ -255,7 +324,8 @@ mod tests {
             args(&["railcoll", "sweep", "--config", "/no/such.toml"]),
             &cli(),
         )
-        .expect_err("io");
+        .expect_err("io")
+        .to_string();
         assert!(e.contains("/no/such.toml"), "{e}");
         let f = file("d.toml", "nodes = 1\n");
         assert!(expand(args(&["railcoll", "--config", &f]), &cli()).is_err());

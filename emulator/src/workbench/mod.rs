@@ -30,6 +30,120 @@ use railcoll_host::sched::{Algorithm, Collective, Params, Shape, generate};
 
 use crate::bench::{self, CollBench};
 
+/// A study the workbench refuses before running anything: the message
+/// names the problem and, where there is a choice, the accepted values.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The cluster shape is not one the schedules support.
+    #[error(transparent)]
+    Shape(railcoll_host::Error),
+    /// The root is not a rank of the cluster.
+    #[error("--root {root} is not a rank: the cluster has ranks 0..={last}")]
+    Root {
+        /// The root asked for.
+        root: usize,
+        /// The last rank.
+        last: usize,
+    },
+    /// A sized subject was given size 0.
+    #[error("size 0 is not allowed for {0} (accepted: 1 byte to 2G)")]
+    ZeroSize(Subject),
+    /// An algorithm name its parser refused (its message, with `all`
+    /// among the accepted values).
+    #[error("{0}")]
+    UnknownAlgorithm(String),
+    /// A catalogue algorithm whose schedule cannot be generated here.
+    #[error("{collective} '{name}' cannot run on this shape: {reason}")]
+    CannotRun {
+        /// The collective.
+        collective: Collective,
+        /// The algorithm as named.
+        name: String,
+        /// Why the generator refused.
+        reason: railcoll_host::Error,
+    },
+    /// An algorithm that runs within one node, asked for on several.
+    #[error(
+        "algorithm '{name}' runs within one node only, but the cluster has {nodes} nodes (use --nodes 1 or another algorithm)"
+    )]
+    NodeOnly {
+        /// The algorithm.
+        name: &'static str,
+        /// Nodes of the cluster.
+        nodes: usize,
+    },
+    /// `all` selected nothing.
+    #[error("no {0} algorithm runs on this shape")]
+    NoAlgorithm(Subject),
+    /// A trace was asked for several algorithms.
+    #[error("trace needs one algorithm (--algo NAME), not a list or 'all'")]
+    NotOneAlgorithm,
+    /// One spec of a multi-shape study, and where it was.
+    #[error("{source} ({subject} on {nodes} nodes x {ranks_per_node} ranks)")]
+    In {
+        /// The problem.
+        source: Box<SpecError>,
+        /// The subject of the spec.
+        subject: Subject,
+        /// Its nodes.
+        nodes: usize,
+        /// Its ranks per node.
+        ranks_per_node: usize,
+    },
+}
+
+/// An output file (or figure) that could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The path is empty or a directory.
+    #[error("output path '{}' is not a file name", .0.display())]
+    NotAFileName(PathBuf),
+    /// The place cannot be written (found when reserving, before any work).
+    #[error("cannot write output '{}': {source}", .path.display())]
+    Reserve {
+        /// The target.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing or renaming into place failed (after the work).
+    #[error("cannot write output '{}': {source}", .path.display())]
+    Write {
+        /// The target.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A figure file that is neither SVG nor PNG.
+    #[error("plot file '{}' must end in .svg or .png (accepted: FILE.svg, FILE.png)", .0.display())]
+    PlotFormat(PathBuf),
+    /// The embedded font could not be registered.
+    #[error("the embedded plot font is invalid")]
+    Font,
+    /// No sweep has two sizes.
+    #[error("nothing to plot: a figure needs a sweep over at least two sizes")]
+    NothingToPlot,
+    /// The plotting library failed.
+    #[error("drawing {}: {reason}", .path.display())]
+    Draw {
+        /// The target.
+        path: PathBuf,
+        /// Its message.
+        reason: String,
+    },
+}
+
+impl OutputError {
+    /// Found before any work ran (the request was bad), rather than while
+    /// writing results.
+    pub fn before_run(&self) -> bool {
+        matches!(
+            self,
+            OutputError::NotAFileName(_) | OutputError::Reserve { .. } | OutputError::PlotFormat(_)
+        )
+    }
+}
+
 /// Something a sweep, trace or tune measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Subject {
@@ -85,7 +199,7 @@ impl Subject {
         shape: Shape,
         root: usize,
         size: usize,
-    ) -> Result<AlgoSet, String> {
+    ) -> Result<AlgoSet, SpecError> {
         let nodes = shape.topology.nodes();
         match self {
             Subject::Catalogue(c) => {
@@ -98,9 +212,14 @@ impl Subject {
                         .collect()
                 } else {
                     parse_list(algo, |name| {
-                        let a = c.parse_algorithm(name)?;
-                        runs(a)
-                            .map_err(|e| format!("{c} '{name}' cannot run on this shape: {e}"))?;
+                        let a = c
+                            .parse_algorithm(name)
+                            .map_err(SpecError::UnknownAlgorithm)?;
+                        runs(a).map_err(|reason| SpecError::CannotRun {
+                            collective: c,
+                            name: name.to_string(),
+                            reason,
+                        })?;
                         Ok(a)
                     })?
                 };
@@ -150,7 +269,7 @@ fn pick<T: Copy + PartialEq + std::str::FromStr<Err = String>>(
     node_only: T,
     nodes: usize,
     name: impl Fn(T) -> &'static str,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, SpecError> {
     if algo == "all" {
         return Ok(all
             .iter()
@@ -159,12 +278,12 @@ fn pick<T: Copy + PartialEq + std::str::FromStr<Err = String>>(
             .collect());
     }
     parse_list(algo, |n| {
-        let a: T = n.parse()?;
+        let a: T = n.parse().map_err(SpecError::UnknownAlgorithm)?;
         if a == node_only && nodes > 1 {
-            return Err(format!(
-                "algorithm '{}' runs within one node only, but the cluster has {nodes} nodes (use --nodes 1 or another algorithm)",
-                name(a)
-            ));
+            return Err(SpecError::NodeOnly {
+                name: name(a),
+                nodes,
+            });
         }
         Ok(a)
     })
@@ -174,11 +293,16 @@ fn pick<T: Copy + PartialEq + std::str::FromStr<Err = String>>(
 /// duplicates dropped; errors list `all` among the accepted values.
 fn parse_list<T: PartialEq>(
     list: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<T>, String> {
+    parse: impl Fn(&str) -> Result<T, SpecError>,
+) -> Result<Vec<T>, SpecError> {
     let mut v = Vec::new();
     for name in list.split(',').map(str::trim) {
-        let a = parse(name).map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))?;
+        let a = parse(name).map_err(|e| match e {
+            SpecError::UnknownAlgorithm(m) => {
+                SpecError::UnknownAlgorithm(m.replace(" (accepted: ", " (accepted: all, "))
+            }
+            e => e,
+        })?;
         if !v.contains(&a) {
             v.push(a);
         }
@@ -279,12 +403,12 @@ impl AlgoSet {
 }
 
 /// `root` must be a rank of `shape` (the error names the accepted range).
-pub fn check_root(root: usize, shape: &Shape) -> Result<(), String> {
+pub fn check_root(root: usize, shape: &Shape) -> Result<(), SpecError> {
     if root >= shape.size() {
-        return Err(format!(
-            "--root {root} is not a rank: the cluster has ranks 0..={}",
-            shape.size() - 1
-        ));
+        return Err(SpecError::Root {
+            root,
+            last: shape.size() - 1,
+        });
     }
     Ok(())
 }
@@ -374,16 +498,12 @@ pub struct PendingFile {
 
 impl PendingFile {
     /// Reserve `target`; the error is one line naming the path and why.
-    pub fn create(target: &Path) -> Result<Self, String> {
+    pub fn create(target: &Path) -> Result<Self, OutputError> {
+        let not_a_file = || OutputError::NotAFileName(target.to_path_buf());
         if target.as_os_str().is_empty() || target.is_dir() {
-            return Err(format!(
-                "output path '{}' is not a file name",
-                target.display()
-            ));
+            return Err(not_a_file());
         }
-        let name = target
-            .file_name()
-            .ok_or_else(|| format!("output path '{}' is not a file name", target.display()))?;
+        let name = target.file_name().ok_or_else(not_a_file)?;
         // Keep the extension last: image encoders choose the format by it.
         let ext = target
             .extension()
@@ -394,8 +514,10 @@ impl PendingFile {
             name.to_string_lossy(),
             std::process::id()
         ));
-        std::fs::File::create(&temp)
-            .map_err(|e| format!("cannot write output '{}': {e}", target.display()))?;
+        std::fs::File::create(&temp).map_err(|source| OutputError::Reserve {
+            path: target.to_path_buf(),
+            source,
+        })?;
         Ok(Self {
             target: target.to_path_buf(),
             temp,
@@ -414,18 +536,23 @@ impl PendingFile {
     }
 
     /// Write `bytes` to the temporary file and move it into place.
-    pub fn write(self, bytes: &[u8]) -> Result<(), String> {
-        std::fs::write(&self.temp, bytes)
-            .map_err(|e| format!("cannot write output '{}': {e}", self.target.display()))?;
+    pub fn write(self, bytes: &[u8]) -> Result<(), OutputError> {
+        std::fs::write(&self.temp, bytes).map_err(|e| self.write_error(e))?;
         self.commit()
     }
 
     /// Move the temporary file (already written) into place.
-    pub fn commit(mut self) -> Result<(), String> {
-        std::fs::rename(&self.temp, &self.target)
-            .map_err(|e| format!("cannot write output '{}': {e}", self.target.display()))?;
+    pub fn commit(mut self) -> Result<(), OutputError> {
+        std::fs::rename(&self.temp, &self.target).map_err(|e| self.write_error(e))?;
         self.done = true;
         Ok(())
+    }
+
+    fn write_error(&self, source: std::io::Error) -> OutputError {
+        OutputError::Write {
+            path: self.target.clone(),
+            source,
+        }
     }
 }
 
@@ -470,11 +597,13 @@ mod tests {
         let shape = Shape::new(2, 2, 1, 2, railcoll_host::Placement::Block).expect("shape");
         let e = Subject::Catalogue(Collective::Allgather)
             .select("nope", shape, 0, 64)
-            .expect_err("unknown");
+            .expect_err("unknown")
+            .to_string();
         assert!(e.contains("accepted: all, direct"), "{e}");
         let e = Subject::Bcast
             .select("shm", shape, 0, 64)
-            .expect_err("node only");
+            .expect_err("node only")
+            .to_string();
         assert!(e.contains("one node"), "{e}");
         let set = Subject::Barrier.select("all", shape, 0, 0).expect("all");
         assert!(!set.names().contains(&"shm"));

@@ -14,8 +14,8 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::PendingFile;
 use super::sweep::{Measured, Sweep, size_label};
+use super::{OutputError, PendingFile};
 
 /// The embedded font (ASCII subset of DejaVu Sans; see
 /// `emulator/assets/DEJAVU-LICENSE`).
@@ -55,7 +55,7 @@ pub enum Format {
 }
 
 /// The format `path` asks for.
-pub fn format_of(path: &std::path::Path) -> Result<Format, String> {
+pub fn format_of(path: &std::path::Path) -> Result<Format, OutputError> {
     match path
         .extension()
         .and_then(|e| e.to_str())
@@ -64,31 +64,30 @@ pub fn format_of(path: &std::path::Path) -> Result<Format, String> {
     {
         Some("svg") => Ok(Format::Svg),
         Some("png") => Ok(Format::Png),
-        _ => Err(format!(
-            "plot file '{}' must end in .svg or .png (accepted: FILE.svg, FILE.png)",
-            path.display()
-        )),
+        _ => Err(OutputError::PlotFormat(path.to_path_buf())),
     }
 }
 
-fn register_font() -> Result<(), String> {
+fn register_font() -> Result<(), OutputError> {
     static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *DONE
         .get_or_init(|| plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_ok());
-    ok.then_some(())
-        .ok_or_else(|| "the embedded plot font is invalid".into())
+    ok.then_some(()).ok_or(OutputError::Font)
 }
 
 /// Draw `sweeps` into `file` (SVG or PNG by its extension).
-pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), String> {
+pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), OutputError> {
     let format = format_of(file.target())?;
     register_font()?;
     let plotted: Vec<&Sweep> = sweeps.iter().filter(|s| s.points.len() >= 2).collect();
     if plotted.is_empty() {
-        return Err("nothing to plot: a figure needs a sweep over at least two sizes".into());
+        return Err(OutputError::NothingToPlot);
     }
     let size = (PANEL.0 * 2, PANEL.1 * plotted.len() as u32);
-    let fail = |e: String| format!("drawing {}: {e}", file.target().display());
+    let fail = |reason: String| OutputError::Draw {
+        path: file.target().to_path_buf(),
+        reason,
+    };
     match format {
         Format::Svg => {
             let mut svg = String::new();

@@ -22,7 +22,7 @@ use railcoll_host::sched::cost;
 use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::{Params, Shape, generate};
 
-use super::{AlgoSet, Subject};
+use super::{AlgoSet, SpecError, Subject};
 use crate::bench::{self, CollRecord};
 use crate::cluster::{ClusterConfig, EmuError, Mode};
 use crate::modeled::Profile;
@@ -58,8 +58,17 @@ pub struct SweepSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
     /// The request is invalid (exit status 2).
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] SpecError),
+    /// An algorithm and size the benchmark should have timed are missing
+    /// from its records (exit status 2, as before).
+    #[error("{algorithm} at {size} B did not run")]
+    Missing {
+        /// The algorithm.
+        algorithm: String,
+        /// The size.
+        size: usize,
+    },
     /// The run failed (exit status 1).
     #[error(transparent)]
     Run(#[from] EmuError),
@@ -145,7 +154,7 @@ pub struct Sweep {
 }
 
 /// The shape a cluster configuration describes.
-pub fn shape_of(cfg: &ClusterConfig) -> Result<Shape, String> {
+pub fn shape_of(cfg: &ClusterConfig) -> Result<Shape, SpecError> {
     Shape::new(
         cfg.nodes,
         cfg.ranks_per_node,
@@ -153,25 +162,22 @@ pub fn shape_of(cfg: &ClusterConfig) -> Result<Shape, String> {
         cfg.rails,
         cfg.placement,
     )
-    .map_err(|e| e.to_string())
+    .map_err(SpecError::Shape)
 }
 
 impl SweepSpec {
     /// Check everything that can be checked without running: the shape,
     /// the root, the algorithms, the sizes. Returns the algorithms.
-    pub fn validate(&self) -> Result<AlgoSet, String> {
+    pub fn validate(&self) -> Result<AlgoSet, SpecError> {
         let shape = shape_of(&self.cluster)?;
         super::check_root(self.root, &shape)?;
         if self.subject.sized() && self.sizes.contains(&0) {
-            return Err(format!(
-                "size 0 is not allowed for {} (accepted: 1 byte to 2G)",
-                self.subject
-            ));
+            return Err(SpecError::ZeroSize(self.subject));
         }
         let first = self.sizes.first().copied().unwrap_or(1);
         let set = self.subject.select(&self.algo, shape, self.root, first)?;
         if set.names().is_empty() {
-            return Err(format!("no {} algorithm runs on this shape", self.subject));
+            return Err(SpecError::NoAlgorithm(self.subject));
         }
         Ok(set)
     }
@@ -188,8 +194,8 @@ impl SweepSpec {
 
 /// Run a sweep; `progress` is called once per finished size.
 pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep, SweepError> {
-    let set = spec.validate().map_err(SweepError::Invalid)?;
-    let shape = shape_of(&spec.cluster).map_err(SweepError::Invalid)?;
+    let set = spec.validate()?;
+    let shape = shape_of(&spec.cluster)?;
     let sizes = spec.run_sizes();
     let records = set.with_bench(&sizes, spec.iters, spec.rounds, spec.root, |b| {
         match spec.cluster.mode {
@@ -209,7 +215,10 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
             let r: &CollRecord = records
                 .iter()
                 .find(|r| r.size == size && r.algorithm == name)
-                .ok_or_else(|| SweepError::Invalid(format!("{name} at {size} B did not run")))?;
+                .ok_or_else(|| SweepError::Missing {
+                    algorithm: name.to_string(),
+                    size,
+                })?;
             let latency = match spec.subject {
                 Subject::Catalogue(railcoll_host::sched::Collective::Gather) => r.latency_max_us,
                 _ => r.latency_us,

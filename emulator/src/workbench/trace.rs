@@ -23,7 +23,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::sweep::{SweepError, shape_of};
-use super::{AlgoSet, Subject};
+use super::{AlgoSet, SpecError, Subject};
 use crate::bench;
 use crate::cluster::{Cluster, ClusterConfig, EmuError, Mode};
 use crate::modeled::Profile;
@@ -59,17 +59,14 @@ pub struct Traced {
 
 impl TraceSpec {
     /// Check the request; returns the one algorithm.
-    pub fn validate(&self) -> Result<AlgoSet, String> {
+    pub fn validate(&self) -> Result<AlgoSet, SpecError> {
         if self.algo == "all" || self.algo.contains(',') {
-            return Err("trace needs one algorithm (--algo NAME), not a list or 'all'".into());
+            return Err(SpecError::NotOneAlgorithm);
         }
         let shape = shape_of(&self.cluster)?;
         super::check_root(self.root, &shape)?;
         if self.subject.sized() && self.size == 0 {
-            return Err(format!(
-                "size 0 is not allowed for {} (accepted: 1 byte to 2G)",
-                self.subject
-            ));
+            return Err(SpecError::ZeroSize(self.subject));
         }
         self.subject.select(&self.algo, shape, self.root, self.size)
     }
@@ -77,7 +74,7 @@ impl TraceSpec {
 
 /// Run and trace one call.
 pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
-    let set = spec.validate().map_err(SweepError::Invalid)?;
+    let set = spec.validate()?;
     let size = if spec.subject.sized() { spec.size } else { 0 };
     let timeline = Arc::new(Timeline::new());
     let times = set.with_bench(

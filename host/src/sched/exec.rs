@@ -328,7 +328,8 @@ impl Coll<'_> {
                     let peer_mem = self.peer_memory(*peer as usize)?;
                     let (l, r) = (region(local)?, region(remote)?);
                     let len = l.len().min(r.len());
-                    hook.observer().host_copy(len, socket_of(*peer as usize)? != my_socket);
+                    hook.observer()
+                        .host_copy(len, socket_of(*peer as usize)? != my_socket);
                     match dir {
                         PeerDir::Push => peer_mem.copy_from(r.offset(), &arena, l.offset(), len),
                         PeerDir::Pull => arena.copy_from(l.offset(), &peer_mem, r.offset(), len),
