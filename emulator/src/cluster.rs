@@ -24,15 +24,16 @@ use railcoll_host::{Comm, CommConfig, Placement, RailPolicy, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 
-use crate::board::{EMU_MAX_NODES, EmuBoard};
-use crate::memory::NodeMemory;
+use crate::hw::memory::NodeMemory;
+use crate::hw::nic::EMU_MAX_NODES;
+use crate::hw::notify::Notifier;
+use crate::hw::registers::SharedRegisters;
 use crate::modeled::fiber::{self, FiberYielder};
 use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
-use crate::notify::Notifier;
-use crate::rail::Rail;
-use crate::registers::SharedRegisters;
+use crate::threads::board::EmuBoard;
+use crate::threads::rail::Rail;
+use crate::threads::worker::{EngineFactory, WorkerPool};
 use crate::timeline::{Timeline, TracingWait};
-use crate::worker::{EngineFactory, WorkerPool};
 use corosensei::stack::DefaultStack;
 use corosensei::{ScopedCoroutine, ScopedCoroutineRef};
 
@@ -266,7 +267,7 @@ impl Device for EmuDevice {
         let whole = self.memory.memory();
         usize::try_from(phys)
             .ok()
-            .filter(|&p| p >= crate::memory::PHYS_BASE)
+            .filter(|&p| p >= crate::hw::memory::PHYS_BASE)
             .and_then(|p| whole.slice(p, len).ok())
             .ok_or_else(|| {
                 DeviceError::Backend(format!("no DMA memory at {phys:#x} + {len} on this node"))

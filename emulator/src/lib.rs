@@ -2,22 +2,21 @@
 //!
 //! A [`cluster::Cluster`] is `nodes x ranks_per_node x rails`. Each node has
 //! real (mmap'ed) host memory and one NIC per rail; each NIC runs the
-//! unmodified firmware engine of `railcoll-fw` on an [`board::EmuBoard`];
+//! unmodified firmware engine of `railcoll-fw` on an [`threads::board::EmuBoard`] (or, in modeled mode, a
+//! [`modeled::board`]);
 //! each rail has a switch that delivers packets between its NICs. A put
 //! moves its bytes with exactly one copy, from the source node's memory into
 //! the target node's, performed by the receiving NIC.
 //!
 //! Map of the crate:
 //!
-//! - [`memory`]: node memory and its DMA allocator.
-//! - [`registers`]: a NIC's register file, shared by driver and firmware,
-//!   with doorbells that wake the NIC's worker.
-//! - [`rail`]: the switch of one rail (per-node inboxes).
-//! - [`board`]: the firmware's hardware traits implemented over the above.
-//! - [`notify`]: how doorbells and packets wake a NIC's worker; the
-//!   threads-mode clock.
-//! - [`worker`]: the pool of NIC worker threads (never more than cores;
-//!   idle workers park and are woken by doorbells and packets).
+//! - [`hw`]: the hardware both modes build on: node memory and its DMA
+//!   allocator, a NIC's register file, doorbell notification, what travels
+//!   on a rail and how its switch routes collective packets, payload
+//!   delivery.
+//! - [`threads`]: threads mode: the board over real threads, a rail's
+//!   switch as per-node channels, the NIC worker pool (never more than
+//!   cores; idle workers park and are woken by doorbells and packets).
 //! - [`modeled`]: modeled mode: calibration profiles, the modeled board
 //!   and the sequencer that runs everything in deterministic virtual time.
 //! - [`cluster`]: building a cluster (threads or modeled) and running a
@@ -38,16 +37,12 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
-pub mod board;
 pub mod cli;
 pub mod cluster;
-pub mod memory;
+pub mod hw;
 pub mod modeled;
-pub mod notify;
-pub mod rail;
-pub mod registers;
+pub mod threads;
 pub mod timeline;
 pub mod workbench;
-pub mod worker;
 
 pub use cluster::{Cluster, ClusterConfig, EmuError, Mode};

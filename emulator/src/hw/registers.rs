@@ -12,7 +12,7 @@ use railcoll_fw::abi::regs::{self, Access, Reg};
 use railcoll_fw::engine::hw::DOORBELL_MAILBOX;
 use railcoll_mem::regio::RegisterIo;
 
-use crate::notify::Notifier;
+use crate::hw::notify::Notifier;
 
 /// A register address on the firmware side: a raw offset (what the board
 /// traits pass) or a typed register of any host access (the NIC owns the

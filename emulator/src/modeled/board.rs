@@ -22,9 +22,9 @@ use railcoll_fw::engine::hw::{
 use railcoll_mem::dma_mem::DmaMemory;
 
 use super::profile::{Costs, transfer};
-use crate::board::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, range};
-use crate::rail::{PayloadRef, WirePacket, is_control};
-use crate::registers::SharedRegisters;
+use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, range};
+use crate::hw::registers::SharedRegisters;
+use crate::hw::wire::{PayloadRef, WirePacket, is_control};
 
 /// Virtual time, picoseconds.
 pub type Ps = u64;

@@ -53,8 +53,8 @@ use super::queue::{ActionQueue, Arrivals};
 use super::ranks::{RankState, Ranks, Watch};
 pub use super::witness::{Stalled, TraceDigest, TraceRecord};
 use super::witness::{Trace, Watchdog, hash_of, ns, trace_nic, trace_packet, trace_switch};
-use crate::rail::{WirePacket, is_collective, is_control, route_collective};
-use crate::registers::SharedRegisters;
+use crate::hw::registers::SharedRegisters;
+use crate::hw::wire::{WirePacket, is_collective, is_control, route_collective};
 use crate::timeline::Timeline;
 
 thread_local! {

@@ -40,7 +40,7 @@ use railcoll_mem::regio::RegisterIo;
 pub use kernel::{Kernel, ModelStats, Stalled, TraceDigest, TraceRecord};
 pub use profile::{DEFAULT_PROFILE, Profile, ProfileError};
 
-use crate::registers::SharedRegisters;
+use crate::hw::registers::SharedRegisters;
 
 /// A NIC's registers as the host sees them in modeled mode.
 #[derive(Debug)]

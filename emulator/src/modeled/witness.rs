@@ -21,7 +21,7 @@ use std::fmt::Display;
 use railcoll_fw::abi::packet::PacketType;
 
 use super::board::Ps;
-use crate::rail::{WirePacket, is_collective, is_control};
+use crate::hw::wire::{WirePacket, is_collective, is_control};
 use crate::timeline::{Timeline, Track};
 
 /// A modeled run stopped by the watchdog.

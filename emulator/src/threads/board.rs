@@ -14,14 +14,11 @@ use railcoll_fw::engine::hw::{
 use railcoll_host::env::Waker;
 use railcoll_mem::dma_mem::DmaMemory;
 
-use crate::rail::{PayloadRef, Rail, WirePacket};
-use crate::registers::SharedRegisters;
+use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, range};
+use crate::hw::registers::SharedRegisters;
+use crate::hw::wire::{PayloadRef, WirePacket};
+use crate::threads::rail::Rail;
 use crate::timeline::{Timeline, Track};
-
-/// Largest node count an emulated NIC serves (its flow tables).
-pub const EMU_MAX_NODES: usize = 256;
-/// Events per context on an emulated NIC.
-pub const EMU_EVENTS: usize = 512;
 
 /// The firmware engine as instantiated in the emulator.
 pub type EmuEngine = Engine<EmuBoard, EMU_MAX_NODES, EMU_EVENTS>;
@@ -98,10 +95,6 @@ impl EmuBoard {
     }
 }
 
-pub(crate) fn range(phys: u64) -> Result<usize, BusError> {
-    usize::try_from(phys).map_err(|_| BusError)
-}
-
 impl HostMemory for EmuBoard {
     fn read(&mut self, phys: u64, buf: &mut [u8]) -> Result<(), BusError> {
         self.memory.read(range(phys)?, buf).map_err(|_| BusError)
@@ -150,38 +143,6 @@ impl Link for EmuBoard {
     }
 }
 
-/// Write a received payload into `memory` (this node's) at `phys`, copying
-/// it straight from the sender node's memory: the one copy of the put path.
-pub(crate) fn deliver_payload(
-    memory: &DmaMemory,
-    memories: &[DmaMemory],
-    payload: &Option<PayloadRef>,
-    phys: u64,
-) -> Result<(), BusError> {
-    let Some(p) = payload else {
-        return Ok(());
-    };
-    let src = memories.get(p.node as usize).ok_or(BusError)?;
-    let (dst_off, src_off) = (range(phys)?, range(p.phys)?);
-    if p.len == 8 && dst_off.is_multiple_of(8) {
-        // An aligned 8-byte payload lands as one atomic store, as an
-        // aligned 8-byte PCIe write does: hosts poll such words (RDMA
-        // barrier flags) and must never see them torn.
-        let mut word = [0u8; 8];
-        src.read(src_off, &mut word).map_err(|_| BusError)?;
-        return memory
-            .store_u64(
-                dst_off,
-                u64::from_le_bytes(word),
-                std::sync::atomic::Ordering::Release,
-            )
-            .map_err(|_| BusError);
-    }
-    memory
-        .copy_from(dst_off, src, src_off, p.len as usize)
-        .map_err(|_| BusError)
-}
-
 impl RegisterFile for EmuBoard {
     fn reg_read(&self, offset: u32) -> u64 {
         self.registers.nic_read(offset)
@@ -198,7 +159,7 @@ impl RegisterFile for EmuBoard {
 
 impl Clock for EmuBoard {
     fn now_ns(&self) -> u64 {
-        crate::notify::clock_ns(self.epoch)
+        crate::hw::notify::clock_ns(self.epoch)
     }
 }
 

@@ -7,30 +7,10 @@
 //! injection of later issues sits here).
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
-use railcoll_fw::abi::packet::{PacketHeader, PacketType};
-use railcoll_fw::switch::{self, Forward, Switch};
+use railcoll_fw::switch::Switch;
 
-use crate::notify::Notifier;
-
-/// Payload bytes in a node's memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PayloadRef {
-    /// Node whose memory holds the bytes.
-    pub node: u16,
-    /// Physical address there.
-    pub phys: u64,
-    /// Length.
-    pub len: u32,
-}
-
-/// A packet on the wire.
-#[derive(Clone, Copy, Debug)]
-pub struct WirePacket {
-    /// The header.
-    pub header: PacketHeader,
-    /// The payload, if any.
-    pub payload: Option<PayloadRef>,
-}
+use crate::hw::notify::Notifier;
+use crate::hw::wire::{WirePacket, is_collective, route_collective};
 
 /// One rail's switch.
 #[derive(Debug)]
@@ -78,54 +58,5 @@ impl Rail {
             }
             _ => false,
         }
-    }
-}
-
-/// Does the switch (rather than a plain crossbar) handle this packet?
-pub fn is_collective(packet: &WirePacket) -> bool {
-    matches!(
-        PacketType::from_raw(packet.header.ptype),
-        Some(PacketType::Bcast | PacketType::BarrierArrive)
-    )
-}
-
-/// Route a collective packet through `switch`: `out(node, packet)` for each
-/// copy it sends on (none while a barrier is still combining).
-pub fn route_collective(
-    switch: &mut Switch,
-    packet: WirePacket,
-    out: &mut dyn FnMut(usize, WirePacket),
-) {
-    match switch.forward(&packet.header) {
-        Forward::Drop => {}
-        Forward::Unicast(node) => out(node as usize, packet),
-        Forward::Replicate { low, high, except } => {
-            for node in low..=high {
-                if node != except {
-                    out(node as usize, packet);
-                }
-            }
-        }
-        Forward::ReleaseAll(barrier) => {
-            for node in barrier.low_node..=barrier.high_node {
-                out(node as usize, released(&barrier, node));
-            }
-        }
-        Forward::ReleaseOne(barrier, node) => out(node as usize, released(&barrier, node)),
-    }
-}
-
-/// Is this a link-level acknowledgement (no data, travels beside data)?
-pub fn is_control(packet: &WirePacket) -> bool {
-    matches!(
-        PacketType::from_raw(packet.header.ptype),
-        Some(PacketType::Ack | PacketType::Nack | PacketType::BcastAck)
-    )
-}
-
-fn released(barrier: &railcoll_fw::abi::packet::BarrierPacket, node: u16) -> WirePacket {
-    WirePacket {
-        header: switch::release(barrier, node),
-        payload: None,
     }
 }

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::board::EmuEngine;
-use crate::notify::{Notifier, WorkerSignal};
+use crate::hw::notify::{Notifier, WorkerSignal};
+use crate::threads::board::EmuEngine;
 
 /// Idle polls that spin before yielding.
 const SPIN_POLLS: u32 = 64;

@@ -1,0 +1,77 @@
+//! What travels on a rail, in both modes: a packet header plus, for data,
+//! a *reference* to the payload in the sender node's memory (the receiving
+//! NIC copies the bytes straight from there: one copy per byte), and how a
+//! rail's switch routes the collective packets (broadcast replication,
+//! barrier combining) through the firmware crate's switch logic.
+
+use railcoll_fw::abi::packet::{PacketHeader, PacketType};
+use railcoll_fw::switch::{self, Forward, Switch};
+
+/// Payload bytes in a node's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PayloadRef {
+    /// Node whose memory holds the bytes.
+    pub node: u16,
+    /// Physical address there.
+    pub phys: u64,
+    /// Length.
+    pub len: u32,
+}
+
+/// A packet on the wire.
+#[derive(Clone, Copy, Debug)]
+pub struct WirePacket {
+    /// The header.
+    pub header: PacketHeader,
+    /// The payload, if any.
+    pub payload: Option<PayloadRef>,
+}
+
+/// Does the switch (rather than a plain crossbar) handle this packet?
+pub fn is_collective(packet: &WirePacket) -> bool {
+    matches!(
+        PacketType::from_raw(packet.header.ptype),
+        Some(PacketType::Bcast | PacketType::BarrierArrive)
+    )
+}
+
+/// Route a collective packet through `switch`: `out(node, packet)` for each
+/// copy it sends on (none while a barrier is still combining).
+pub fn route_collective(
+    switch: &mut Switch,
+    packet: WirePacket,
+    out: &mut dyn FnMut(usize, WirePacket),
+) {
+    match switch.forward(&packet.header) {
+        Forward::Drop => {}
+        Forward::Unicast(node) => out(node as usize, packet),
+        Forward::Replicate { low, high, except } => {
+            for node in low..=high {
+                if node != except {
+                    out(node as usize, packet);
+                }
+            }
+        }
+        Forward::ReleaseAll(barrier) => {
+            for node in barrier.low_node..=barrier.high_node {
+                out(node as usize, released(&barrier, node));
+            }
+        }
+        Forward::ReleaseOne(barrier, node) => out(node as usize, released(&barrier, node)),
+    }
+}
+
+/// Is this a link-level acknowledgement (no data, travels beside data)?
+pub fn is_control(packet: &WirePacket) -> bool {
+    matches!(
+        PacketType::from_raw(packet.header.ptype),
+        Some(PacketType::Ack | PacketType::Nack | PacketType::BcastAck)
+    )
+}
+
+fn released(barrier: &railcoll_fw::abi::packet::BarrierPacket, node: u16) -> WirePacket {
+    WirePacket {
+        header: switch::release(barrier, node),
+        payload: None,
+    }
+}
