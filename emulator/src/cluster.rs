@@ -20,6 +20,7 @@ use railcoll_fw::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
 use railcoll_fw::engine::{Engine, Location};
 use railcoll_host::device::{Device, DeviceError, DmaBuffer};
 use railcoll_host::env::{NodeWait, ParkingWait, WaitHook, Waker};
+use railcoll_host::sched::Shape;
 use railcoll_host::{Comm, CommConfig, Placement, RailPolicy, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
@@ -149,7 +150,7 @@ impl Default for ClusterConfig {
 
 impl ClusterConfig {
     /// Check every field; the error names the field and the accepted values.
-    pub fn validate(&self) -> Result<Topology, EmuError> {
+    pub fn validate(&self) -> Result<Shape, EmuError> {
         if self.nodes == 0 || self.nodes > EMU_MAX_NODES {
             return Err(EmuError::Config(format!(
                 "nodes must be 1..={EMU_MAX_NODES}, got {}",
@@ -199,9 +200,11 @@ impl ClusterConfig {
                 self.rails
             )));
         }
-        Ok(Topology::new(
+        Ok(Shape::new(
             self.nodes,
             self.ranks_per_node,
+            self.sockets,
+            self.rails,
             self.placement,
         )?)
     }
@@ -316,7 +319,7 @@ enum Backend {
 #[derive(Debug)]
 pub struct Cluster {
     cfg: ClusterConfig,
-    topology: Topology,
+    shape: Shape,
     devices: Vec<Arc<EmuDevice>>,
     memories: Vec<Arc<NodeMemory>>,
     backend: Backend,
@@ -384,7 +387,8 @@ impl Cluster {
             packet_size: profile.packet_size,
             ..cfg
         };
-        let topology = cfg.validate()?;
+        let shape = cfg.validate()?;
+        let topology = shape.topology;
         let memories = node_memories(&cfg)?;
         let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
         let (kernel, regs) = Kernel::new(
@@ -424,7 +428,7 @@ impl Cluster {
         }
         Ok(Self {
             cfg,
-            topology,
+            shape,
             devices,
             memories,
             backend: Backend::Modeled {
@@ -435,7 +439,7 @@ impl Cluster {
     }
 
     fn threads(cfg: ClusterConfig) -> Result<Self, EmuError> {
-        let topology = cfg.validate()?;
+        let shape = cfg.validate()?;
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         // Leave a core to the ranks: with more busy threads than cores every
         // hand-off becomes a ~10 us context switch (docs/performance.md).
@@ -505,7 +509,7 @@ impl Cluster {
             .collect();
         Ok(Self {
             cfg,
-            topology,
+            shape,
             devices,
             memories,
             backend: Backend::Threads {
@@ -525,7 +529,7 @@ impl Cluster {
 
     /// The job shape.
     pub fn topology(&self) -> &Topology {
-        &self.topology
+        &self.shape.topology
     }
 
     /// The sequencer, in modeled mode.
@@ -575,12 +579,10 @@ impl Cluster {
     /// The communicator configuration rank `rank` gets.
     pub fn comm_config(&self, rank: usize) -> CommConfig {
         CommConfig {
-            rails: self.cfg.rails,
             arena_size: self.cfg.arena_size,
             policy: self.cfg.policy,
             cq_log2: self.cfg.cq_log2,
-            sockets: self.cfg.sockets,
-            ..CommConfig::new(self.topology, rank)
+            ..CommConfig::new(self.shape, rank)
         }
     }
 
@@ -617,7 +619,7 @@ impl Cluster {
         R: Send,
         F: Fn(&Comm) -> R + Sync,
     {
-        let size = self.topology.size();
+        let size = self.shape.size();
         let barrier = Barrier::new(size);
         let mut results: Vec<Option<RankOutcome<R>>> = (0..size).map(|_| None).collect();
         std::thread::scope(|scope| {
@@ -655,7 +657,7 @@ impl Cluster {
         R: Send,
         F: Fn(&Comm) -> R + Sync,
     {
-        let size = self.topology.size();
+        let size = self.shape.size();
         let mut results: Vec<Option<RankOutcome<R>>> = (0..size).map(|_| None).collect();
         let fibers: Vec<_> = (0..size)
             .map(|rank| {
@@ -688,7 +690,7 @@ impl Cluster {
     }
 
     fn open_comm(&self, rank: usize) -> Result<Comm, railcoll_host::Error> {
-        let (node, local) = self.topology.locate(rank)?;
+        let (node, local) = self.shape.topology.locate(rank)?;
         let device: Arc<dyn Device> = self.devices[node].clone();
         let wait: Arc<dyn WaitHook> = match &self.backend {
             Backend::Threads {

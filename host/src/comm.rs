@@ -59,8 +59,8 @@ impl Comm {
         device: Arc<dyn Device>,
         wait: Arc<dyn WaitHook>,
     ) -> Result<Self, Error> {
-        let (_, local) = cfg.topology.locate(cfg.rank)?;
-        let locals = cfg.topology.ranks_per_node();
+        let (_, local) = cfg.shape.topology.locate(cfg.rank)?;
+        let locals = cfg.shape.topology.ranks_per_node();
         let segment = device.node_segment(u64::from(cfg.job_key), NodeShm::segment_len(locals))?;
         let shm = NodeShm::new(segment, locals, local)?;
         let ep = Endpoint::open(cfg, device, wait)?;
@@ -429,9 +429,10 @@ impl Comm {
         self.coll().run_schedule(set, send, recv)
     }
 
-    /// This communicator's shape as the generators see it.
-    pub fn shape(&self) -> Result<Shape, Error> {
-        self.coll().shape()
+    /// The shape this communicator runs on (what schedules are generated
+    /// for).
+    pub fn shape(&self) -> Shape {
+        self.ep.config().shape
     }
 
     /// The tuning table in use: the file named by `RAILCOLL_TUNING`, else

@@ -260,7 +260,7 @@ impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("rank", &self.cfg.rank)
-            .field("rails", &self.cfg.rails)
+            .field("rails", &self.cfg.shape.rails)
             .finish()
     }
 }
@@ -272,22 +272,22 @@ impl Endpoint {
         device: Arc<dyn Device>,
         wait: Arc<dyn WaitHook>,
     ) -> Result<Self, Error> {
-        let (node, _) = cfg.topology.locate(cfg.rank)?;
+        let (node, _) = cfg.shape.topology.locate(cfg.rank)?;
         if let RailPolicy::Rail(r) = cfg.policy
-            && r >= cfg.rails
+            && r >= cfg.shape.rails
         {
             return Err(Error::NoSuchRail {
                 rail: r,
-                rails: cfg.rails,
+                rails: cfg.shape.rails,
             });
         }
         let driver = Driver::open(
             device,
             wait,
             DriverConfig {
-                topology: cfg.topology,
+                topology: cfg.shape.topology,
                 rank: cfg.rank,
-                rails: cfg.rails,
+                rails: cfg.shape.rails,
                 arena_size: cfg.arena_size,
                 job_key: cfg.job_key,
                 cq_log2: cfg.cq_log2,
@@ -314,10 +314,10 @@ impl Endpoint {
     }
 
     fn check_rail(&self, rail: usize) -> Result<(), Error> {
-        if rail >= self.cfg.rails {
+        if rail >= self.cfg.shape.rails {
             return Err(Error::NoSuchRail {
                 rail,
-                rails: self.cfg.rails,
+                rails: self.cfg.shape.rails,
             });
         }
         Ok(())
@@ -365,7 +365,7 @@ impl Endpoint {
 
     /// Number of ranks.
     pub fn size(&self) -> usize {
-        self.cfg.topology.size()
+        self.cfg.shape.topology.size()
     }
 
     /// This rank's node.
@@ -375,12 +375,12 @@ impl Endpoint {
 
     /// Job shape.
     pub fn topology(&self) -> &Topology {
-        &self.cfg.topology
+        &self.cfg.shape.topology
     }
 
     /// Rails in use.
     pub fn rails(&self) -> usize {
-        self.cfg.rails
+        self.cfg.shape.rails
     }
 
     /// The configuration.
@@ -543,7 +543,7 @@ impl Endpoint {
     pub fn plan(&self, policy: RailPolicy, src: usize, dst: usize, len: usize) -> Vec<Part> {
         stripe::plan(
             policy,
-            self.cfg.rails,
+            self.cfg.shape.rails,
             src,
             dst,
             len,
@@ -563,7 +563,7 @@ impl Endpoint {
         count: u32,
     ) -> Arrivals {
         let mut a = Arrivals::new();
-        for p in stripe::plan(policy, self.cfg.rails, src, dst, len, 0) {
+        for p in stripe::plan(policy, self.cfg.shape.rails, src, dst, len, 0) {
             a.add(p.rail, count);
         }
         a
@@ -594,7 +594,14 @@ impl Endpoint {
             Direction::Get => (peer, self.rank()),
         };
         let rr = self.round_robin.get();
-        let layout = stripe::plan(policy, self.cfg.rails, src_rank, dst_rank, local.len(), rr);
+        let layout = stripe::plan(
+            policy,
+            self.cfg.shape.rails,
+            src_rank,
+            dst_rank,
+            local.len(),
+            rr,
+        );
         let dest = opts.dest_event.map(|d| d.0);
         let commands: Vec<Box<dyn Fn(EventId) -> Command>> = layout
             .iter()

@@ -1,6 +1,7 @@
 //! Ranks, nodes and placement.
 
 use crate::error::Error;
+use crate::stripe::MAX_RAILS;
 use railcoll_fw::abi::MAX_CONTEXTS;
 
 /// How ranks are numbered across nodes (Elan capability types).
@@ -127,6 +128,57 @@ impl Topology {
                 Placement::Cyclic => P::Cyclic,
             },
         }
+    }
+}
+
+/// The cluster shape, defined once: nodes and ranks per node with their
+/// placement, sockets per node, rails. A communicator runs on one
+/// ([`crate::CommConfig::shape`]), schedules are generated for one, and the
+/// emulator builds its clusters from one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// Nodes and ranks per node, with placement.
+    pub topology: Topology,
+    /// Sockets per node (multi-leader algorithms: at most one leader per
+    /// socket).
+    pub sockets: usize,
+    /// Rails = k ports.
+    pub rails: usize,
+}
+
+impl Shape {
+    /// Validate a shape.
+    pub fn new(
+        nodes: usize,
+        ranks_per_node: usize,
+        sockets: usize,
+        rails: usize,
+        placement: Placement,
+    ) -> Result<Self, Error> {
+        let topology = Topology::new(nodes, ranks_per_node, placement)?;
+        if !(1..=MAX_RAILS).contains(&rails) {
+            return Err(Error::BadRails(rails));
+        }
+        if !(1..=64).contains(&sockets) {
+            return Err(Error::BadShape(format!(
+                "sockets must be 1..=64, got {sockets}"
+            )));
+        }
+        Ok(Self {
+            topology,
+            sockets,
+            rails,
+        })
+    }
+
+    /// Ranks.
+    pub fn size(&self) -> usize {
+        self.topology.size()
+    }
+
+    /// Socket of local rank `local` (ranks spread evenly over sockets).
+    pub fn socket_of(&self, local: usize) -> usize {
+        local * self.sockets / self.topology.ranks_per_node()
     }
 }
 

@@ -75,7 +75,13 @@ impl Coll<'_> {
         block_bytes: usize,
         root: usize,
     ) -> Result<Arc<ScheduleSet>, Error> {
-        let mut params = Params::new(collective, algorithm, self.shape()?, root, block_bytes);
+        let mut params = Params::new(
+            collective,
+            algorithm,
+            self.config().shape,
+            root,
+            block_bytes,
+        );
         if let crate::stripe::RailPolicy::Stripe { threshold } = self.config().policy {
             params.stripe_threshold = threshold;
         }
@@ -89,17 +95,6 @@ impl Coll<'_> {
         }
         cache.insert(params, Arc::clone(&set));
         Ok(set)
-    }
-
-    /// This communicator's shape as the generators see it.
-    pub(crate) fn shape(&self) -> Result<Shape, Error> {
-        Shape::new(
-            self.topology().nodes(),
-            self.topology().ranks_per_node(),
-            self.config().sockets,
-            self.rails(),
-            self.topology().placement(),
-        )
     }
 
     /// The tuning table in use: the file named by `RAILCOLL_TUNING`, else
@@ -132,7 +127,7 @@ impl Coll<'_> {
         collective: Collective,
         block_bytes: usize,
     ) -> Result<Algorithm, Error> {
-        let shape = self.shape()?;
+        let shape = self.config().shape;
         let table = self.tuning()?;
         Ok(table.select(collective, block_bytes, &shape, &mut |a| {
             self.schedule(collective, a, block_bytes, 0).is_ok()

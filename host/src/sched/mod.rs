@@ -44,7 +44,7 @@ use std::fmt;
 use crate::error::Error;
 use crate::stripe::MAX_RAILS;
 use crate::stripe::{self, RailPolicy};
-use crate::topology::{Placement, Topology};
+pub use crate::topology::Shape;
 
 pub use algo::{Algorithm, Collective};
 
@@ -235,54 +235,6 @@ pub struct Schedule {
     pub rank: Rank,
     /// Steps in program order.
     pub steps: Vec<Step>,
-}
-
-/// The cluster shape a schedule is generated for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Shape {
-    /// Nodes and ranks per node, with placement.
-    pub topology: Topology,
-    /// Sockets per node (multi-leader algorithms: at most one leader per
-    /// socket).
-    pub sockets: usize,
-    /// Rails = k ports.
-    pub rails: usize,
-}
-
-impl Shape {
-    /// Validate a shape.
-    pub fn new(
-        nodes: usize,
-        ranks_per_node: usize,
-        sockets: usize,
-        rails: usize,
-        placement: Placement,
-    ) -> Result<Self, Error> {
-        let topology = Topology::new(nodes, ranks_per_node, placement)?;
-        if !(1..=MAX_RAILS).contains(&rails) {
-            return Err(Error::BadRails(rails));
-        }
-        if !(1..=64).contains(&sockets) {
-            return Err(Error::BadShape(format!(
-                "sockets must be 1..=64, got {sockets}"
-            )));
-        }
-        Ok(Self {
-            topology,
-            sockets,
-            rails,
-        })
-    }
-
-    /// Ranks.
-    pub fn size(&self) -> usize {
-        self.topology.size()
-    }
-
-    /// Socket of local rank `local` (ranks spread evenly over sockets).
-    pub fn socket_of(&self, local: usize) -> usize {
-        local * self.sockets / self.topology.ranks_per_node()
-    }
 }
 
 /// What to generate.

@@ -24,6 +24,7 @@ mod blocks;
 pub(crate) mod gather;
 
 use super::*;
+use crate::topology::Topology;
 
 /// Most destination counters a schedule may use: the communicator keeps a
 /// pool of this many symmetric destination events.
