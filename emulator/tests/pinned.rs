@@ -1,6 +1,8 @@
 //! The model's behaviour, pinned: every algorithm of every collective on
-//! two shapes under `qsnet2-dual`, at three sizes, gives the trace hash and
-//! the modeled latency recorded in `emulator/tests/pinned/modeled.tsv`.
+//! two shapes under `qsnet2-dual`, and on the `hockney-4x1` and `clan-8x1`
+//! presets (the papers' analytic model; a single-rail cLAN cluster), at
+//! three sizes, gives the trace hash and the modeled latency recorded in
+//! `emulator/tests/pinned/modeled.tsv`.
 //!
 //! The runs go through the `railcoll` binary as a user runs it, so the pin
 //! holds across any restructuring of the crates behind it. A change that
@@ -16,11 +18,13 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The two shapes: \[QA08\]'s platform (4 nodes x 4 ranks, 4 sockets, 2 rails,
+/// The shapes: \[QA08\]'s platform (4 nodes x 4 ranks, 4 sockets, 2 rails,
 /// block placement) and a small irregular one (3 nodes x 2 ranks, 2
-/// sockets, 3 rails, cyclic placement), both under qsnet2-dual. Root 1, so
-/// rooted collectives do not start at rank 0.
-const SHAPES: [(&str, &[&str]); 2] = [
+/// sockets, 3 rails, cyclic placement), both under qsnet2-dual; the
+/// hockney-4x1 preset (Hockney costs only, where modeled time is the
+/// papers' closed forms) and clan-8x1 (\[GTNP02\]'s single-rail cLAN
+/// cluster). Root 1, so rooted collectives do not start at rank 0.
+const SHAPES: [(&str, &[&str]); 4] = [
     ("qsnet2-4x4", &["--preset", "qsnet2-4x4"]),
     (
         "3x2-cyclic-3rails",
@@ -39,6 +43,8 @@ const SHAPES: [(&str, &[&str]); 2] = [
             "qsnet2-dual",
         ],
     ),
+    ("hockney-4x1", &["--preset", "hockney-4x1"]),
+    ("clan-8x1", &["--preset", "clan-8x1"]),
 ];
 
 /// Below the striping threshold, above it, and above the packet size.
