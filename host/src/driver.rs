@@ -25,7 +25,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
-use railcoll_fw::abi::command::{COMMAND_BLOCK_SIZE, Command, CommandBlock};
+use railcoll_fw::abi::command::{COMMAND_BLOCK_SIZE, Command, CommandBlock, DmaKind};
 use railcoll_fw::abi::error::{ErrorInfo, ErrorRecord};
 use railcoll_fw::abi::event::{ActionKind, CompletionWord, EventAction, EventId, MAX_WRITE_VALUE};
 use railcoll_fw::abi::regs::{
@@ -186,26 +186,27 @@ impl Completion {
 }
 
 /// What a tracked post runs (see [`Driver::post_tracked`]).
-pub enum Tracked<'a> {
-    /// A command from the ring; `build` receives the completion event,
-    /// which the command names as its source event.
-    Now(&'a dyn Fn(EventId) -> Command),
+#[derive(Clone, Copy, Debug)]
+pub enum Tracked {
+    /// A command from the ring. Its completion field (see
+    /// [`with_completion`]) is set to the post's completion event.
+    Now(Command),
     /// A command the NIC injects by itself once `trigger` has collected
-    /// `count` sets on the post's rail (the event's COPY action); `build`
-    /// receives the completion event, as for `Now`.
+    /// `count` sets on the post's rail (the event's COPY action); its
+    /// completion field is set as for `Now`.
     Chained {
         /// The local event that starts it.
         trigger: EventId,
         /// Sets needed.
         count: u32,
         /// The command.
-        build: &'a dyn Fn(EventId) -> Command,
+        command: Command,
     },
     /// Nothing: the completion fires when the NIC reaches it in the ring.
     Marker,
 }
 
-impl Tracked<'_> {
+impl Tracked {
     /// Sets that fire the completion event.
     fn count(&self) -> u32 {
         match self {
@@ -215,27 +216,63 @@ impl Tracked<'_> {
     }
 }
 
-impl std::fmt::Debug for Tracked<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Tracked::Now(_) => f.write_str("Now"),
-            Tracked::Chained { trigger, count, .. } => f
-                .debug_struct("Chained")
-                .field("trigger", trigger)
-                .field("count", count)
-                .finish(),
-            Tracked::Marker => f.write_str("Marker"),
+/// `cmd` completing through local event `ev`: the source event of a put or
+/// queued DMA and of a switch broadcast (fired once delivered and
+/// acknowledged), the destination event of a get (fired once the data has
+/// landed here), the event of a switch barrier (fired on release). Any
+/// other command has no completion the NIC reports: a typed error.
+pub fn with_completion(cmd: Command, ev: EventId) -> Result<Command, Error> {
+    Ok(match cmd {
+        Command::Dma(mut d) => {
+            match d.kind {
+                DmaKind::Get => d.dst_event = Some(ev),
+                DmaKind::Put | DmaKind::Queued(_) => d.src_event = Some(ev),
+            }
+            Command::Dma(d)
         }
-    }
+        Command::Bcast {
+            len,
+            low_node,
+            high_node,
+            src_addr,
+            dst_addr,
+            dst_event,
+            ..
+        } => Command::Bcast {
+            len,
+            low_node,
+            high_node,
+            src_addr,
+            dst_addr,
+            src_event: Some(ev),
+            dst_event,
+        },
+        Command::HwBarrier {
+            low_node,
+            high_node,
+            seq,
+            ..
+        } => Command::HwBarrier {
+            low_node,
+            high_node,
+            seq,
+            event: Some(ev),
+        },
+        other => {
+            return Err(Error::Config(format!(
+                "{other:?} has no completion event to track"
+            )));
+        }
+    })
 }
 
 /// One post of [`Driver::post_tracked`].
-#[derive(Debug)]
-pub struct Post<'a> {
+#[derive(Clone, Copy, Debug)]
+pub struct Post {
     /// Rail.
     pub rail: usize,
     /// What runs.
-    pub what: Tracked<'a>,
+    pub what: Tracked,
 }
 
 /// A NIC error record, with the rail it came from.
@@ -560,17 +597,13 @@ impl Driver {
     /// first error is returned).
     ///
     /// Per post, the ring gets `ARM_EVENT(ev, 1, WRITE(word, generation))`
-    /// followed by the post's command ([`Tracked::Now`]: built with `ev` as
-    /// its source event) or by the `ARM_EVENT` of its trigger whose COPY
+    /// followed by the post's command ([`Tracked::Now`]: completing through
+    /// `ev`, [`with_completion`]) or by the `ARM_EVENT` of its trigger whose COPY
     /// action injects the command stored in a chain block
     /// ([`Tracked::Chained`]); a [`Tracked::Marker`] arms `ev` with a
     /// count of 0, so it fires when the NIC reaches it (a fence). Rings
     /// are rung in the order of the posts.
-    pub fn post_tracked(
-        &mut self,
-        posts: &[Post<'_>],
-        cookie: u32,
-    ) -> Result<Vec<Completion>, Error> {
+    pub fn post_tracked(&mut self, posts: &[Post], cookie: u32) -> Result<Vec<Completion>, Error> {
         let mut taken: Vec<Completion> = Vec::with_capacity(posts.len());
         let result = self.post_tracked_inner(posts, cookie, &mut taken);
         if result.is_err() {
@@ -584,7 +617,7 @@ impl Driver {
 
     fn post_tracked_inner(
         &mut self,
-        posts: &[Post<'_>],
+        posts: &[Post],
         cookie: u32,
         taken: &mut Vec<Completion>,
     ) -> Result<(), Error> {
@@ -643,7 +676,7 @@ impl Driver {
 
     fn write_posts(
         &mut self,
-        posts: &[Post<'_>],
+        posts: &[Post],
         cookie: u32,
         taken: &mut [Completion],
     ) -> Result<(), Error> {
@@ -652,16 +685,19 @@ impl Driver {
             let (arm, generation) = self.arm_write_command(rail, c.event, post.what.count())?;
             c.generation = generation;
             let second = match (&post.what, c.chain_block) {
-                (Tracked::Now(build), _) => Some(build(c.event).emit(cookie)),
+                (Tracked::Now(cmd), _) => Some(with_completion(*cmd, c.event)?.emit(cookie)),
                 (
                     Tracked::Chained {
                         trigger,
                         count,
-                        build,
+                        command,
                     },
                     Some(block),
                 ) => {
-                    self.write_chain_block(block, &build(c.event).emit(cookie))?;
+                    self.write_chain_block(
+                        block,
+                        &with_completion(*command, c.event)?.emit(cookie),
+                    )?;
                     let copy = Command::ArmEvent {
                         event: *trigger,
                         count: *count,
@@ -906,5 +942,82 @@ impl Drop for Driver {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use railcoll_fw::abi::command::DmaCommand;
+
+    use super::*;
+
+    fn dma(kind: DmaKind) -> Command {
+        Command::Dma(DmaCommand {
+            kind,
+            len: 8,
+            vp: 1,
+            src_addr: 0x10,
+            dst_addr: 0x20,
+            src_event: None,
+            dst_event: Some(EventId(3)),
+            wake: false,
+        })
+    }
+
+    #[test]
+    fn a_tracked_command_completes_through_the_right_field_and_nothing_else_changes() {
+        let ev = EventId(7);
+        for kind in [DmaKind::Put, DmaKind::Queued(2)] {
+            let Ok(Command::Dma(d)) = with_completion(dma(kind), ev) else {
+                panic!("a DMA");
+            };
+            assert_eq!((d.src_event, d.dst_event), (Some(ev), Some(EventId(3))));
+            assert_eq!((d.len, d.vp, d.src_addr, d.dst_addr), (8, 1, 0x10, 0x20));
+        }
+        let Ok(Command::Dma(get)) = with_completion(dma(DmaKind::Get), ev) else {
+            panic!("a DMA");
+        };
+        assert_eq!((get.src_event, get.dst_event), (None, Some(ev)));
+        let bcast = Command::Bcast {
+            len: 4,
+            low_node: 0,
+            high_node: 3,
+            src_addr: 1,
+            dst_addr: 2,
+            src_event: None,
+            dst_event: Some(EventId(5)),
+        };
+        assert_eq!(
+            with_completion(bcast, ev),
+            Ok(Command::Bcast {
+                len: 4,
+                low_node: 0,
+                high_node: 3,
+                src_addr: 1,
+                dst_addr: 2,
+                src_event: Some(ev),
+                dst_event: Some(EventId(5)),
+            })
+        );
+        let barrier = Command::HwBarrier {
+            low_node: 0,
+            high_node: 1,
+            seq: 9,
+            event: None,
+        };
+        assert!(matches!(
+            with_completion(barrier, ev),
+            Ok(Command::HwBarrier {
+                seq: 9,
+                event: Some(e),
+                ..
+            }) if e == ev
+        ));
+        // A command the NIC reports no completion for cannot be tracked.
+        let arm = Command::SetEvent {
+            event: EventId(1),
+            count: 1,
+        };
+        assert!(matches!(with_completion(arm, ev), Err(Error::Config(_))));
     }
 }

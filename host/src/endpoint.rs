@@ -471,7 +471,7 @@ impl Endpoint {
 
     /// Post `posts` (all or nothing) and return the handle of their
     /// completions; `layout` is how the caller split the data over rails.
-    fn post(&self, posts: &[Post<'_>], layout: Vec<Part>) -> Result<PutHandle<'_>, Error> {
+    fn post(&self, posts: &[Post], layout: Vec<Part>) -> Result<PutHandle<'_>, Error> {
         let parts = self
             .driver
             .borrow_mut()
@@ -485,7 +485,7 @@ impl Endpoint {
     }
 
     /// Post one operation on `rail` moving `len` bytes, tracked.
-    fn post_one(&self, rail: usize, what: Tracked<'_>, len: usize) -> Result<PutHandle<'_>, Error> {
+    fn post_one(&self, rail: usize, what: Tracked, len: usize) -> Result<PutHandle<'_>, Error> {
         self.post(
             &[Post { rail, what }],
             vec![Part {
@@ -603,54 +603,35 @@ impl Endpoint {
             rr,
         );
         let dest = opts.dest_event.map(|d| d.0);
-        let commands: Vec<Box<dyn Fn(EventId) -> Command>> = layout
+        // Each part completes through an event the driver takes for it
+        // (`with_completion`): the source event of a put, the destination
+        // event of a get (a user destination event cannot also be set by
+        // the same DMA, so gets complete through the handle only).
+        let posts: Vec<Post> = layout
             .iter()
-            .map(|p| -> Result<Box<dyn Fn(EventId) -> Command>, Error> {
+            .map(|p| -> Result<Post, Error> {
                 let len = dma_len(p.len)?;
                 let local_va = ARENA_VA + (local.offset() + p.offset) as u64;
                 let remote_va = ARENA_VA + (remote.offset() + p.offset) as u64;
-                let vp = peer as u32;
-                let wake = opts.wake;
-                Ok(match dir {
-                    Direction::Put => Box::new(move |ev| {
-                        Command::Dma(DmaCommand {
-                            kind: DmaKind::Put,
-                            len,
-                            vp,
-                            src_addr: local_va,
-                            dst_addr: remote_va,
-                            src_event: Some(ev),
-                            dst_event: dest,
-                            wake,
-                        })
-                    }),
-                    // The completion event is this side's destination
-                    // event; a user destination event cannot also be set
-                    // by the same DMA, so gets complete through the handle
-                    // only.
-                    Direction::Get => Box::new(move |ev| {
-                        Command::Dma(DmaCommand {
-                            kind: DmaKind::Get,
-                            len,
-                            vp,
-                            src_addr: remote_va,
-                            dst_addr: local_va,
-                            src_event: None,
-                            dst_event: Some(ev),
-                            wake: false,
-                        })
-                    }),
+                let (kind, src_addr, dst_addr, dst_event, wake) = match dir {
+                    Direction::Put => (DmaKind::Put, local_va, remote_va, dest, opts.wake),
+                    Direction::Get => (DmaKind::Get, remote_va, local_va, None, false),
+                };
+                Ok(Post {
+                    rail: p.rail,
+                    what: Tracked::Now(Command::Dma(DmaCommand {
+                        kind,
+                        len,
+                        vp: peer as u32,
+                        src_addr,
+                        dst_addr,
+                        src_event: None,
+                        dst_event,
+                        wake,
+                    })),
                 })
             })
             .collect::<Result<_, _>>()?;
-        let posts: Vec<Post<'_>> = layout
-            .iter()
-            .zip(&commands)
-            .map(|(p, build)| Post {
-                rail: p.rail,
-                what: Tracked::Now(&**build),
-            })
-            .collect();
         let handle = self.post(&posts, layout.clone())?;
         if policy == RailPolicy::RoundRobin {
             self.round_robin.set(rr.wrapping_add(1));
@@ -721,24 +702,22 @@ impl Endpoint {
         let len = dma_len(src.len())?;
         self.check_in_arena(&src)?;
         self.check_in_arena(&dst)?;
-        let build = move |ev| {
-            Command::Dma(DmaCommand {
-                kind: DmaKind::Put,
-                len,
-                vp: dst_rank as u32,
-                src_addr: ARENA_VA + src.offset() as u64,
-                dst_addr: ARENA_VA + dst.offset() as u64,
-                src_event: Some(ev),
-                dst_event: dst_event.map(|d| d.0),
-                wake: false,
-            })
-        };
+        let command = Command::Dma(DmaCommand {
+            kind: DmaKind::Put,
+            len,
+            vp: dst_rank as u32,
+            src_addr: ARENA_VA + src.offset() as u64,
+            dst_addr: ARENA_VA + dst.offset() as u64,
+            src_event: None,
+            dst_event: dst_event.map(|d| d.0),
+            wake: false,
+        });
         self.post_one(
             rail,
             Tracked::Chained {
                 trigger: trigger.0,
                 count,
-                build: &build,
+                command,
             },
             src.len(),
         )
@@ -760,19 +739,17 @@ impl Endpoint {
         let len = dma_len(src.len())?;
         self.check_in_arena(src)?;
         let src_addr = ARENA_VA + src.offset() as u64;
-        let build = move |ev| {
-            Command::Dma(DmaCommand {
-                kind: DmaKind::Put,
-                len,
-                vp: dst_rank as u32,
-                src_addr,
-                dst_addr: dst_va,
-                src_event: Some(ev),
-                dst_event: None,
-                wake: false,
-            })
-        };
-        self.post_one(rail, Tracked::Now(&build), src.len())
+        let command = Command::Dma(DmaCommand {
+            kind: DmaKind::Put,
+            len,
+            vp: dst_rank as u32,
+            src_addr,
+            dst_addr: dst_va,
+            src_event: None,
+            dst_event: None,
+            wake: false,
+        });
+        self.post_one(rail, Tracked::Now(command), src.len())
     }
 
     /// Post a hardware broadcast (BCAST_DMA on rail 0) of `src` into `dst`
@@ -794,16 +771,16 @@ impl Endpoint {
             ARENA_VA + src.offset() as u64,
             ARENA_VA + dst.offset() as u64,
         );
-        let build = move |ev| Command::Bcast {
+        let command = Command::Bcast {
             len,
             low_node: 0,
             high_node,
             src_addr,
             dst_addr,
-            src_event: Some(ev),
+            src_event: None,
             dst_event: dst_event.map(|d| d.0),
         };
-        self.post_one(0, Tracked::Now(&build), src.len())
+        self.post_one(0, Tracked::Now(command), src.len())
     }
 
     /// The rail switch's combined barrier (HW_BARRIER on rail 0) among the
@@ -812,16 +789,16 @@ impl Endpoint {
     /// arrived ([ELAN-SEM §13 rule 17]).
     pub fn hw_barrier(&self, seq: u32) -> Result<(), Error> {
         let high_node = self.switch_span()?;
-        let build = move |ev| Command::HwBarrier {
+        let command = Command::HwBarrier {
             low_node: 0,
             high_node,
             seq,
-            event: Some(ev),
+            event: None,
         };
         self.post(
             &[Post {
                 rail: 0,
-                what: Tracked::Now(&build),
+                what: Tracked::Now(command),
             }],
             Vec::new(),
         )?
@@ -918,19 +895,17 @@ impl Endpoint {
         let len = dma_len(src.len())?;
         self.check_in_arena(src)?;
         let (index, src_addr) = (queue.index, ARENA_VA + src.offset() as u64);
-        let build = move |ev| {
-            Command::Dma(DmaCommand {
-                kind: DmaKind::Queued(index),
-                len,
-                vp: dst_rank as u32,
-                src_addr,
-                dst_addr: 0,
-                src_event: Some(ev),
-                dst_event: None,
-                wake: false,
-            })
-        };
-        self.post_one(0, Tracked::Now(&build), src.len())
+        let command = Command::Dma(DmaCommand {
+            kind: DmaKind::Queued(index),
+            len,
+            vp: dst_rank as u32,
+            src_addr,
+            dst_addr: 0,
+            src_event: None,
+            dst_event: None,
+            wake: false,
+        });
+        self.post_one(0, Tracked::Now(command), src.len())
     }
 
     /// Take the next item, blocking until one arrives; its payload is
