@@ -660,7 +660,10 @@ impl Driver {
         }
         // 3. Write; a failure rolls the tails back, so the NIC never sees a
         // partial post.
-        let tails: Vec<u64> = self.ports.iter().map(|p| p.tail).collect();
+        let mut tails = [0u64; MAX_RAILS];
+        for (saved, port) in tails.iter_mut().zip(&self.ports) {
+            *saved = port.tail;
+        }
         if let Err(e) = self.write_posts(posts, cookie, taken) {
             for (port, tail) in self.ports.iter_mut().zip(tails) {
                 port.tail = tail;

@@ -30,6 +30,7 @@ use std::sync::atomic::Ordering;
 use railcoll_fw::abi::MAX_DMA_LEN;
 use railcoll_fw::abi::command::{Command, CommandBlock, DmaCommand, DmaKind, MAX_QUEUES};
 use railcoll_fw::abi::event::EventId;
+use railcoll_fw::abi::ring::Ring;
 
 use crate::arena::{DEFAULT_ALIGN, SymAllocator, SymBuffer};
 use crate::config::CommConfig;
@@ -194,7 +195,8 @@ pub struct ChainedPut {
 pub struct InputQueue {
     index: u8,
     buf: SymBuffer,
-    slots: u32,
+    /// Its slots (validated once, when the queue is created).
+    ring: Ring,
     slot_size: u32,
     consumed: Cell<u64>,
 }
@@ -632,7 +634,7 @@ impl Endpoint {
                 })
             })
             .collect::<Result<_, _>>()?;
-        let handle = self.post(&posts, layout.clone())?;
+        let handle = self.post(&posts, layout)?;
         if policy == RailPolicy::RoundRobin {
             self.round_robin.set(rr.wrapping_add(1));
         }
@@ -847,11 +849,14 @@ impl Endpoint {
             return Err(Error::EventsExhausted("input queue"));
         }
         let slot_size = (max_payload + QUEUE_ITEM_HEADER).next_multiple_of(8);
-        if !(1..=65_536).contains(&slots) || slot_size > 4096 || max_payload == 0 {
-            return Err(Error::Config(format!(
-                "queues hold 1..=65536 slots of 1..=4088 bytes, asked {slots} x {max_payload}"
-            )));
-        }
+        let ring = Ring::new(u64::from(slots))
+            .ok()
+            .filter(|_| slots <= 65_536 && slot_size <= 4096 && max_payload > 0)
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "queues hold 1..=65536 slots of 1..=4088 bytes, asked {slots} x {max_payload}"
+                ))
+            })?;
         let buf = self.alloc_aligned(QUEUE_HEADER + slots as usize * slot_size, 64)?;
         // The NIC starts producing at the consumer count it finds in the
         // header: clear what an earlier user of this arena range left.
@@ -870,7 +875,7 @@ impl Endpoint {
         Ok(InputQueue {
             index,
             buf,
-            slots,
+            ring,
             slot_size: slot_size as u32,
             consumed: Cell::new(0),
         })
@@ -918,9 +923,7 @@ impl Endpoint {
             mem.load_u64(0, Ordering::Acquire)
                 .is_ok_and(|p| p != consumed)
         })?;
-        let ring = railcoll_fw::abi::ring::Ring::new(u64::from(queue.slots))
-            .map_err(|e| Error::Config(format!("queue of {} slots: {e:?}", queue.slots)))?;
-        let slot = QUEUE_HEADER + ring.byte_offset(consumed, queue.slot_size) as usize;
+        let slot = QUEUE_HEADER + queue.ring.byte_offset(consumed, queue.slot_size) as usize;
         let mut header = [0u8; QUEUE_ITEM_HEADER];
         mem.read(slot, &mut header)
             .map_err(|e| out_of_range("the queue", e))?;

@@ -77,18 +77,23 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
         // One chain per block, each on a trigger of its own that has not
         // fired yet.
         let mut triggers = Vec::new();
-        let mut held = Vec::new();
-        for i in 0..blocks {
-            let trigger = comm.alloc_dest_event()?;
-            held.push(comm.chain_put(&ChainedPut {
+        // A chained put of `src` into 64 bytes of `dst` at `at`, started by
+        // one set of `trigger`.
+        let chain = |trigger, at: usize| -> Result<ChainedPut, Error> {
+            Ok(ChainedPut {
                 trigger,
                 rail: 0,
                 count: 1,
                 src,
                 dst_rank: 0,
-                dst: dst.slice(i * 64, 64)?,
+                dst: dst.slice(at, 64)?,
                 dst_event: None,
-            })?);
+            })
+        };
+        let mut held = Vec::new();
+        for i in 0..blocks {
+            let trigger = comm.alloc_dest_event()?;
+            held.push(comm.chain_put(&chain(trigger, i * 64)?)?);
             triggers.push(trigger);
         }
         assert_eq!(ep.free_chain_blocks(), 0);
@@ -97,15 +102,7 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
         // post fails and gives the event back.
         let trigger = comm.alloc_dest_event()?;
         let err = comm
-            .chain_put(&ChainedPut {
-                trigger,
-                rail: 0,
-                count: 1,
-                src,
-                dst_rank: 0,
-                dst: dst.slice(0, 64)?,
-                dst_event: None,
-            })
+            .chain_put(&chain(trigger, 0)?)
             .expect_err("no chain block left");
         let after_failure = ep.free_completion_events(0);
         // Fire every trigger first (a failed assertion must not leave
@@ -133,15 +130,7 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
         // Blocks are reused: more chained puts than there are blocks.
         for round in 0..2 * blocks {
             let trigger = triggers[round % triggers.len()];
-            let h = comm.chain_put(&ChainedPut {
-                trigger,
-                rail: 0,
-                count: 1,
-                src,
-                dst_rank: 0,
-                dst: dst.slice(0, 64)?,
-                dst_event: None,
-            })?;
+            let h = comm.chain_put(&chain(trigger, 0)?)?;
             comm.notify(0, &trigger, &scratch)?;
             h.wait()?;
         }

@@ -366,13 +366,7 @@ mod closed {
     }
 
     fn log_ceil(base: usize, n: usize) -> f64 {
-        let mut steps = 0u32;
-        let mut x = 1usize;
-        while x < n {
-            x *= base;
-            steps += 1;
-        }
-        f64::from(steps)
+        f64::from(crate::sched::log_ceil(base, n))
     }
 
     fn log_floor(base: usize, n: usize) -> f64 {

@@ -237,6 +237,19 @@ pub struct Schedule {
     pub steps: Vec<Step>,
 }
 
+/// Steps of a radix-`base` process that reaches `n` ranks:
+/// ceil(log_base n), 0 for n <= 1 (generators' round counts and the closed
+/// forms' start-up terms).
+pub(crate) fn log_ceil(base: usize, n: usize) -> u32 {
+    let mut steps = 0;
+    let mut reach = 1usize;
+    while reach < n {
+        reach = reach.saturating_mul(base);
+        steps += 1;
+    }
+    steps
+}
+
 /// What to generate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Params {

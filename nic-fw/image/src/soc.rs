@@ -32,10 +32,10 @@ struct Block<const BASE: usize, const LEN: usize>;
 impl<const BASE: usize, const LEN: usize> Block<BASE, LEN> {
     /// The 32-bit register at byte offset `OFF`.
     fn r32<const OFF: usize>() -> VolatilePtr<'static, u32> {
+        // Checked when the image is compiled.
         const { assert!(OFF.is_multiple_of(4) && OFF + 4 <= LEN) };
-        // SAFETY: BASE + OFF is a 4-byte aligned register inside a block of
-        // the SoC map (checked at compile time above), always mapped, and
-        // reached only through volatile accesses.
+        // SAFETY: BASE + OFF: an aligned register of the SoC map (asserted
+        // above), always mapped, reached only through volatile accesses.
         unsafe { VolatilePtr::new(NonNull::new_unchecked((BASE + OFF) as *mut u32)) }
     }
 
@@ -55,9 +55,9 @@ impl<const BASE: usize, const LEN: usize> Block<BASE, LEN> {
         if offset >= LEN {
             return None;
         }
-        // SAFETY: a byte inside a byte-addressable block of the SoC map
-        // (checked above: the SRAM and the MAC header windows), always
-        // mapped, reached only through volatile accesses.
+        // Byte windows: the SRAM and the MAC header windows.
+        // SAFETY: a byte of a byte-addressable block of the SoC map (checked
+        // above), always mapped, reached only through volatile accesses.
         Some(unsafe { VolatilePtr::new(NonNull::new_unchecked((BASE + offset) as *mut u8)) })
     }
 }

@@ -88,7 +88,7 @@ bitflags! {
         /// (for hosts that poll the written memory itself, as the RDMA
         /// barrier does, and may be parked).
         const WAKE = 1 << 1;
-        /// A queued DMA (QDMA, elan-semantics rule 7): the payload goes into
+        /// A queued DMA (QDMA, [ELAN-SEM §13 rule 7]): the payload goes into
         /// the next free slot of the target's input queue named by the
         /// descriptor's `dst_event` field; `dst_addr` must be 0, the length at
         /// most one slot and one packet. Not combinable with `GET`.

@@ -280,16 +280,6 @@ pub(super) fn latin_rail(from: usize, to: usize, radix: usize) -> Lane {
     Lane::Rail(((to + radix - from) % radix - 1) as u8)
 }
 
-pub(super) fn log_ceil(base: usize, n: usize) -> u32 {
-    let mut steps = 0;
-    let mut reach = 1usize;
-    while reach < n {
-        reach = reach.saturating_mul(base);
-        steps += 1;
-    }
-    steps
-}
-
 #[cfg(test)]
 mod tests {
     use super::blocks::fold;
