@@ -337,9 +337,9 @@ pub struct CollBench<'a> {
     /// `send_len(size)` bytes, receive buffer of `recv_len(size)` bytes).
     pub op: &'a OpFn<'a>,
     /// Send buffer bytes for a size and a rank count.
-    pub send_len: fn(usize, usize) -> usize,
+    pub send_len: LenFn,
     /// Receive buffer bytes for a size and a rank count.
-    pub recv_len: fn(usize, usize) -> usize,
+    pub recv_len: LenFn,
     /// Separate operations by a barrier and time each alone (the papers'
     /// synchronised methodology; needed by collectives whose ranks may run
     /// ahead, such as gather).
@@ -350,7 +350,10 @@ pub struct CollBench<'a> {
 pub type OpFn<'a> =
     dyn Fn(&Comm, usize, &SymBuffer, &SymBuffer) -> Result<(), railcoll_host::Error> + Sync + 'a;
 
-/// `size` bytes: the buffer length of a barrier or broadcast.
+/// A buffer's length for a message size and a rank count.
+pub type LenFn = fn(usize, usize) -> usize;
+
+/// `size` bytes: the buffer length of a broadcast, a gather's send buffer.
 pub fn same_len(size: usize, _ranks: usize) -> usize {
     size
 }
@@ -428,7 +431,7 @@ pub(crate) fn timed_calls(
     bench: &CollBench<'_>,
     a: usize,
     size: usize,
-    barrier: railcoll_host::coll::BarrierAlgorithm,
+    barrier: railcoll_host::Algorithm,
     timeline: Option<&crate::timeline::Timeline>,
 ) -> Vec<Result<RankTiming, railcoll_host::Error>> {
     let name = format!("{} {}", bench.collective, bench.algorithms[a]);
@@ -486,7 +489,7 @@ pub(crate) fn model_point(
         bench,
         a,
         size,
-        railcoll_host::coll::BarrierAlgorithm::Hardware,
+        railcoll_host::Algorithm::Hardware,
         timeline.map(|t| &**t),
     );
     if let Some(stalled) = kernel.failure() {

@@ -686,7 +686,6 @@ fn bad_input_is_one_line_exit_2_and_nothing_is_written() {
             format!("trace allgather --algo bruck --size 0 -o {}", out("t.json")),
             "size 0",
         ),
-        (format!("tune barrier -o {}", out("t.toml")), "not barrier"),
         (
             format!("tune allgather --shapes 4by4 -o {}", out("t.toml")),
             "NODESxRANKS_PER_NODE",

@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use crate::arena::SymBuffer;
 use crate::coll::state::{Coll, CollState};
-use crate::coll::{BarrierAlgorithm, BcastAlgorithm};
 use crate::config::CommConfig;
 use crate::device::Device;
 use crate::driver::NicError;
@@ -296,33 +295,36 @@ impl Comm {
         self.ep.wait_until(ready)
     }
 
-    // --- Barriers and broadcasts (see `crate::coll`) --------------------
+    // --- Barriers and broadcasts (schedules, see `crate::sched`) ---------
 
-    /// Barrier with the default algorithm ([`BarrierAlgorithm::Smp`]).
+    /// Barrier with the tuned algorithm (the tuning table's `barrier`
+    /// rules; `smp` where none applies).
     pub fn barrier(&self) -> Result<(), Error> {
         self.coll().barrier()
     }
 
-    /// Barrier with a chosen algorithm. No rank returns before every rank
-    /// has entered.
-    pub fn barrier_with(&self, algorithm: BarrierAlgorithm) -> Result<(), Error> {
+    /// Barrier with a chosen algorithm (a barrier algorithm of the
+    /// catalogue: `Collective::Barrier.algorithms()`). No rank returns
+    /// before every rank has entered.
+    pub fn barrier_with(&self, algorithm: Algorithm) -> Result<(), Error> {
         self.coll().barrier_with(algorithm)
     }
 
-    /// Broadcast `buf` from `root` with the default algorithm
-    /// ([`BcastAlgorithm::Smp`]).
+    /// Broadcast `buf` (the same symmetric buffer on every rank) from
+    /// `root` with the tuned algorithm (`smp` where no rule applies).
     pub fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
         self.coll().broadcast(buf, root)
     }
 
-    /// Broadcast with a chosen algorithm.
+    /// Broadcast with a chosen algorithm (`Collective::Bcast.algorithms()`).
     pub fn broadcast_with(
         &self,
-        algorithm: BcastAlgorithm,
+        algorithm: Algorithm,
         buf: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.coll().broadcast_with(algorithm, buf, root)
+        self.coll()
+            .run_on_one_buffer(Collective::Bcast, algorithm, buf, root)
     }
 
     /// Gather `send` of this node's ranks into `recv` on local rank

@@ -22,10 +22,12 @@
 //!   barrier, broadcast and gather among a node's ranks.
 //! - [`driver`]: command rings, the admin mailbox, events and completion
 //!   words of one rank on every rail.
-//! - [`coll`]: collectives (barriers, broadcasts) and their algorithms.
-//! - [`sched`]: gather, all-gather and all-to-all algorithms as per-rank
-//!   schedules: generators, verifier, Hockney cost model, executor and
-//!   tuning table.
+//! - [`sched`]: every collective (gather, all-gather, all-to-all,
+//!   broadcast, barrier) as per-rank schedules: the catalogue, generators,
+//!   verifier, Hockney cost model, executor and tuning table.
+//! - [`coll`]: what the executor runs on besides the endpoint: the
+//!   collectives' per-communicator state, the barrier mechanisms and the
+//!   node segment's phases.
 //! - [`comm`]: the public API (`Comm::put`, `get`, destination events,
 //!   chained puts, NIC error records).
 //! - [`error`]: typed errors.

@@ -15,7 +15,7 @@
 //! Waiting goes through the environment's wait hook, and whoever sets a
 //! flag wakes the ranks that may be waiting on it.
 //!
-//! The protocol functions ([`barrier`], [`broadcast_round`],
+//! The protocol functions ([`barrier`] and its halves, [`broadcast_round`],
 //! [`gather_round`]) are generic over [`Flags`], so the loom model in the
 //! test suite checks the very code the segment runs.
 
@@ -148,21 +148,42 @@ impl<F: Flags, S: Sync> Round<'_, F, S> {
 /// arrival flag; the master (`round.root`) waits for all of them, runs
 /// `between` (the inter-node phase of an SMP barrier; nothing for a
 /// node-only barrier), then raises the release flag that everyone else
-/// waits for.
+/// waits for. The schedule executor runs the two halves as separate steps
+/// with the inter-node phase's steps between them; this composition is
+/// what the loom model checks.
 pub fn barrier<F: Flags, S: Sync>(
     round: &Round<'_, F, S>,
     between: &mut dyn FnMut() -> Result<(), Error>,
 ) -> Result<(), Error> {
+    barrier_arrive(round)?;
+    if round.me == round.root {
+        between()?;
+    }
+    barrier_release(round)
+}
+
+/// The barrier's first half: raise this rank's arrival flag; the master
+/// then waits for every other rank's, the others wake it.
+pub fn barrier_arrive<F: Flags, S: Sync>(round: &Round<'_, F, S>) -> Result<(), Error> {
     let (map, epoch) = (round.map, round.epoch);
     round.raise(map.barrier_arrive(round.me), epoch);
     if round.me == round.root {
-        round.wait_all(|r| map.barrier_arrive(r), epoch)?;
-        between()?;
+        round.wait_all(|r| map.barrier_arrive(r), epoch)
+    } else {
+        round.sync.wake(round.root);
+        Ok(())
+    }
+}
+
+/// The barrier's second half: the master raises the release flag and
+/// wakes the others; they wait for it.
+pub fn barrier_release<F: Flags, S: Sync>(round: &Round<'_, F, S>) -> Result<(), Error> {
+    let (map, epoch) = (round.map, round.epoch);
+    if round.me == round.root {
         round.raise(map.barrier_release(), epoch);
         round.wake_others();
         Ok(())
     } else {
-        round.sync.wake(round.root);
         round
             .sync
             .wait(&mut || reached(round.flags.load(map.barrier_release()), epoch))
@@ -332,26 +353,33 @@ impl NodeShm {
         SegmentFlags { mem: &self.mem }
     }
 
-    /// Node barrier with local rank `master`; `between` runs on the master
-    /// after every local rank arrived and before any leaves.
-    pub fn barrier(
-        &mut self,
-        sync: &impl Sync,
-        master: usize,
-        between: &mut dyn FnMut() -> Result<(), Error>,
-    ) -> Result<(), Error> {
+    /// Arrive at the node barrier of this call (a new epoch) with local
+    /// rank `master`; the master returns once every local rank arrived.
+    pub fn barrier_arrive(&mut self, sync: &impl Sync, master: usize) -> Result<(), Error> {
         self.barrier_epoch = self.barrier_epoch.wrapping_add(1);
-        {
-            let flags = self.flags();
-            let round = Round {
-                flags: &flags,
-                sync,
-                map: self.map,
-                me: self.me,
-                root: master,
-                epoch: self.barrier_epoch,
-            };
-            barrier(&round, between)
+        let flags = self.flags();
+        barrier_arrive(&self.barrier_round(&flags, sync, master))
+    }
+
+    /// Leave the node barrier whose arrival this rank made last.
+    pub fn barrier_release(&self, sync: &impl Sync, master: usize) -> Result<(), Error> {
+        let flags = self.flags();
+        barrier_release(&self.barrier_round(&flags, sync, master))
+    }
+
+    fn barrier_round<'a, S: Sync>(
+        &self,
+        flags: &'a SegmentFlags<'a>,
+        sync: &'a S,
+        master: usize,
+    ) -> Round<'a, SegmentFlags<'a>, S> {
+        Round {
+            flags,
+            sync,
+            map: self.map,
+            me: self.me,
+            root: master,
+            epoch: self.barrier_epoch,
         }
     }
 

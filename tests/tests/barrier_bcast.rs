@@ -3,22 +3,23 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use railcoll_host::coll::{BarrierAlgorithm, BcastAlgorithm};
-use railcoll_host::{Comm, Error};
+use railcoll_host::{Algorithm, Collective, Comm, Error};
 use railcoll_tests::{cluster, pattern};
 
 /// Algorithms valid for a shape.
-fn barriers(nodes: usize) -> Vec<BarrierAlgorithm> {
-    BarrierAlgorithm::ALL
+fn barriers(nodes: usize) -> Vec<Algorithm> {
+    Collective::Barrier
+        .algorithms()
         .into_iter()
-        .filter(|a| nodes == 1 || *a != BarrierAlgorithm::Shm)
+        .filter(|a| nodes == 1 || *a != Algorithm::Shm)
         .collect()
 }
 
-fn bcasts(nodes: usize) -> Vec<BcastAlgorithm> {
-    BcastAlgorithm::ALL
+fn bcasts(nodes: usize) -> Vec<Algorithm> {
+    Collective::Bcast
+        .algorithms()
         .into_iter()
-        .filter(|a| nodes == 1 || *a != BcastAlgorithm::Shm)
+        .filter(|a| nodes == 1 || *a != Algorithm::Shm)
         .collect()
 }
 
@@ -26,7 +27,7 @@ fn bcasts(nodes: usize) -> Vec<BcastAlgorithm> {
 /// barrier, and after leaving checks that every rank has arrived.
 fn stamped_barriers(
     comm: &Comm,
-    algo: BarrierAlgorithm,
+    algo: Algorithm,
     rounds: u64,
     stamps: &[AtomicU64],
 ) -> Result<(), Error> {
@@ -47,7 +48,7 @@ fn stamped_barriers(
 
 fn check_broadcasts(
     comm: &Comm,
-    algo: BcastAlgorithm,
+    algo: Algorithm,
     buf: &railcoll_host::arena::SymBuffer,
     sizes: &[usize],
     roots: &[usize],
@@ -86,9 +87,9 @@ fn every_barrier_and_broadcast_on_every_shape() {
             let out = c.run(|comm| -> Result<(), Error> {
                 for algo in barriers(nodes) {
                     stamps.iter().for_each(|s| s.store(0, Ordering::SeqCst));
-                    comm.barrier_with(BarrierAlgorithm::Smp)?;
+                    comm.barrier_with(Algorithm::Smp)?;
                     stamped_barriers(comm, algo, 3, &stamps)?;
-                    comm.barrier_with(BarrierAlgorithm::Smp)?;
+                    comm.barrier_with(Algorithm::Smp)?;
                 }
                 let every_root: Vec<usize> = (0..size).collect();
                 let buf = comm.alloc(1 << 20)?;
@@ -110,7 +111,7 @@ fn every_barrier_and_broadcast_on_every_shape() {
 fn a_hundred_thousand_back_to_back_barriers() {
     let c = cluster(2, 2, 2, 1 << 20);
     let stamps: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
-    let out = c.run(|comm| stamped_barriers(comm, BarrierAlgorithm::Smp, 100_000, &stamps));
+    let out = c.run(|comm| stamped_barriers(comm, Algorithm::Smp, 100_000, &stamps));
     for r in out {
         r.expect("ran").expect("no error");
     }
@@ -121,7 +122,7 @@ fn a_hundred_thousand_back_to_back_barriers() {
 fn back_to_back_rdma_barriers_on_a_non_power_of_two() {
     let c = cluster(3, 2, 1, 1 << 20);
     let stamps: Vec<AtomicU64> = (0..6).map(|_| AtomicU64::new(0)).collect();
-    let out = c.run(|comm| stamped_barriers(comm, BarrierAlgorithm::Rdma, 5_000, &stamps));
+    let out = c.run(|comm| stamped_barriers(comm, Algorithm::Rdma, 5_000, &stamps));
     for r in out {
         r.expect("ran").expect("no error");
     }
@@ -167,12 +168,27 @@ fn invalid_collective_requests_are_refused() {
     let out = c.run(|comm| {
         let buf = comm.alloc(64).expect("alloc");
         assert!(matches!(
-            comm.barrier_with(BarrierAlgorithm::Shm),
+            comm.barrier_with(Algorithm::Shm),
             Err(Error::Unsupported { .. })
         ));
         assert!(matches!(
-            comm.broadcast_with(BcastAlgorithm::Shm, &buf, 0),
+            comm.broadcast_with(Algorithm::Shm, &buf, 0),
             Err(Error::Unsupported { .. })
+        ));
+        // An algorithm of another collective is refused by name.
+        assert!(matches!(
+            comm.barrier_with(Algorithm::Bruck),
+            Err(Error::Unsupported {
+                algorithm: "bruck",
+                ..
+            })
+        ));
+        assert!(matches!(
+            comm.broadcast_with(Algorithm::Rdma, &buf, 0),
+            Err(Error::Unsupported {
+                algorithm: "rdma",
+                ..
+            })
         ));
         assert!(matches!(
             comm.broadcast(&buf, 4),

@@ -20,11 +20,21 @@ use railcoll_tests::pattern;
 const SIZES: [usize; 7] = [0, 1, 3, 64, 1000, 4096, 65537];
 
 /// The cases one shape runs: (collective, algorithm, root, block bytes).
-fn cases(n: usize, k: usize, salt: usize) -> Vec<(Collective, Algorithm, usize, usize)> {
+/// Algorithms for one node only are left out on several (their refusal
+/// is tested in schedules.rs).
+fn cases(
+    n: usize,
+    nodes: usize,
+    k: usize,
+    salt: usize,
+) -> Vec<(Collective, Algorithm, usize, usize)> {
     let mut out = Vec::new();
     let mut i = salt;
     for c in Collective::ALL {
         for a in c.algorithms() {
+            if a == Algorithm::Shm && nodes > 1 {
+                continue;
+            }
             for rep in 0..2 {
                 let bytes = SIZES[(i + rep * 3) % SIZES.len()];
                 i += 1;
@@ -41,11 +51,7 @@ fn cases(n: usize, k: usize, salt: usize) -> Vec<(Collective, Algorithm, usize, 
                         continue; // refused (tested in schedules.rs)
                     }
                 }
-                let root = if c == Collective::Gather {
-                    (i * 7 + rep) % n
-                } else {
-                    0
-                };
+                let root = if c.rooted() { (i * 7 + rep) % n } else { 0 };
                 out.push((c, a, root, bytes));
             }
         }
@@ -83,12 +89,18 @@ fn run_case(
     let mut got = vec![0u8; n * bytes];
     comm.read_local(&recv, 0, &mut got)
         .map_err(|e| e.to_string())?;
-    let outputs = c != Collective::Gather || me == root;
-    if outputs {
+    // What each receive block must hold: its output, or the sentinel where
+    // the collective writes nothing (a gather's non-roots, everything a
+    // broadcast leaves alone, the root's buffer included, and a barrier).
+    let sentinel = vec![0xA5; bytes];
+    {
         for i in 0..n {
             let want = match c {
+                Collective::Gather if me != root => sentinel.clone(),
+                Collective::Gather | Collective::Allgather => block_of(i, 0, bytes),
                 Collective::Alltoall => block_of(i, me, bytes),
-                _ => block_of(i, 0, bytes),
+                Collective::Bcast if i == 0 && me != root => block_of(root, 0, bytes),
+                Collective::Bcast | Collective::Barrier => sentinel.clone(),
             };
             if got[i * bytes..(i + 1) * bytes] != want[..] {
                 let at = got[i * bytes..(i + 1) * bytes]
@@ -112,7 +124,7 @@ fn run_case(
 
 fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt: usize) {
     let n = nodes * rpn;
-    let cases = cases(n, rails, salt);
+    let cases = cases(n, nodes, rails, salt);
     let biggest = cases
         .iter()
         .map(|&(c, _, _, b)| {

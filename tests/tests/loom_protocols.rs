@@ -1,14 +1,16 @@
 //! Exhaustive interleaving checks (loom) of the node protocols and of the
 //! RDMA barrier's barrier-number check. The code under test is the real
-//! protocol code of `railcoll_host::shm` and the real schedule of
-//! `railcoll_host::coll::barrier`, run over loom's atomics.
+//! protocol code of `railcoll_host::shm` and the real schedule the
+//! generator writes for the `rdma` barrier (its word puts and word waits),
+//! run over loom's atomics.
 
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use railcoll_host::Error;
-use railcoll_host::coll::barrier::{BarrierStep, pairwise_exchange_steps};
+use railcoll_host::sched::{Op, Params, Shape, generate};
 use railcoll_host::shm::{self, FlagMap, Flags, Round, reached};
+use railcoll_host::{Algorithm, Collective, Placement};
 
 /// Flags whose every store also signals a monitor, so that waiters block
 /// instead of spinning (spinning threads make loom's search explode). This
@@ -221,22 +223,37 @@ fn rdma_barrier_numbers_tolerate_a_partner_one_barrier_ahead() {
 }
 
 fn rdma_barrier_model(n: usize, rounds: u64) {
+    let shape = Shape::new(n, 1, 1, 1, Placement::Block).expect("shape");
+    let set = std::sync::Arc::new(
+        generate(&Params::new(
+            Collective::Barrier,
+            Algorithm::Rdma,
+            shape,
+            0,
+            0,
+        ))
+        .expect("the rdma barrier's schedule"),
+    );
     model(move || {
         // words[target * n + writer]
         let words = LoomFlags::new(n * n);
         let entered = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
+        let set = std::sync::Arc::clone(&set);
         run_threads(
             n,
             (words.clone(), entered.clone()),
             move |id, (words, entered)| {
                 for number in 1..=rounds {
                     entered[id].store(number, Ordering::SeqCst);
-                    for step in pairwise_exchange_steps(n, id) {
-                        match step {
-                            BarrierStep::Send(to) => words.store(to * n + id, number),
-                            BarrierStep::WaitFrom(from) => {
-                                words.wait(&mut || reached(words.load(id * n + from), number))
+                    for step in &set.ranks[id].steps {
+                        match step.op {
+                            Op::BarrierNumber(_) => {}
+                            Op::WordPut { to, slot, .. } => {
+                                words.store(to as usize * n + slot as usize, number)
                             }
+                            Op::WordWait { slot, .. } => words
+                                .wait(&mut || reached(words.load(id * n + slot as usize), number)),
+                            ref other => panic!("the rdma barrier has no '{other}' step"),
                         }
                     }
                     for e in entered.iter() {

@@ -7,7 +7,6 @@
 use railcoll_emu::bench::{self, CollBench};
 use railcoll_emu::modeled::Profile;
 use railcoll_emu::{Cluster, ClusterConfig, Mode};
-use railcoll_host::coll::BarrierAlgorithm;
 use railcoll_host::sched::cost::Hockney;
 use railcoll_host::sched::{Algorithm, Collective, Params, Shape};
 use railcoll_host::{Arrivals, Placement};
@@ -35,7 +34,7 @@ fn modeled_makespan(c: Collective, a: Algorithm, n: usize, rails: usize, block: 
         let recv = comm.alloc(block * n)?;
         // Only the hardware barrier before the call: the switch releases
         // every node at one instant and no earlier traffic is in flight.
-        comm.barrier_with(BarrierAlgorithm::Hardware)?;
+        comm.barrier_with(railcoll_host::Algorithm::Hardware)?;
         let start = cluster.now_ns();
         comm.collective_with(c, a, &send, &recv, 0)?;
         Ok((start, cluster.now_ns()))

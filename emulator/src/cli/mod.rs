@@ -31,7 +31,7 @@ use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::verify::{Budget, verify};
 use railcoll_host::sched::{Collective, Params, Shape, generate};
 
-use crate::workbench::{AlgoSet, Subject};
+use crate::workbench::AlgoSet;
 pub use error::CliError;
 use error::output;
 pub use workbench::{StudyArgs, SweepArgs, TraceArgs, TuneArgs};
@@ -88,8 +88,8 @@ pub enum ScheduleCommand {
     /// Print one rank's schedule, whether the verifier accepts the whole
     /// set, and its Hockney cost beside the paper's formula.
     Show(ScheduleArgs),
-    /// The catalogue: every algorithm of gather, all-gather and all-to-all
-    /// with its reference, what it needs and its closed form (Markdown,
+    /// The catalogue: every algorithm of every collective (gather,
+    /// all-gather, all-to-all, broadcast, barrier) with its reference, what it needs and its closed form (Markdown,
     /// as docs/algorithms.md carries it).
     List,
 }
@@ -419,9 +419,9 @@ fn shape_of(cluster: &ClusterArgs) -> Result<Shape, crate::workbench::SpecError>
     crate::workbench::sweep::shape_of(&cluster.config())
 }
 
-/// Time the algorithms `algo` names of `subject` on the bench's cluster.
+/// Time the algorithms `algo` names of `collective` on the bench's cluster.
 fn run_subject(
-    subject: Subject,
+    collective: Collective,
     algo: &str,
     cluster: &ClusterArgs,
     run: &ModeArgs,
@@ -431,7 +431,7 @@ fn run_subject(
     let shape = shape_of(cluster)?;
     crate::workbench::check_root(root, &shape)?;
     let first = sizes.first().copied().unwrap_or(0);
-    let set: AlgoSet = subject.select(algo, shape, root, first)?;
+    let set: AlgoSet = crate::workbench::select(collective, algo, shape, root, first)?;
     set.with_bench(sizes, iters as usize, rounds as usize, root, |bench| {
         run_coll(cluster, run, bench)
     })
@@ -439,7 +439,7 @@ fn run_subject(
 
 fn run_catalogue(collective: Collective, args: &CollArgs) -> Result<(), CliError> {
     run_subject(
-        Subject::Catalogue(collective),
+        collective,
         &args.algo,
         &args.cluster,
         &args.run,
@@ -473,13 +473,16 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
             "name one algorithm, not 'all' or a list".into(),
         ));
     }
-    let algo = match Subject::Catalogue(args.collective).select(
+    let algo = match crate::workbench::select(
+        args.collective,
         &args.algorithm,
         shape,
         args.root,
         args.size,
-    )? {
-        AlgoSet::Catalogue(_, a) if a.len() == 1 => a[0],
+    )?
+    .algorithms[..]
+    {
+        [a] => a,
         _ => return Err(CliError::Usage("name one algorithm".into())),
     };
     let params = Params::new(args.collective, algo, shape, args.root, args.size);
@@ -492,7 +495,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
     let result = (|| -> std::io::Result<()> {
         writeln!(
             out,
-            "# {} {} {}: {} nodes x {} ranks ({} placement, {} sockets), k = {} rails, block {} B{}",
+            "# {} {} {}: {} nodes x {} ranks ({} placement, {} sockets), k = {} rails, {}{}",
             args.collective,
             algo,
             catalogue::entry(args.collective, algo).map_or("", |e| e.reference),
@@ -501,8 +504,12 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
             shape.topology.placement(),
             shape.sockets,
             shape.rails,
-            args.size,
-            if args.collective == Collective::Gather {
+            if args.collective.sized() {
+                format!("block {} B", args.size)
+            } else {
+                "no data".to_string()
+            },
+            if args.collective.rooted() {
                 format!(", root {}", args.root)
             } else {
                 String::new()
@@ -584,7 +591,7 @@ fn run_put(args: &PutArgs) -> Result<(), CliError> {
 
 fn run_barrier(args: &BarrierArgs) -> Result<(), CliError> {
     run_subject(
-        Subject::Barrier,
+        Collective::Barrier,
         &args.algo,
         &args.cluster,
         &args.run,
@@ -595,7 +602,7 @@ fn run_barrier(args: &BarrierArgs) -> Result<(), CliError> {
 
 fn run_bcast(args: &BcastArgs) -> Result<(), CliError> {
     run_subject(
-        Subject::Bcast,
+        Collective::Bcast,
         &args.algo,
         &args.cluster,
         &args.run,

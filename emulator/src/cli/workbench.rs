@@ -12,7 +12,8 @@ use super::{Sizes, parse_size, parse_sizes};
 use crate::cluster::{ClusterConfig, Mode};
 use crate::modeled::{Profile, ProfileError};
 use crate::workbench::sweep::{self, Sweep, SweepSpec};
-use crate::workbench::{PendingFile, Preset, SpecError, Subject, plot, trace, tune};
+use crate::workbench::{PendingFile, Preset, SpecError, parse_collectives, plot, trace, tune};
+use railcoll_host::Collective;
 
 /// The cluster, mode and profile of a study (sweep, trace, tune).
 #[derive(Debug, Args, Clone)]
@@ -115,18 +116,13 @@ pub fn scaling_configs(base: ClusterConfig) -> Result<Vec<ClusterConfig>, CliErr
         .collect()
 }
 
-/// `all` or one subject.
+/// `all` or one collective.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Subjects(pub Vec<Subject>);
+pub struct Subjects(pub Vec<Collective>);
 
-/// Parse `all` or one subject.
+/// Parse `all` or one collective.
 fn parse_subjects(s: &str) -> Result<Subjects, String> {
-    if s == "all" {
-        return Ok(Subjects(Subject::ALL.to_vec()));
-    }
-    s.parse::<Subject>()
-        .map(|x| Subjects(vec![x]))
-        .map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))
+    parse_collectives(s).map(Subjects)
 }
 
 /// `railcoll sweep`.
@@ -183,8 +179,8 @@ pub struct SweepArgs {
 #[derive(Debug, Args)]
 pub struct TraceArgs {
     /// gather, allgather, alltoall, bcast or barrier.
-    #[arg(value_parser = |s: &str| s.parse::<Subject>())]
-    pub collective: Subject,
+    #[arg(value_parser = |s: &str| s.parse::<Collective>())]
+    pub collective: Collective,
     /// Cluster, mode and profile.
     #[command(flatten)]
     pub study: StudyArgs,
@@ -208,7 +204,7 @@ pub struct TraceArgs {
 /// `railcoll tune`.
 #[derive(Debug, Args)]
 pub struct TuneArgs {
-    /// gather, allgather, alltoall, or all (the three).
+    /// gather, allgather, alltoall, bcast, barrier, or all.
     #[arg(default_value = "all", value_parser = parse_subjects)]
     pub collective: Subjects,
     /// Cluster, mode and profile.
@@ -276,7 +272,7 @@ fn run_specs(specs: &[SweepSpec], quiet: bool) -> Result<Vec<Sweep>, CliError> {
 /// validated before anything runs.
 #[allow(clippy::too_many_arguments)]
 fn specs_for(
-    subjects: &[Subject],
+    subjects: &[Collective],
     configs: &[ClusterConfig],
     study: &StudyArgs,
     algo: &str,
@@ -304,8 +300,8 @@ fn specs_for(
                 // ten calls average out where each starts.
                 iters: iters.map_or(
                     match (modeled, subject) {
-                        (true, Subject::Catalogue(_)) => 1,
-                        (true, _) => 10,
+                        (true, Collective::Bcast | Collective::Barrier) => 10,
+                        (true, _) => 1,
                         (false, _) => 20,
                     },
                     |v| v as usize,
@@ -434,25 +430,7 @@ fn parse_shapes(s: &str) -> Result<Vec<(usize, usize)>, String> {
 }
 
 pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
-    // `all` means the three collectives the table covers.
-    let named_one = args.collective.0.len() == 1;
-    if let Some(s) = args
-        .collective
-        .0
-        .iter()
-        .find(|s| named_one && !matches!(s, Subject::Catalogue(_)))
-    {
-        return Err(CliError::Usage(format!(
-            "the tuning table covers gather, allgather and alltoall, not {s} (accepted: gather, allgather, alltoall, all)"
-        )));
-    }
-    let subjects: Vec<Subject> = args
-        .collective
-        .0
-        .iter()
-        .copied()
-        .filter(|s| matches!(s, Subject::Catalogue(_)))
-        .collect();
+    let subjects: Vec<Collective> = args.collective.0.clone();
     let base = args.study.config();
     let configs = match (&args.shapes, args.scaling) {
         (Some(_), true) => {

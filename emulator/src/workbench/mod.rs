@@ -1,7 +1,7 @@
 //! The researcher's workbench: from a cluster shape to the figure.
 //!
-//! - [`mod@self`]: what can be measured ([`Subject`]), which algorithms
-//!   of it run on a shape ([`AlgoSet`]), the named cluster presets
+//! - [`mod@self`]: which algorithms of a collective run on a shape
+//!   ([`select`], [`AlgoSet`]), the named cluster presets
 //!   ([`Preset`]), and output files that appear whole or not at all
 //!   ([`PendingFile`]).
 //! - [`sweep`]: every algorithm x size on one shape, with the best per
@@ -25,7 +25,6 @@ pub mod tune;
 use std::path::{Path, PathBuf};
 
 use railcoll_host::arena::SymBuffer;
-use railcoll_host::coll::{BarrierAlgorithm, BcastAlgorithm};
 use railcoll_host::sched::{Algorithm, Collective, Params, Shape, generate};
 
 use crate::bench::{self, CollBench};
@@ -45,14 +44,15 @@ pub enum SpecError {
         /// The last rank.
         last: usize,
     },
-    /// A sized subject was given size 0.
+    /// A collective that moves data was given size 0.
     #[error("size 0 is not allowed for {0} (accepted: 1 byte to 2G)")]
-    ZeroSize(Subject),
+    ZeroSize(Collective),
     /// An algorithm name its parser refused (its message, with `all`
     /// among the accepted values).
     #[error("{0}")]
     UnknownAlgorithm(String),
-    /// A catalogue algorithm whose schedule cannot be generated here.
+    /// An algorithm whose schedule cannot be generated here (the reason
+    /// names the constraint: one node, N a power of k + 1, ...).
     #[error("{collective} '{name}' cannot run on this shape: {reason}")]
     CannotRun {
         /// The collective.
@@ -62,19 +62,9 @@ pub enum SpecError {
         /// Why the generator refused.
         reason: railcoll_host::Error,
     },
-    /// An algorithm that runs within one node, asked for on several.
-    #[error(
-        "algorithm '{name}' runs within one node only, but the cluster has {nodes} nodes (use --nodes 1 or another algorithm)"
-    )]
-    NodeOnly {
-        /// The algorithm.
-        name: &'static str,
-        /// Nodes of the cluster.
-        nodes: usize,
-    },
     /// `all` selected nothing.
     #[error("no {0} algorithm runs on this shape")]
-    NoAlgorithm(Subject),
+    NoAlgorithm(Collective),
     /// A trace was asked for several algorithms.
     #[error("trace needs one algorithm (--algo NAME), not a list or 'all'")]
     NotOneAlgorithm,
@@ -83,8 +73,8 @@ pub enum SpecError {
     In {
         /// The problem.
         source: Box<SpecError>,
-        /// The subject of the spec.
-        subject: Subject,
+        /// The collective of the spec.
+        subject: Collective,
         /// Its nodes.
         nodes: usize,
         /// Its ranks per node.
@@ -144,149 +134,52 @@ impl OutputError {
     }
 }
 
-/// Something a sweep, trace or tune measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subject {
-    /// Gather, all-gather or all-to-all: the schedule catalogue.
-    Catalogue(Collective),
-    /// Broadcast.
-    Bcast,
-    /// Barrier (no message size).
-    Barrier,
-}
-
-impl Subject {
-    /// Every subject, in the order `all` runs them.
-    pub const ALL: [Subject; 5] = [
-        Subject::Catalogue(Collective::Gather),
-        Subject::Catalogue(Collective::Allgather),
-        Subject::Catalogue(Collective::Alltoall),
-        Subject::Bcast,
-        Subject::Barrier,
-    ];
-
-    /// Its name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Subject::Catalogue(c) => c.name(),
-            Subject::Bcast => "bcast",
-            Subject::Barrier => "barrier",
-        }
-    }
-
-    /// The algorithm speedups are measured against: the native
-    /// (vendor-library) reconstruction for the catalogue, the
-    /// point-to-point tree for broadcast, the message-passing barrier of
-    /// \[GTNP02\] for barriers.
-    pub fn baseline(self) -> &'static str {
-        match self {
-            Subject::Catalogue(_) => Algorithm::Native.name(),
-            Subject::Bcast => BcastAlgorithm::Binomial.name(),
-            Subject::Barrier => BarrierAlgorithm::SendRecv.name(),
-        }
-    }
-
-    /// Does the subject take a message size?
-    pub fn sized(self) -> bool {
-        self != Subject::Barrier
-    }
-
-    /// The algorithms `algo` names (`all`, or a comma-separated list) that
-    /// run on `shape`; an error names the problem and the accepted values.
-    pub fn select(
-        self,
-        algo: &str,
-        shape: Shape,
-        root: usize,
-        size: usize,
-    ) -> Result<AlgoSet, SpecError> {
-        let nodes = shape.topology.nodes();
-        match self {
-            Subject::Catalogue(c) => {
-                let runs = |a: Algorithm| generate(&Params::new(c, a, shape, root, size));
-                let algos = if algo == "all" {
-                    c.algorithms()
-                        .iter()
-                        .copied()
-                        .filter(|&a| runs(a).is_ok())
-                        .collect()
-                } else {
-                    parse_list(algo, |name| {
-                        let a = c
-                            .parse_algorithm(name)
-                            .map_err(SpecError::UnknownAlgorithm)?;
-                        runs(a).map_err(|reason| SpecError::CannotRun {
-                            collective: c,
-                            name: name.to_string(),
-                            reason,
-                        })?;
-                        Ok(a)
-                    })?
-                };
-                Ok(AlgoSet::Catalogue(c, algos))
-            }
-            Subject::Bcast => pick(
-                algo,
-                &BcastAlgorithm::ALL,
-                BcastAlgorithm::Shm,
-                nodes,
-                BcastAlgorithm::name,
-            )
-            .map(AlgoSet::Bcast),
-            Subject::Barrier => pick(
-                algo,
-                &BarrierAlgorithm::ALL,
-                BarrierAlgorithm::Shm,
-                nodes,
-                BarrierAlgorithm::name,
-            )
-            .map(AlgoSet::Barrier),
-        }
-    }
-}
-
-impl std::fmt::Display for Subject {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Subject {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL.iter().copied().find(|x| x.name() == s).ok_or_else(|| {
-            format!("unknown collective '{s}' (accepted: gather, allgather, alltoall, bcast, barrier)")
-        })
-    }
-}
-
-/// `all` or a comma-separated list of `T`s: every one that can run on
-/// `nodes` nodes, or the ones named (one that runs within a node only is
-/// refused on several nodes).
-fn pick<T: Copy + PartialEq + std::str::FromStr<Err = String>>(
+/// The algorithms of `collective` that `algo` names (`all`, or a
+/// comma-separated list) and that run on `shape`: `all` keeps those whose
+/// schedule can be generated there; a named one that cannot run is an
+/// error giving the generator's reason.
+pub fn select(
+    collective: Collective,
     algo: &str,
-    all: &[T],
-    node_only: T,
-    nodes: usize,
-    name: impl Fn(T) -> &'static str,
-) -> Result<Vec<T>, SpecError> {
-    if algo == "all" {
-        return Ok(all
+    shape: Shape,
+    root: usize,
+    size: usize,
+) -> Result<AlgoSet, SpecError> {
+    let runs = |a: Algorithm| generate(&Params::new(collective, a, shape, root, size));
+    let algorithms = if algo == "all" {
+        collective
+            .algorithms()
             .iter()
             .copied()
-            .filter(|a| *a != node_only || nodes == 1)
-            .collect());
-    }
-    parse_list(algo, |n| {
-        let a: T = n.parse().map_err(SpecError::UnknownAlgorithm)?;
-        if a == node_only && nodes > 1 {
-            return Err(SpecError::NodeOnly {
-                name: name(a),
-                nodes,
-            });
-        }
-        Ok(a)
+            .filter(|&a| runs(a).is_ok())
+            .collect()
+    } else {
+        parse_list(algo, |name| {
+            let a = collective
+                .parse_algorithm(name)
+                .map_err(SpecError::UnknownAlgorithm)?;
+            runs(a).map_err(|reason| SpecError::CannotRun {
+                collective,
+                name: name.to_string(),
+                reason,
+            })?;
+            Ok(a)
+        })?
+    };
+    Ok(AlgoSet {
+        collective,
+        algorithms,
     })
+}
+
+/// Every collective, or the one named (`all` or a name).
+pub fn parse_collectives(s: &str) -> Result<Vec<Collective>, String> {
+    if s == "all" {
+        return Ok(Collective::ALL.to_vec());
+    }
+    s.parse::<Collective>()
+        .map(|c| vec![c])
+        .map_err(|e| e.replace(" (accepted: ", " (accepted: all, "))
 }
 
 /// A comma-separated list of algorithm names, each checked by `parse`,
@@ -310,30 +203,27 @@ fn parse_list<T: PartialEq>(
     Ok(v)
 }
 
-/// The algorithms of one subject that a run times.
+/// The algorithms of one collective that a run times.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AlgoSet {
-    /// Catalogue algorithms of a collective.
-    Catalogue(Collective, Vec<Algorithm>),
-    /// Broadcast algorithms.
-    Bcast(Vec<BcastAlgorithm>),
-    /// Barrier algorithms.
-    Barrier(Vec<BarrierAlgorithm>),
+pub struct AlgoSet {
+    /// The collective.
+    pub collective: Collective,
+    /// Its algorithms, in run order.
+    pub algorithms: Vec<Algorithm>,
 }
 
 impl AlgoSet {
     /// The algorithms' names, in run order.
     pub fn names(&self) -> Vec<&'static str> {
-        match self {
-            AlgoSet::Catalogue(_, v) => v.iter().map(|a| a.name()).collect(),
-            AlgoSet::Bcast(v) => v.iter().map(|a| a.name()).collect(),
-            AlgoSet::Barrier(v) => v.iter().map(|a| a.name()).collect(),
-        }
+        self.algorithms.iter().map(|a| a.name()).collect()
     }
 
     /// Call `f` with the benchmark that times these algorithms on `sizes`
     /// (ignored for a barrier), `iters` operations per sample, `rounds`
-    /// rounds, from `root`.
+    /// rounds, from `root`. What differs between collectives is only the
+    /// buffers: a broadcast has one (the same on every rank), a barrier
+    /// none, and the collectives whose every rank's completion needs every
+    /// rank's data are separated by a barrier (`synchronised`).
     pub fn with_bench<R>(
         &self,
         sizes: &[usize],
@@ -342,63 +232,32 @@ impl AlgoSet {
         root: usize,
         f: impl FnOnce(&CollBench<'_>) -> R,
     ) -> R {
-        let names = self.names();
-        match self {
-            AlgoSet::Catalogue(c, algos) => {
-                let c = *c;
-                let op =
-                    |comm: &railcoll_host::Comm, a: usize, send: &SymBuffer, recv: &SymBuffer| {
-                        comm.collective_with(c, algos[a], send, recv, root)
-                    };
-                f(&CollBench {
-                    collective: c.name(),
-                    algorithms: names,
-                    sizes: sizes.to_vec(),
-                    iters,
-                    rounds,
-                    op: &op,
-                    send_len: if c == Collective::Alltoall {
-                        bench::per_rank_len
-                    } else {
-                        bench::same_len
-                    },
-                    recv_len: bench::per_rank_len,
-                    synchronised: true,
-                })
+        let (c, algos) = (self.collective, &self.algorithms);
+        let op = |comm: &railcoll_host::Comm, a: usize, send: &SymBuffer, recv: &SymBuffer| match c
+        {
+            Collective::Bcast => comm.broadcast_with(algos[a], send, root),
+            Collective::Barrier => comm.barrier_with(algos[a]),
+            _ => comm.collective_with(c, algos[a], send, recv, root),
+        };
+        let (send_len, recv_len, synchronised): (bench::LenFn, bench::LenFn, bool) = match c {
+            Collective::Gather | Collective::Allgather => {
+                (bench::same_len, bench::per_rank_len, true)
             }
-            AlgoSet::Bcast(algos) => {
-                let op = |comm: &railcoll_host::Comm, a: usize, buf: &SymBuffer, _: &SymBuffer| {
-                    comm.broadcast_with(algos[a], buf, root)
-                };
-                f(&CollBench {
-                    collective: "bcast",
-                    algorithms: names,
-                    sizes: sizes.to_vec(),
-                    iters,
-                    rounds,
-                    op: &op,
-                    send_len: bench::same_len,
-                    recv_len: bench::no_len,
-                    synchronised: false,
-                })
-            }
-            AlgoSet::Barrier(algos) => {
-                let op = |comm: &railcoll_host::Comm, a: usize, _: &SymBuffer, _: &SymBuffer| {
-                    comm.barrier_with(algos[a])
-                };
-                f(&CollBench {
-                    collective: "barrier",
-                    algorithms: names,
-                    sizes: vec![0],
-                    iters,
-                    rounds,
-                    op: &op,
-                    send_len: bench::no_len,
-                    recv_len: bench::no_len,
-                    synchronised: false,
-                })
-            }
-        }
+            Collective::Alltoall => (bench::per_rank_len, bench::per_rank_len, true),
+            Collective::Bcast => (bench::same_len, bench::no_len, false),
+            Collective::Barrier => (bench::no_len, bench::no_len, false),
+        };
+        f(&CollBench {
+            collective: c.name(),
+            algorithms: self.names(),
+            sizes: if c.sized() { sizes.to_vec() } else { vec![0] },
+            iters,
+            rounds,
+            op: &op,
+            send_len,
+            recv_len,
+            synchronised,
+        })
     }
 }
 
@@ -593,21 +452,20 @@ mod tests {
     }
 
     #[test]
-    fn subjects_refuse_unknown_and_misplaced_algorithms() {
+    fn selection_refuses_unknown_and_misplaced_algorithms() {
         let shape = Shape::new(2, 2, 1, 2, railcoll_host::Placement::Block).expect("shape");
-        let e = Subject::Catalogue(Collective::Allgather)
-            .select("nope", shape, 0, 64)
+        let e = select(Collective::Allgather, "nope", shape, 0, 64)
             .expect_err("unknown")
             .to_string();
         assert!(e.contains("accepted: all, direct"), "{e}");
-        let e = Subject::Bcast
-            .select("shm", shape, 0, 64)
+        let e = select(Collective::Bcast, "shm", shape, 0, 64)
             .expect_err("node only")
             .to_string();
         assert!(e.contains("one node"), "{e}");
-        let set = Subject::Barrier.select("all", shape, 0, 0).expect("all");
-        assert!(!set.names().contains(&"shm"));
-        assert!("scan".parse::<Subject>().is_err());
+        let set = select(Collective::Barrier, "all", shape, 0, 0).expect("all");
+        assert!(!set.names().contains(&"shm") && set.names().contains(&"rdma"));
+        assert!(parse_collectives("scan").is_err());
+        assert_eq!(parse_collectives("all").expect("all").len(), 5);
         assert!("nowhere".parse::<Preset>().is_err());
     }
 }

@@ -6,7 +6,7 @@
 //! threads mode the median of interleaved rounds; the mean over ranks,
 //! except for gather, where non-roots finish early and the slowest rank
 //! (the root) is the operation's time. The best algorithm of a size is the
-//! fastest; the speedup is baseline / best ([`Subject::baseline`]).
+//! fastest; the speedup is baseline / best ([`Collective::baseline`]).
 //!
 //! The table is OSU-style: `# Size` then one column per algorithm in
 //! microseconds, `*` on the best, then the best's name, the speedup, and
@@ -22,16 +22,17 @@ use railcoll_host::sched::cost;
 use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::{Params, Shape, generate};
 
-use super::{AlgoSet, SpecError, Subject};
+use super::{AlgoSet, SpecError};
 use crate::bench::{self, CollRecord};
 use crate::cluster::{ClusterConfig, EmuError, Mode};
 use crate::modeled::Profile;
+use railcoll_host::Collective;
 
 /// What to sweep.
 #[derive(Clone, Debug)]
 pub struct SweepSpec {
     /// The operation.
-    pub subject: Subject,
+    pub subject: Collective,
     /// `all` or a comma-separated list of algorithm names.
     pub algo: String,
     /// Message (block) sizes, bytes; ignored for a barrier.
@@ -175,7 +176,7 @@ impl SweepSpec {
             return Err(SpecError::ZeroSize(self.subject));
         }
         let first = self.sizes.first().copied().unwrap_or(1);
-        let set = self.subject.select(&self.algo, shape, self.root, first)?;
+        let set = super::select(self.subject, &self.algo, shape, self.root, first)?;
         if set.names().is_empty() {
             return Err(SpecError::NoAlgorithm(self.subject));
         }
@@ -207,7 +208,7 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
     })?;
     let h = spec.profile.hockney();
     let names = set.names();
-    let baseline = spec.subject.baseline();
+    let baseline = spec.subject.baseline().name();
     let mut points = Vec::new();
     for &size in &sizes {
         let mut results = Vec::new();
@@ -220,17 +221,15 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
                     size,
                 })?;
             let latency = match spec.subject {
-                Subject::Catalogue(railcoll_host::sched::Collective::Gather) => r.latency_max_us,
+                Collective::Gather => r.latency_max_us,
                 _ => r.latency_us,
             };
-            let predicted_us = match (&set, spec.predict) {
-                (AlgoSet::Catalogue(c, algos), true) => {
-                    generate(&Params::new(*c, algos[i], shape, spec.root, size))
-                        .ok()
-                        .and_then(|s| cost::hockney(&s, &h).ok())
-                }
-                _ => None,
-            };
+            let c = set.collective;
+            let predicted_us = spec
+                .predict
+                .then(|| generate(&Params::new(c, set.algorithms[i], shape, spec.root, size)))
+                .and_then(Result::ok)
+                .and_then(|s| cost::hockney(&s, &h).ok());
             results.push(Measured {
                 algorithm: name.to_string(),
                 latency_us: latency,
@@ -253,17 +252,15 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
             .min_by(|a, b| a.latency_us.total_cmp(&b.latency_us))
             .map(|m| (m.algorithm.clone(), m.latency_us))
             .unwrap_or_default();
-        let tuned = match (&set, &spec.tuning) {
-            (AlgoSet::Catalogue(c, _), Some(table)) => Some(
-                table
-                    .select(*c, size, &shape, &mut |a| {
-                        generate(&Params::new(*c, a, shape, spec.root, size)).is_ok()
-                    })
-                    .name()
-                    .to_string(),
-            ),
-            _ => None,
-        };
+        let c = set.collective;
+        let tuned = spec.tuning.as_ref().map(|table| {
+            table
+                .select(c, size, &shape, &mut |a| {
+                    generate(&Params::new(c, a, shape, spec.root, size)).is_ok()
+                })
+                .name()
+                .to_string()
+        });
         points.push(Point {
             size,
             results,

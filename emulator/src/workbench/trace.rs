@@ -23,17 +23,18 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::sweep::{SweepError, shape_of};
-use super::{AlgoSet, SpecError, Subject};
+use super::{AlgoSet, SpecError};
 use crate::bench;
 use crate::cluster::{Cluster, ClusterConfig, EmuError, Mode};
 use crate::modeled::Profile;
 use crate::timeline::{Span, Timeline, Track};
+use railcoll_host::Collective;
 
 /// What to trace.
 #[derive(Clone, Debug)]
 pub struct TraceSpec {
     /// The operation.
-    pub subject: Subject,
+    pub subject: Collective,
     /// One algorithm name.
     pub algo: String,
     /// Message (block) size, bytes.
@@ -68,7 +69,7 @@ impl TraceSpec {
         if self.subject.sized() && self.size == 0 {
             return Err(SpecError::ZeroSize(self.subject));
         }
-        self.subject.select(&self.algo, shape, self.root, self.size)
+        super::select(self.subject, &self.algo, shape, self.root, self.size)
     }
 }
 
@@ -91,7 +92,7 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
             }
             let cluster = Cluster::new(bench::coll_config(spec.cluster, b))?;
             cluster.set_timeline(Arc::clone(&timeline));
-            let barrier = railcoll_host::coll::BarrierAlgorithm::Smp;
+            let barrier = railcoll_host::Algorithm::Smp;
             bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline))
                 .into_iter()
                 .map(|r| Ok(r.map_err(EmuError::Host)?.map_err(EmuError::Host)?.0))

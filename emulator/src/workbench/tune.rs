@@ -1,6 +1,7 @@
 //! Tuning tables from sweeps.
 //!
-//! For every catalogue sweep, the sizes are walked in order and each run
+//! For every sweep (every collective: a barrier's one point gives one rule
+//! for its shape), the sizes are walked in order and each run
 //! of consecutive sizes with the same best algorithm becomes one rule,
 //! bounded to that sweep's exact shape (nodes, ranks per node, rails).
 //! A run covers the sizes above the previous run's largest up to its own
@@ -16,10 +17,6 @@ use super::sweep::Sweep;
 pub fn table_from(sweeps: &[Sweep], origin: String) -> TuningTable {
     let mut rule = Vec::new();
     for sw in sweeps {
-        let catalogue = matches!(sw.collective.as_str(), "gather" | "allgather" | "alltoall");
-        if !catalogue {
-            continue;
-        }
         let mut points: Vec<_> = sw.points.iter().collect();
         points.sort_by_key(|p| p.size);
         let mut lower: Option<usize> = None;
@@ -80,10 +77,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn runs_of_equal_best_become_rules_for_the_swept_shape_only() {
-        let sweep = Sweep {
-            collective: "allgather".into(),
+    fn sweep(collective: &str, points: Vec<Point>) -> Sweep {
+        Sweep {
+            collective: collective.into(),
             mode: "modeled".into(),
             profile: None,
             procs: 16,
@@ -96,13 +92,34 @@ mod tests {
             algorithms: vec![],
             hockney: None,
             pingpong_rtt_ns: None,
-            points: vec![
+            points,
+        }
+    }
+
+    #[test]
+    fn a_barrier_sweep_gives_one_rule_for_its_shape() {
+        let t = table_from(
+            &[sweep("barrier", vec![point(0, "hardware")])],
+            "test".into(),
+        );
+        let shape = Shape::new(4, 4, 4, 2, railcoll_host::Placement::Block).expect("shape");
+        let other = Shape::new(8, 4, 4, 2, railcoll_host::Placement::Block).expect("shape");
+        let pick = |s: &Shape| t.select(Collective::Barrier, 0, s, &mut |_| true).name();
+        assert_eq!(pick(&shape), "hardware");
+        assert_eq!(pick(&other), "smp", "the built-in rule elsewhere");
+    }
+
+    #[test]
+    fn runs_of_equal_best_become_rules_for_the_swept_shape_only() {
+        let sweep = sweep(
+            "allgather",
+            vec![
                 point(4, "smp-direct"),
                 point(64, "smp-direct"),
                 point(4096, "smp-bruck"),
                 point(65536, "ring"),
             ],
-        };
+        );
         let t = table_from(&[sweep], "test".into());
         let shape = Shape::new(4, 4, 4, 2, railcoll_host::Placement::Block).expect("shape");
         let other = Shape::new(2, 4, 4, 2, railcoll_host::Placement::Block).expect("shape");

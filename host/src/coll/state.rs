@@ -34,12 +34,8 @@ pub(crate) struct CollBuffers {
     pub(crate) master_words: SymBuffer,
     /// RDMA barrier: the word the barrier number is put from.
     pub(crate) barrier_source: SymBuffer,
-    /// Zero-length buffer for notifications.
+    /// Zero-length buffer: the scratch of a schedule that needs none.
     pub(crate) scratch: SymBuffer,
-    /// Set when broadcast data arrives.
-    pub(crate) bcast_data: DestEvent,
-    /// Set when a child is ready to receive a broadcast.
-    pub(crate) bcast_ready: DestEvent,
 }
 
 impl CollBuffers {
@@ -50,8 +46,6 @@ impl CollBuffers {
             master_words: ep.alloc_aligned(size * 8, 64)?,
             barrier_source: ep.alloc_aligned(8, 64)?,
             scratch: ep.alloc_aligned(0, 64)?,
-            bcast_data: ep.alloc_dest_event()?,
-            bcast_ready: ep.alloc_dest_event()?,
         })
     }
 }
@@ -187,21 +181,5 @@ impl Coll<'_> {
         HookSync {
             hook: self.wait_arc(),
         }
-    }
-
-    /// Members of the inter-node phase: one leader per node, the node's
-    /// local rank 0 except on `root`'s node, where it is `root`.
-    pub(crate) fn node_leaders(&self, root: usize) -> Result<Vec<usize>, Error> {
-        let topo = *self.topology();
-        let (root_node, _) = topo.locate(root)?;
-        (0..topo.nodes())
-            .map(|n| {
-                if n == root_node {
-                    Ok(root)
-                } else {
-                    topo.rank_of(n, 0)
-                }
-            })
-            .collect()
     }
 }

@@ -15,11 +15,23 @@ pub enum Collective {
     /// Block `j` of rank `i`'s send buffer to block `i` of rank `j`'s
     /// receive buffer.
     Alltoall,
+    /// The root's buffer to every rank's (the same symmetric buffer
+    /// everywhere: the root's is its send buffer, the others' their
+    /// receive buffer).
+    Bcast,
+    /// No rank leaves before every rank has entered (no data).
+    Barrier,
 }
 
 impl Collective {
     /// Every collective.
-    pub const ALL: [Collective; 3] = [Self::Gather, Self::Allgather, Self::Alltoall];
+    pub const ALL: [Collective; 5] = [
+        Self::Gather,
+        Self::Allgather,
+        Self::Alltoall,
+        Self::Bcast,
+        Self::Barrier,
+    ];
 
     /// Stable name.
     pub fn name(self) -> &'static str {
@@ -27,7 +39,40 @@ impl Collective {
             Self::Gather => "gather",
             Self::Allgather => "allgather",
             Self::Alltoall => "alltoall",
+            Self::Bcast => "bcast",
+            Self::Barrier => "barrier",
         }
+    }
+
+    /// Does it move data (take a message size)?
+    pub fn sized(self) -> bool {
+        self != Self::Barrier
+    }
+
+    /// The algorithm used where no tuning rule applies: one that runs on
+    /// every shape.
+    pub fn fallback(self) -> Algorithm {
+        match self {
+            Self::Gather | Self::Allgather | Self::Alltoall => Algorithm::Direct,
+            Self::Bcast | Self::Barrier => Algorithm::Smp,
+        }
+    }
+
+    /// The algorithm speedups are measured against: the native
+    /// (vendor-library) reconstruction of [QA08 §3.1] where there is one,
+    /// the point-to-point tree for broadcast, the message-passing barrier
+    /// \[GTNP02\] compares against.
+    pub fn baseline(self) -> Algorithm {
+        match self {
+            Self::Gather | Self::Allgather | Self::Alltoall => Algorithm::Native,
+            Self::Bcast => Algorithm::Binomial,
+            Self::Barrier => Algorithm::SendRecv,
+        }
+    }
+
+    /// Does it have a root?
+    pub fn rooted(self) -> bool {
+        matches!(self, Self::Gather | Self::Bcast)
     }
 }
 
@@ -45,7 +90,8 @@ impl std::str::FromStr for Collective {
             .copied()
             .find(|c| c.name() == s)
             .ok_or_else(|| {
-                format!("unknown collective '{s}' (accepted: gather, allgather, alltoall)")
+                let names: Vec<&str> = Self::ALL.iter().map(|c| c.name()).collect();
+                format!("unknown collective '{s}' (accepted: {})", names.join(", "))
             })
     }
 }
@@ -69,11 +115,14 @@ pub enum LeaderExchange {
     Ring,
 }
 
-/// An algorithm of the catalogue (papers \[QA08\] and \[KSSKP09\], and the native
-/// baselines of [QA08 §3.1]).
+/// An algorithm of the catalogue (papers \[QA08\], \[KSSKP09\] and
+/// \[GTNP02\], and the native baselines of [QA08 §3.1]). One name may serve
+/// several collectives (`binomial` is a gather and a broadcast tree); the
+/// catalogue says which.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
     /// Gather: the k-port spanning binomial tree ((k+1)-ary), [QA08 eq. 1].
+    /// Broadcast: the binomial tree over puts.
     Binomial,
     /// Direct (gather, all-gather, all-to-all), [QA08 eq. 2].
     Direct,
@@ -103,6 +152,21 @@ pub enum Algorithm {
     MultiLeader(Aggregation, LeaderExchange),
     /// The native Elan baseline modelled on [QA08 §3.1].
     Native,
+    /// Barrier: RDMA pairwise exchange among all ranks [GTNP02 §5.1].
+    Rdma,
+    /// Barrier: the node's flat tree; broadcast: through the node segment
+    /// (one node only) [GTNP02 §5.2].
+    Shm,
+    /// Barrier: flat tree per node, RDMA exchange among masters [GTNP02
+    /// §5.3]. Broadcast: binomial among node leaders, then shm.
+    Smp,
+    /// Barrier: recursive doubling over queued messages (the two-sided
+    /// baseline of \[GTNP02\]).
+    SendRecv,
+    /// Barrier: flat tree per node, the switch's combined barrier among
+    /// masters. Broadcast: the switch's broadcast to one rank per node,
+    /// then shm [ELAN-SEM §13 rules 15, 17].
+    Hardware,
 }
 
 impl Algorithm {
@@ -128,6 +192,11 @@ impl Algorithm {
             Self::MultiLeader(P2p, RecursiveDoubling) => "ml-p2p-rd",
             Self::MultiLeader(P2p, Ring) => "ml-p2p-ring",
             Self::Native => "native",
+            Self::Rdma => "rdma",
+            Self::Shm => "shm",
+            Self::Smp => "smp",
+            Self::SendRecv => "sendrecv",
+            Self::Hardware => "hardware",
         }
     }
 }

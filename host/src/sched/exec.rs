@@ -1,6 +1,7 @@
 //! The host executor: runs one rank's schedule on the driver and the node
 //! segment, and the public collective calls built on it
-//! (`Comm::gather`, `allgather`, `alltoall` and their `_with` forms).
+//! (`Comm::gather`, `allgather`, `alltoall`, `broadcast`, `barrier` and
+//! their `_with` forms).
 //!
 //! Execution is in program order with non-blocking puts: every put is
 //! posted as soon as the steps before it have been, so a multi-port step
@@ -18,8 +19,10 @@
 //! moving the same data need no barrier between them (a rank is at most one
 //! call ahead of another there). Flags are counting lines in the node segment, and the executor
 //! remembers how many raises of each it has consumed, so flags are never
-//! reset between calls. A failed call leaves that bookkeeping undefined:
-//! an error from a collective is fatal to the communicator.
+//! reset between calls. A set that needs neither counters nor scratch (a
+//! barrier) takes no turn in that alternation. Barrier numbers only grow
+//! ([`crate::coll`]'s `sync`). A failed call leaves that bookkeeping
+//! undefined: an error from a collective is fatal to the communicator.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -27,7 +30,6 @@ use std::sync::Arc;
 use super::tuning::TuningTable;
 use super::*;
 use crate::arena::SymBuffer;
-use crate::coll::BarrierAlgorithm;
 use crate::coll::state::{CACHE_LIMIT, Coll};
 use crate::endpoint::{Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
 use railcoll_mem::dma_mem::DmaMemory;
@@ -55,6 +57,37 @@ fn shared_schedule(params: &Params) -> Result<Arc<ScheduleSet>, Error> {
     }
     map.insert(*params, Arc::downgrade(&set));
     Ok(set)
+}
+
+/// This call's barrier numbers, set by the schedule's
+/// [`Op::BarrierNumber`] steps.
+#[derive(Debug, Default)]
+struct BarrierNumbers {
+    flat: Option<u64>,
+    masters: Option<u64>,
+    queue: Option<u64>,
+}
+
+impl BarrierNumbers {
+    fn slot(&mut self, which: Numbers) -> &mut Option<u64> {
+        match which {
+            Numbers::Words(Words::Flat) => &mut self.flat,
+            Numbers::Words(Words::Masters) => &mut self.masters,
+            Numbers::Queue => &mut self.queue,
+        }
+    }
+
+    fn set(&mut self, which: Numbers, number: u64) {
+        *self.slot(which) = Some(number);
+    }
+
+    fn get(&mut self, which: Numbers) -> Result<u64, Error> {
+        self.slot(which).ok_or_else(|| {
+            Error::Config(format!(
+                "a schedule waits for a {which:?} barrier number it never took"
+            ))
+        })
+    }
 }
 
 fn region_of(base: &SymBuffer, r: &Region, block: usize) -> Result<SymBuffer, Error> {
@@ -184,7 +217,8 @@ impl Coll<'_> {
     ) -> Result<(), Error> {
         let block = match collective {
             Collective::Alltoall => self.alltoall_block(send)?,
-            _ => send.len(),
+            Collective::Barrier => 0,
+            Collective::Gather | Collective::Allgather | Collective::Bcast => send.len(),
         };
         let set = self.schedule(collective, algorithm, block, root)?;
         self.run_schedule(&set, send, recv)
@@ -220,11 +254,13 @@ impl Coll<'_> {
             }
         }
         let parity = (self.st.exec.calls.get() % 2) as usize;
-        self.prepare(set, parity)?;
-        self.st
-            .exec
-            .calls
-            .set(self.st.exec.calls.get().wrapping_add(1));
+        if set.counters > 0 || set.scratch_blocks > 0 {
+            self.prepare(set, parity)?;
+            self.st
+                .exec
+                .calls
+                .set(self.st.exec.calls.get().wrapping_add(1));
+        }
         let events = self.st.exec.events.borrow()[parity].clone();
         let scratch = self.st.exec.scratch.borrow()[parity].unwrap_or(self.st.bufs.scratch);
         let arena = self.arena().0;
@@ -250,6 +286,7 @@ impl Coll<'_> {
         let mut handles: Vec<Option<PutHandle<'_>>> =
             (0..sched.steps.len()).map(|_| None).collect();
         let mut order: VecDeque<usize> = VecDeque::new();
+        let mut numbers = BarrierNumbers::default();
         for (i, step) in sched.steps.iter().enumerate() {
             hook.observer().at_step(i as u32, step.op.kind());
             for &a in &step.after {
@@ -356,7 +393,32 @@ impl Coll<'_> {
                     let watch = self.st.shm.borrow().sched_watch(f, target)?;
                     hook.wait_words(&[watch]).map_err(Error::from)?;
                 }
-                Op::Barrier => self.barrier_with(BarrierAlgorithm::Hardware)?,
+                Op::BarrierNumber(which) => {
+                    numbers.set(*which, self.next_barrier_number(*which)?);
+                }
+                Op::WordPut { to, words, slot } => {
+                    handles[i] = Some(self.word_put(*words, *to as usize, *slot as usize)?);
+                    order.push_back(i);
+                }
+                Op::WordWait { words, slot } => {
+                    let number = numbers.get(Numbers::Words(*words))?;
+                    self.word_wait(*words, *slot as usize, number)?;
+                }
+                Op::QueueSend { to } => {
+                    handles[i] = Some(self.queue_number(*to as usize)?);
+                    order.push_back(i);
+                }
+                Op::QueueRecv { from } => {
+                    let number = numbers.get(Numbers::Queue)?;
+                    self.recv_number(*from as usize, number)?;
+                }
+                Op::NodeArrive => self.node_arrive()?,
+                Op::NodeRelease => self.node_release()?,
+                Op::HwBarrier => self.switch_barrier()?,
+                Op::NodeBcast { root, region: r } => {
+                    let (_, root_local) = self.topology().locate(*root as usize)?;
+                    self.node_bcast(&region(r)?, root_local)?;
+                }
                 Op::HwBcast { src, dst, signal } => {
                     let h = self.hw_bcast_post(
                         &region(src)?,
@@ -372,6 +434,38 @@ impl Coll<'_> {
             h.wait()?;
         }
         Ok(())
+    }
+
+    /// Run `collective` with `algorithm` on one buffer: a broadcast of
+    /// `buf` from `root` (the same symmetric buffer on every rank), or a
+    /// barrier (`buf` unused).
+    pub(crate) fn run_on_one_buffer(
+        &self,
+        collective: Collective,
+        algorithm: Algorithm,
+        buf: &SymBuffer,
+        root: usize,
+    ) -> Result<(), Error> {
+        self.collective_with(collective, algorithm, buf, buf, root)
+    }
+
+    /// Broadcast `buf` from `root` with the tuned algorithm.
+    pub(crate) fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
+        let a = self.tuned_algorithm(Collective::Bcast, buf.len())?;
+        self.run_on_one_buffer(Collective::Bcast, a, buf, root)
+    }
+
+    /// Barrier with the tuned algorithm.
+    pub(crate) fn barrier(&self) -> Result<(), Error> {
+        let a = self.tuned_algorithm(Collective::Barrier, 0)?;
+        self.barrier_with(a)
+    }
+
+    /// Barrier with `algorithm`: no rank returns before every rank has
+    /// entered.
+    pub(crate) fn barrier_with(&self, algorithm: Algorithm) -> Result<(), Error> {
+        let none = self.st.bufs.barrier_source.slice(0, 0)?;
+        self.run_on_one_buffer(Collective::Barrier, algorithm, &none, 0)
     }
 
     /// Grow the counter pool and the scratch buffer to what `set` needs

@@ -4,7 +4,9 @@
 //! block size) into one [`Schedule`] per rank: a list of [`Step`]s in
 //! program order, each an [`Op`] (put, wait on a destination counter, local
 //! copy, copy to or from a node peer's memory, shm flag signal and wait,
-//! hardware barrier and broadcast, a NIC-chained put) with explicit
+//! hardware barrier and broadcast, a NIC-chained put, the barrier
+//! mechanisms of \[GTNP02\]: word writes and polls, queued messages, the
+//! node's flat tree; the node segment's broadcast) with explicit
 //! dependencies on earlier puts' local completion. Regions are counted in
 //! *blocks* of the collective's block size, so the same schedule describes
 //! every size except for rail striping, which depends on bytes.
@@ -125,6 +127,27 @@ pub type Counter = u16;
 /// An shm flag: a line in the node segment, one set per local rank.
 pub type Flag = u8;
 
+/// The barrier word arrays of the communicator [GTNP02 §6.4]: one word per
+/// group member in every member's memory. Each group has its own words
+/// and numbers: sharing them would let a number written in one group
+/// satisfy a wait in the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Words {
+    /// All ranks; a rank's slot is its rank.
+    Flat,
+    /// Node masters; a master's slot is its node.
+    Masters,
+}
+
+/// Which barrier number an [`Op::BarrierNumber`] advances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Numbers {
+    /// The number written into a word array.
+    Words(Words),
+    /// The number queued messages carry.
+    Queue,
+}
+
 /// One operation of a schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -203,8 +226,65 @@ pub enum Op {
         /// Raises.
         count: u32,
     },
-    /// The hardware barrier of all ranks.
-    Barrier,
+    /// Advance this call's barrier number of `numbers` and write it to the
+    /// communicator's barrier source word: what [`Op::WordPut`] and
+    /// [`Op::QueueSend`] carry and [`Op::WordWait`] and [`Op::QueueRecv`]
+    /// expect. Numbers only grow, so nothing is reset between calls.
+    BarrierNumber(Numbers),
+    /// RDMA write of the barrier number into word `slot` of rank `to`'s
+    /// `words`, waking it [GTNP02 §6.4]. Non-blocking, like a put.
+    WordPut {
+        /// Target rank.
+        to: Rank,
+        /// Which word array.
+        words: Words,
+        /// The word (the sender's id in the group).
+        slot: u32,
+    },
+    /// Poll this rank's word `slot` of `words` until it *reaches* the
+    /// barrier number (`>=` in wrapping arithmetic, so a partner already
+    /// in the next barrier cannot be missed [GTNP02 §6.4]).
+    WordWait {
+        /// Which word array.
+        words: Words,
+        /// The word (the partner's id in the group).
+        slot: u32,
+    },
+    /// Queued DMA (QDMA) of the barrier number into rank `to`'s barrier
+    /// input queue [ELAN-SEM §4.4]. Non-blocking, like a put.
+    QueueSend {
+        /// Target rank.
+        to: Rank,
+    },
+    /// Receive from this rank's barrier queue until the message of rank
+    /// `from` with this call's number has come; messages from other
+    /// senders are kept aside for later receives (an MPI library's
+    /// unexpected queue).
+    QueueRecv {
+        /// Sender waited for.
+        from: Rank,
+    },
+    /// Arrive at the node's flat-tree barrier [GTNP02 §5.2] (its master is
+    /// local rank 0): raise this rank's arrival flag; the master then waits
+    /// for every local rank's. What runs between this and
+    /// [`Op::NodeRelease`] on the master is the inter-node phase.
+    NodeArrive,
+    /// Leave the node barrier: the master raises the release flag, the
+    /// others wait for it.
+    NodeRelease,
+    /// The rail-0 switch's combined barrier among the node masters (local
+    /// rank 0 of every node) [ELAN-SEM §13 rule 17]; only masters run it.
+    HwBarrier,
+    /// Shared-memory broadcast within this node from node peer `root`,
+    /// through the node segment's broadcast buffer in chunks: on `root`,
+    /// `region` is the source, on every other rank of the node the
+    /// destination. Every rank of the node runs it.
+    NodeBcast {
+        /// The node's source rank.
+        root: Rank,
+        /// This rank's region.
+        region: Region,
+    },
     /// Hardware broadcast (BCAST_DMA, rail 0) of `src` to `dst` of the rank
     /// with this rank's local index on every other node; each sets
     /// `signal` once.
@@ -259,7 +339,7 @@ pub struct Params {
     pub algorithm: Algorithm,
     /// Cluster shape.
     pub shape: Shape,
-    /// Root (gather; ignored otherwise).
+    /// Root (gather, broadcast; ignored otherwise).
     pub root: usize,
     /// Bytes per block (the per-rank contribution; all-to-all: per pair).
     pub block_bytes: usize,
@@ -290,14 +370,21 @@ impl Params {
     pub fn send_blocks(&self) -> u32 {
         match self.collective {
             Collective::Alltoall => self.shape.size() as u32,
-            _ => 1,
+            Collective::Barrier => 0,
+            Collective::Gather | Collective::Allgather | Collective::Bcast => 1,
         }
     }
 
     /// Blocks of the receive buffer (at every rank; for gather only the
     /// root's is written).
     pub fn recv_blocks(&self) -> u32 {
-        self.shape.size() as u32
+        match self.collective {
+            Collective::Gather | Collective::Allgather | Collective::Alltoall => {
+                self.shape.size() as u32
+            }
+            Collective::Bcast => 1,
+            Collective::Barrier => 0,
+        }
     }
 }
 
@@ -500,6 +587,15 @@ impl fmt::Display for Region {
     }
 }
 
+impl fmt::Display for Words {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Words::Flat => "flat",
+            Words::Masters => "masters'",
+        })
+    }
+}
+
 impl fmt::Display for Lane {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -524,7 +620,15 @@ impl Op {
             Op::PeerCopy { .. } => "shm copy",
             Op::Signal { .. } => "signal",
             Op::WaitFlag { .. } => "wait for a flag",
-            Op::Barrier => "hardware barrier",
+            Op::BarrierNumber(_) => "barrier number",
+            Op::WordPut { .. } => "barrier word put",
+            Op::WordWait { .. } => "wait for a barrier word",
+            Op::QueueSend { .. } => "queued send",
+            Op::QueueRecv { .. } => "queued receive",
+            Op::NodeArrive => "node barrier arrival",
+            Op::NodeRelease => "node barrier release",
+            Op::HwBarrier => "hardware barrier",
+            Op::NodeBcast { .. } => "node broadcast",
             Op::HwBcast { .. } => "hardware broadcast",
         }
     }
@@ -583,7 +687,24 @@ impl fmt::Display for Op {
             },
             Op::Signal { to, flag } => write!(f, "signal   flag f{flag} of rank {to}"),
             Op::WaitFlag { flag, count } => write!(f, "wait     flag f{flag} x{count}"),
-            Op::Barrier => f.write_str("barrier  (hardware, all ranks)"),
+            Op::BarrierNumber(Numbers::Words(w)) => write!(f, "number   next {w} barrier number"),
+            Op::BarrierNumber(Numbers::Queue) => f.write_str("number   next queued barrier number"),
+            Op::WordPut { to, words, slot } => {
+                write!(f, "word put number -> rank {to} {words} word {slot}")
+            }
+            Op::WordWait { words, slot } => {
+                write!(f, "wait     {words} word {slot} reaches the number")
+            }
+            Op::QueueSend { to } => write!(f, "qdma     number -> rank {to}'s barrier queue"),
+            Op::QueueRecv { from } => {
+                write!(f, "qrecv    rank {from}'s number from the barrier queue")
+            }
+            Op::NodeArrive => f.write_str("node     arrive (flat tree; the master waits for all)"),
+            Op::NodeRelease => f.write_str("node     release (the master releases the rest)"),
+            Op::HwBarrier => f.write_str("barrier  hardware, node masters (rail 0)"),
+            Op::NodeBcast { root, region } => {
+                write!(f, "shm bcast {region} from rank {root} to its node")
+            }
             Op::HwBcast { src, dst, signal } => write!(
                 f,
                 "hw bcast {src} -> every node's {dst} (rail 0{})",

@@ -16,7 +16,10 @@
 //! A put's parts occupy the sender's and the receiver's port of their rail
 //! (Hockney's k-port model: each rank sends and receives one message per
 //! rail at a time); a hardware broadcast occupies the root's rail-0 port
-//! and every target's.
+//! and every target's. A barrier word write and a queued message are
+//! 8-byte messages on the rail their pair stripes to; what they tell the
+//! target, like the node barrier's and the node broadcast's flags, is a
+//! *notice* ([`Notice`]) the target's wait consumes.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -185,6 +188,34 @@ pub struct Fault {
     pub what: String,
 }
 
+/// What a barrier word write, a queued message or a node flag tells its
+/// target (consumed by the matching wait, once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Notice {
+    /// The barrier number reached word `slot` of `words`.
+    Word(Words, u32),
+    /// A queued message from this rank.
+    Queue(Rank),
+    /// A node peer arrived at the node barrier (to its master).
+    Arrive,
+    /// The master released the node barrier.
+    Release,
+    /// The node broadcast's data is in the node segment.
+    Bcast,
+}
+
+impl fmt::Display for Notice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Notice::Word(w, slot) => write!(f, "the {w} barrier word {slot}"),
+            Notice::Queue(from) => write!(f, "a queued message from rank {from}"),
+            Notice::Arrive => f.write_str("a node barrier arrival"),
+            Notice::Release => f.write_str("the node barrier release"),
+            Notice::Bcast => f.write_str("a node broadcast's data"),
+        }
+    }
+}
+
 /// Unset block content.
 pub const UNSET: u64 = u64::MAX;
 
@@ -208,6 +239,8 @@ pub struct Replay {
     pub leftover_parts: Vec<(Rank, Counter, u32, u32)>,
     /// Flag raises never consumed: (rank, flag, count).
     pub leftover_flags: Vec<(Rank, Flag, u32)>,
+    /// Notices never consumed: (rank, notice, count).
+    pub leftover_notices: Vec<(Rank, Notice, u32)>,
     /// Time each rank finished (all its puts complete), `None` if it never
     /// did.
     pub finish: Vec<Option<f64>>,
@@ -256,9 +289,25 @@ type RailQueues = [VecDeque<(u32, u32)>; MAX_RAILS];
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     Run(usize),
-    Port { rank: usize, rail: usize },
-    Part { put: u32, part: u32 },
-    Flag { to: usize, flag: Flag, node: NodeId },
+    Port {
+        rank: usize,
+        rail: usize,
+    },
+    Part {
+        put: u32,
+        part: u32,
+    },
+    Flag {
+        to: usize,
+        flag: Flag,
+        node: NodeId,
+    },
+    Notice {
+        to: usize,
+        notice: Notice,
+        node: NodeId,
+        data: Option<Region>,
+    },
 }
 
 /// One transfer waiting for its sender's port: a rail part of a put, or a
@@ -293,6 +342,10 @@ struct RankState {
     barrier_arrival: Option<NodeId>,
 }
 
+/// A notice that reached its target: the graph node that sent it and, for
+/// a node broadcast, the root's source region.
+type Delivered = (NodeId, Option<Region>);
+
 struct Sim<'a, T: Timing> {
     set: &'a ScheduleSet,
     t: &'a T,
@@ -307,10 +360,11 @@ struct Sim<'a, T: Timing> {
     port_armed: Vec<[bool; MAX_RAILS]>,
     arrivals: HashMap<(usize, Counter), RailQueues>,
     flags: HashMap<(usize, Flag), VecDeque<NodeId>>,
+    notices: HashMap<(usize, Notice), VecDeque<Delivered>>,
     part_left: Vec<u32>,
     put_issue: Vec<NodeId>,
     put_accesses: Vec<Vec<usize>>,
-    barrier_nodes: Vec<NodeId>,
+    barrier_nodes: Vec<(usize, NodeId)>,
     barriers: u32,
     in_flight: Vec<[u32; MAX_RAILS]>,
     out: Replay,
@@ -358,6 +412,7 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
         port_armed: vec![[false; MAX_RAILS]; n],
         arrivals: HashMap::new(),
         flags: HashMap::new(),
+        notices: HashMap::new(),
         part_left: Vec::new(),
         put_issue: Vec::new(),
         put_accesses: Vec::new(),
@@ -371,6 +426,7 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
             consumed: Vec::new(),
             leftover_parts: Vec::new(),
             leftover_flags: Vec::new(),
+            leftover_notices: Vec::new(),
             finish: vec![None; n],
             blocked: Vec::new(),
             faults: Vec::new(),
@@ -398,6 +454,12 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
                 sim.flags.entry((to, flag)).or_default().push_back(node);
                 sim.wake(to);
             }
+            Ev::Notice {
+                to,
+                notice,
+                node,
+                data,
+            } => sim.notify(to, notice, node, data),
         }
     }
     sim.finish_up();
@@ -576,6 +638,27 @@ impl<T: Timing> Sim<'_, T> {
             );
             return None;
         }
+        let id = self.send_parts(r, step, issue, to, parts, signal);
+        // Reads and writes span issue..delivery; the end node is patched on
+        // delivery (accesses refer to the put through `pending`).
+        let a = self.access(r, src, false, issue, u32::MAX, r, step);
+        let b = self.access(to, dst, true, issue, u32::MAX, r, step);
+        self.track(id, issue, [a, b]);
+        self.ranks[r].step_puts.entry(step).or_default().push(id);
+        Some(id)
+    }
+
+    /// Queue every rail part of a transfer from `r` to `to` on its port
+    /// and record it; returns its index in [`Replay::puts`].
+    fn send_parts(
+        &mut self,
+        r: usize,
+        step: u32,
+        issue: NodeId,
+        to: usize,
+        parts: Vec<(usize, usize)>,
+        signal: Option<Counter>,
+    ) -> u32 {
         let id = self.out.puts.len() as u32;
         for (i, &(rail, len)) in parts.iter().enumerate() {
             self.in_flight[r][rail] += 1;
@@ -604,13 +687,7 @@ impl<T: Timing> Sim<'_, T> {
             issue,
             signal,
         });
-        // Reads and writes span issue..delivery; the end node is patched on
-        // delivery (accesses refer to the put through `pending`).
-        let a = self.access(r, src, false, issue, u32::MAX, r, step);
-        let b = self.access(to, dst, true, issue, u32::MAX, r, step);
-        self.track(id, issue, [a, b]);
-        self.ranks[r].step_puts.entry(step).or_default().push(id);
-        Some(id)
+        id
     }
 
     fn enqueue(&mut self, r: usize, rail: usize, x: Xfer) {
@@ -671,15 +748,23 @@ impl<T: Timing> Sim<'_, T> {
             self.out.puts[put as usize].node = node;
             self.out.puts[put as usize].delivered = self.now;
             let op = self.set.ranks[from].steps[src_step as usize].op.clone();
-            let (src, dst) = match op {
+            let to = rec.to as usize;
+            match op {
                 Op::Put { src, dst, .. }
                 | Op::ChainPut { src, dst, .. }
-                | Op::HwBcast { src, dst, .. } => (src, dst),
-                _ => return,
-            };
-            self.move_data(from, src, rec.to as usize, dst);
-            for &i in &self.put_accesses[put as usize] {
-                self.out.accesses[i].end = node;
+                | Op::HwBcast { src, dst, .. } => {
+                    self.move_data(from, src, to, dst);
+                    for &i in &self.put_accesses[put as usize] {
+                        self.out.accesses[i].end = node;
+                    }
+                }
+                Op::WordPut { words, slot, .. } => {
+                    self.notify(to, Notice::Word(words, slot), node, None);
+                }
+                Op::QueueSend { .. } => {
+                    self.notify(to, Notice::Queue(rec.from), node, None);
+                }
+                _ => {}
             }
             self.wake(from);
         }
@@ -689,6 +774,95 @@ impl<T: Timing> Sim<'_, T> {
             self.try_chains(to);
             self.wake(to);
         }
+    }
+
+    /// `notice` reached `to` (sent by graph node `node`).
+    fn notify(&mut self, to: usize, notice: Notice, node: NodeId, data: Option<Region>) {
+        self.notices
+            .entry((to, notice))
+            .or_default()
+            .push_back((node, data));
+        self.wake(to);
+    }
+
+    /// Send `notice` to node peer `to` through the node segment (a flag's
+    /// delay).
+    fn notify_peer(&mut self, to: usize, notice: Notice, node: NodeId, data: Option<Region>) {
+        let at = self.now + self.t.flag();
+        self.schedule(
+            at,
+            Ev::Notice {
+                to,
+                notice,
+                node,
+                data,
+            },
+        );
+    }
+
+    /// Step `s` of `r` consumes `count` notices `notice`, if all are
+    /// there: its graph node follows their senders' (and `deps`).
+    fn consume(
+        &mut self,
+        r: usize,
+        s: u32,
+        deps: Vec<NodeId>,
+        notice: Notice,
+        count: usize,
+    ) -> Option<(NodeId, Vec<Delivered>)> {
+        let got = self.take_notices(r, notice, count)?;
+        let mut preds = deps;
+        preds.extend(got.iter().map(|&(n, _)| n));
+        Some((self.step_node(r, s, preds), got))
+    }
+
+    /// Take `count` notices `notice` at `r` if all are there.
+    fn take_notices(&mut self, r: usize, notice: Notice, count: usize) -> Option<Vec<Delivered>> {
+        let q = self.notices.entry((r, notice)).or_default();
+        if q.len() < count {
+            return None;
+        }
+        Some(q.drain(..count).collect())
+    }
+
+    /// Issue an 8-byte message (a barrier word write, a queued message)
+    /// from `r` to `to`: ports as a put, no data region.
+    fn message(&mut self, r: usize, step: u32, issue: NodeId, to: usize) {
+        if to >= self.set.ranks.len() {
+            self.fault(
+                r,
+                step,
+                format!("message to rank {to}, which does not exist"),
+            );
+            return;
+        }
+        let p = &self.set.params;
+        let parts: Vec<(usize, usize)> =
+            put_parts(Lane::Stripe, p.shape.rails, p.stripe_threshold, r, to, 8)
+                .into_iter()
+                .map(|x| (x.rail, x.len))
+                .collect();
+        let id = self.send_parts(r, step, issue, to, parts, None);
+        self.track(id, issue, [None, None]);
+        self.ranks[r].step_puts.entry(step).or_default().push(id);
+    }
+
+    /// Does `peer` exist and share `r`'s node?
+    fn same_node(&self, r: usize, peer: usize) -> bool {
+        let topo = self.set.params.shape.topology;
+        peer < self.set.ranks.len() && topo.locate(peer).map(|x| x.0) == topo.locate(r).map(|x| x.0)
+    }
+
+    /// The other ranks of `r`'s node.
+    fn node_peers(&self, r: usize) -> Vec<usize> {
+        let topo = self.set.params.shape.topology;
+        let Ok((node, _)) = topo.locate(r) else {
+            return Vec::new();
+        };
+        (0..topo.ranks_per_node())
+            .filter_map(|l| topo.rank_of(node, l).ok())
+            .filter(|&q| q != r)
+            .collect()
     }
 
     /// Take `need[rail]` arrivals of `counter` at `r` if all are there.
@@ -877,10 +1051,7 @@ impl<T: Timing> Sim<'_, T> {
                     remote,
                 } => {
                     let peer = peer as usize;
-                    let same_node = peer < self.set.ranks.len()
-                        && self.set.params.shape.topology.locate(peer).map(|x| x.0)
-                            == self.set.params.shape.topology.locate(r).map(|x| x.0);
-                    if !same_node {
+                    if !self.same_node(r, peer) {
                         self.fault(
                             r,
                             s,
@@ -905,10 +1076,7 @@ impl<T: Timing> Sim<'_, T> {
                 }
                 Op::Signal { to, flag } => {
                     let to = to as usize;
-                    let same_node = to < self.set.ranks.len()
-                        && self.set.params.shape.topology.locate(to).map(|x| x.0)
-                            == self.set.params.shape.topology.locate(r).map(|x| x.0);
-                    if !same_node {
+                    if !self.same_node(r, to) {
                         self.fault(
                             r,
                             s,
@@ -934,18 +1102,25 @@ impl<T: Timing> Sim<'_, T> {
                     }
                     self.step_node(r, s, extra);
                 }
-                Op::Barrier => {
+                Op::HwBarrier => {
+                    let topo = self.set.params.shape.topology;
+                    if topo.locate(r).map(|x| x.1) != Ok(0) {
+                        self.fault(r, s, "the hardware barrier is for node masters only".into());
+                        self.ranks[r].pc += 1;
+                        continue;
+                    }
                     if self.ranks[r].barrier_arrival.is_none() {
                         let node = self.step_node(r, s, dep_nodes);
                         self.ranks[r].barrier_arrival = Some(node);
-                        self.barrier_nodes.push(node);
-                        if self.barrier_nodes.len() == self.set.ranks.len() {
-                            let preds = std::mem::take(&mut self.barrier_nodes);
+                        self.barrier_nodes.push((r, node));
+                        if self.barrier_nodes.len() == topo.nodes() {
+                            let arrived = std::mem::take(&mut self.barrier_nodes);
+                            let preds = arrived.iter().map(|&(_, n)| n).collect();
                             let index = self.barriers;
                             self.barriers += 1;
                             let b = self.node(NodeKind::Barrier { index }, preds);
                             let release = self.now + self.t.barrier();
-                            for q in 0..self.set.ranks.len() {
+                            for &(q, _) in &arrived {
                                 self.ranks[q].barrier_arrival = None;
                                 self.ranks[q].last = Some(b);
                                 self.ranks[q].pc += 1;
@@ -958,6 +1133,95 @@ impl<T: Timing> Sim<'_, T> {
                         }
                     }
                     return;
+                }
+                Op::BarrierNumber(_) => {
+                    self.step_node(r, s, dep_nodes);
+                }
+                Op::WordPut { to, .. } | Op::QueueSend { to } => {
+                    let node = self.step_node(r, s, dep_nodes);
+                    self.message(r, s, node, to as usize);
+                    self.ranks[r].clock += self.t.post();
+                }
+                Op::WordWait { words, slot } => {
+                    let notice = Notice::Word(words, slot);
+                    if self.consume(r, s, dep_nodes, notice, 1).is_none() {
+                        return;
+                    }
+                }
+                Op::QueueRecv { from } => {
+                    if self
+                        .consume(r, s, dep_nodes, Notice::Queue(from), 1)
+                        .is_none()
+                    {
+                        return;
+                    }
+                    // Copying the item out of its slot: a post's worth.
+                    self.ranks[r].clock += self.t.post();
+                }
+                Op::NodeArrive | Op::NodeRelease => {
+                    let topo = self.set.params.shape.topology;
+                    let Ok((node, local)) = topo.locate(r) else {
+                        self.ranks[r].pc += 1;
+                        continue;
+                    };
+                    let master = topo.rank_of(node, 0).unwrap_or(r);
+                    let others = self.node_peers(r);
+                    let arrive = matches!(step.op, Op::NodeArrive);
+                    // The master collects arrivals and sends the release;
+                    // the others send an arrival and collect the release.
+                    let collects = (local == 0) == arrive;
+                    if collects {
+                        let (notice, count) = if arrive {
+                            (Notice::Arrive, others.len())
+                        } else {
+                            (Notice::Release, 1)
+                        };
+                        if self.consume(r, s, dep_nodes, notice, count).is_none() {
+                            return;
+                        }
+                    } else {
+                        let node = self.step_node(r, s, dep_nodes);
+                        if arrive {
+                            self.notify_peer(master, Notice::Arrive, node, None);
+                        } else {
+                            for q in others {
+                                self.notify_peer(q, Notice::Release, node, None);
+                            }
+                        }
+                    }
+                }
+                Op::NodeBcast { root, region } => {
+                    let root = root as usize;
+                    if !self.same_node(r, root) {
+                        self.fault(
+                            r,
+                            s,
+                            format!("node broadcast from rank {root}, which is not on this node"),
+                        );
+                        self.ranks[r].pc += 1;
+                        continue;
+                    }
+                    if !self.check(r, s, r, &region) {
+                        self.ranks[r].pc += 1;
+                        continue;
+                    }
+                    if r == root {
+                        let node = self.step_node(r, s, dep_nodes);
+                        self.access(r, region, false, node, node, r, s);
+                        for q in self.node_peers(r) {
+                            self.notify_peer(q, Notice::Bcast, node, Some(region));
+                        }
+                    } else {
+                        let Some((node, got)) = self.consume(r, s, dep_nodes, Notice::Bcast, 1)
+                        else {
+                            return;
+                        };
+                        self.access(r, region, true, node, node, r, s);
+                        if let Some(&(_, Some(src))) = got.first() {
+                            self.move_data(root, src, r, region);
+                        }
+                    }
+                    self.ranks[r].clock += self.t.copy(self.bytes(&region));
                 }
                 Op::HwBcast { src, dst, signal } => {
                     let node = self.step_node(r, s, dep_nodes);
@@ -1082,5 +1346,13 @@ impl<T: Timing> Sim<'_, T> {
             .collect();
         flags.sort_unstable();
         self.out.leftover_flags = flags;
+        let mut notices: Vec<_> = self
+            .notices
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(&(r, n), q)| (r as Rank, n, q.len() as u32))
+            .collect();
+        notices.sort_unstable();
+        self.out.leftover_notices = notices;
     }
 }

@@ -205,7 +205,8 @@ impl TuningTable {
     }
 
     /// The algorithm for `collective` with `bytes`-byte blocks on `shape`:
-    /// the first matching rule whose algorithm `runs` accepts, else Direct.
+    /// the first matching rule whose algorithm `runs` accepts, else the
+    /// collective's fallback ([`Collective::fallback`]).
     pub fn select(
         &self,
         collective: Collective,
@@ -223,7 +224,7 @@ impl TuningTable {
                 return a;
             }
         }
-        Algorithm::Direct
+        collective.fallback()
     }
 }
 

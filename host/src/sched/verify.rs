@@ -16,7 +16,9 @@
 //! 6. every output block holds the block the MPI definition says and was
 //!    written exactly once (for gather, only the root's receive buffer is
 //!    written);
-//! 7. in-flight puts per rail stay within budget.
+//! 7. in-flight puts per rail stay within budget;
+//! 8. a barrier synchronises: every rank's last step happens after every
+//!    other rank's first.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -170,6 +172,13 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
             format!("flag f{f} is raised {n} more times than it is waited for"),
         ));
     }
+    if let Some(&(r, notice, n)) = replay.leftover_notices.first() {
+        return Err(fail(
+            Some(r),
+            None,
+            format!("{notice} reaches it {n} more times than it is waited for"),
+        ));
+    }
     whole_puts(&replay)?;
     let anc = Ancestors::new(&replay);
     unambiguous(&replay, &anc)?;
@@ -196,6 +205,9 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
                 budget.in_flight_per_rail
             ),
         ));
+    }
+    if p.collective == Collective::Barrier {
+        synchronises(set, &replay, &anc)?;
     }
     Ok(Report {
         steps: set.ranks.iter().map(|s| s.steps.len()).sum(),
@@ -369,7 +381,40 @@ pub fn expected(p: &Params, rank: usize, i: usize) -> Option<u64> {
         Collective::Gather => (rank == p.root).then(|| sim::val(i as u32, 0)),
         Collective::Allgather => Some(sim::val(i as u32, 0)),
         Collective::Alltoall => Some(sim::val(i as u32, rank as u32)),
+        Collective::Bcast => (rank != p.root).then(|| sim::val(p.root as u32, 0)),
+        Collective::Barrier => None,
     }
+}
+
+/// A barrier's promise: no rank's last step can happen before every
+/// rank's first (so none can leave before all have entered).
+fn synchronises(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Violation> {
+    let n = set.ranks.len();
+    let mut first: Vec<Option<NodeId>> = vec![None; n];
+    let mut last: Vec<Option<NodeId>> = vec![None; n];
+    for (id, node) in replay.nodes.iter().enumerate() {
+        if let sim::NodeKind::Step { rank, .. } = node.kind {
+            let r = rank as usize;
+            first[r] = first[r].or(Some(id as NodeId));
+            last[r] = Some(id as NodeId);
+        }
+    }
+    for (a, &enter) in first.iter().enumerate() {
+        for (b, &leave) in last.iter().enumerate().filter(|&(b, _)| b != a) {
+            let ordered = match (enter, leave) {
+                (Some(enter), Some(leave)) => anc.before(enter, leave),
+                _ => false,
+            };
+            if !ordered {
+                return Err(fail(
+                    Some(b as Rank),
+                    None,
+                    format!("may leave the barrier before rank {a} has entered it"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn show(v: u64) -> String {

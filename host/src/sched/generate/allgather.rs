@@ -273,12 +273,8 @@ pub(crate) fn smp_allgather_bruck(b: &mut Builder) -> Result<(), Error> {
 /// node's master, and the node shm broadcast.
 pub(super) fn smp_gather_bcast(b: &mut Builder, tree: bool) -> Result<(), Error> {
     smp_gather(b, 0, tree)?;
-    let nodes = b.topo.nodes();
-    let n = b.n;
-    for r in 0..n {
-        b.push(r, Op::Barrier);
-    }
-    bcast_and_spread(b, nodes)
+    super::barrier::hardware_barrier(b);
+    bcast_and_spread(b, b.topo.nodes())
 }
 
 /// Multi-leader all-gather [KSSKP09 §4]: one leader per socket (at most

@@ -1,6 +1,9 @@
-//! Schedule generators: the catalogue of \[QA08\] and \[KSSKP09\] and the native
-//! baselines, each written once as a function from [`Params`] to every
-//! rank's steps.
+//! Schedule generators: the catalogue of \[QA08\], \[KSSKP09\] and
+//! \[GTNP02\] and the native baselines, each written once as a function
+//! from [`Params`] to every rank's steps. One module per collective
+//! (`gather`, `allgather`, `alltoall`, `bcast`, `barrier`), and `blocks`:
+//! the building blocks they share (trees, recursive doubling, ring, Bruck
+//! rounds, node phases).
 //!
 //! Conventions (all generators):
 //! - `k` = rails = ports. A multi-port step sends its (up to) k messages one
@@ -20,6 +23,8 @@
 
 pub(crate) mod allgather;
 pub(crate) mod alltoall;
+pub(crate) mod barrier;
+pub(crate) mod bcast;
 mod blocks;
 pub(crate) mod gather;
 
@@ -50,7 +55,7 @@ pub(crate) type Generator = fn(&mut Builder) -> Result<(), Error>;
 /// budgets computed).
 pub(crate) fn run(p: &Params, generator: Generator) -> Result<ScheduleSet, Error> {
     let n = p.shape.size();
-    if p.collective == Collective::Gather && p.root >= n {
+    if p.collective.rooted() && p.root >= n {
         return Err(Error::RankOutOfRange {
             rank: p.root,
             size: n,

@@ -1,0 +1,97 @@
+//! The barrier mechanisms the schedule executor drives ([`crate::sched`]'s
+//! barrier steps): barrier numbers, the RDMA word arrays [GTNP02 §6.4],
+//! the message-passing barrier's queue and its unexpected-message stash,
+//! and the switch's combined barrier. No algorithm lives here: the
+//! generators in `sched::generate::barrier` say which step runs when.
+
+use super::state::Coll;
+use crate::endpoint::{PutHandle, TransferOptions};
+use crate::env::{WordTest, WordWatch};
+use crate::error::Error;
+use crate::sched::{Numbers, Words};
+
+impl Coll<'_> {
+    /// Advance the barrier number of `which` and write it to the barrier
+    /// source word (what word puts and queued messages carry).
+    pub(crate) fn next_barrier_number(&self, which: Numbers) -> Result<u64, Error> {
+        let seq = &self.st.seq;
+        let counter = match which {
+            Numbers::Words(Words::Flat) => &seq.flat_barrier,
+            Numbers::Words(Words::Masters) => &seq.master_barrier,
+            Numbers::Queue => &seq.sendrecv_barrier,
+        };
+        let number = counter.get().wrapping_add(1);
+        counter.set(number);
+        self.write_local(&self.st.bufs.barrier_source, 0, &number.to_le_bytes())?;
+        Ok(number)
+    }
+
+    fn word_array(&self, words: Words) -> &crate::arena::SymBuffer {
+        match words {
+            Words::Flat => &self.st.bufs.flat_words,
+            Words::Masters => &self.st.bufs.master_words,
+        }
+    }
+
+    /// RDMA-write the barrier number into word `slot` of rank `to`'s
+    /// `words`, waking it.
+    pub(crate) fn word_put(
+        &self,
+        words: Words,
+        to: usize,
+        slot: usize,
+    ) -> Result<PutHandle<'_>, Error> {
+        let dst = self.word_array(words).slice(slot * 8, 8)?;
+        let opts = TransferOptions {
+            wake: true,
+            ..TransferOptions::default()
+        };
+        self.put_with(&self.st.bufs.barrier_source, to, &dst, opts)
+    }
+
+    /// Poll this rank's word `slot` of `words` until it reaches `number`
+    /// (`>=` in wrapping arithmetic).
+    pub(crate) fn word_wait(&self, words: Words, slot: usize, number: u64) -> Result<(), Error> {
+        let watch = WordWatch {
+            mem: self.local_memory(self.word_array(words))?,
+            offset: slot * 8,
+            mask: u64::MAX,
+            test: WordTest::Reaches(number),
+        };
+        Ok(self.wait_arc().wait_words(&[watch])?)
+    }
+
+    /// Queue the barrier number into rank `to`'s barrier queue.
+    pub(crate) fn queue_number(&self, to: usize) -> Result<PutHandle<'_>, Error> {
+        self.queue_send(&self.st.barrier_queue, to, &self.st.bufs.barrier_source)
+    }
+
+    /// Receive from this rank's barrier queue until `from`'s message with
+    /// `number` has come; others are kept aside for the receives they
+    /// belong to.
+    pub(crate) fn recv_number(&self, from: usize, number: u64) -> Result<(), Error> {
+        let want = (from, number);
+        loop {
+            let mut stash = self.st.unexpected.borrow_mut();
+            if let Some(at) = stash.iter().position(|m| *m == want) {
+                stash.swap_remove(at);
+                return Ok(());
+            }
+            drop(stash);
+            let mut word = [0u8; 8];
+            let item = self.queue_recv(&self.st.barrier_queue, &mut word)?;
+            self.st
+                .unexpected
+                .borrow_mut()
+                .push((item.src, u64::from_le_bytes(word)));
+        }
+    }
+
+    /// The switch's combined barrier among node masters (context 0 of
+    /// every node), on rail 0, with the next sequence number.
+    pub(crate) fn switch_barrier(&self) -> Result<(), Error> {
+        let seq = self.st.seq.hw_barrier.get().wrapping_add(1);
+        self.st.seq.hw_barrier.set(seq);
+        self.hw_barrier(seq)
+    }
+}
