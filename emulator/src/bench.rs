@@ -162,7 +162,7 @@ pub fn put_bench(
     let peer = (1..size)
         .find(|&r| topo.locate(r).map(|l| l.0) != topo.locate(0).map(|l| l.0))
         .unwrap_or(1);
-    let rails = cfg.rails;
+    let rails = cfg.shape.rails;
     let results = cluster.run(
         |comm: &Comm| -> Result<Vec<PutRecord>, railcoll_host::Error> {
             let src = comm.alloc(largest)?;
@@ -223,8 +223,8 @@ pub fn put_bench(
                         size: bytes,
                         rails: k,
                         mode: "threads",
-                        nodes: cfg.nodes,
-                        ranks_per_node: cfg.ranks_per_node,
+                        nodes: cfg.shape.nodes(),
+                        ranks_per_node: cfg.shape.ranks_per_node(),
                         packet_size: cfg.packet_size,
                         latency_us: latency * 1e6,
                         bandwidth_gbps: bytes as f64 / latency / 1e9,
@@ -304,9 +304,9 @@ impl CollRecord {
             collective: bench.collective,
             algorithm: bench.algorithms[a],
             size,
-            nodes: cfg.nodes,
-            ranks_per_node: cfg.ranks_per_node,
-            rails: cfg.rails,
+            nodes: cfg.shape.nodes(),
+            ranks_per_node: cfg.shape.ranks_per_node(),
+            rails: cfg.shape.rails,
             mode: cfg.mode.name(),
             profile: None,
             latency_us,
@@ -402,7 +402,7 @@ pub(crate) fn coll_config(cfg: ClusterConfig, bench: &CollBench<'_>) -> ClusterC
 
 /// Arena a collective bench needs for `size`.
 fn coll_config_for(cfg: ClusterConfig, bench: &CollBench<'_>, size: usize) -> ClusterConfig {
-    let ranks = cfg.nodes * cfg.ranks_per_node;
+    let ranks = cfg.shape.nodes() * cfg.shape.ranks_per_node();
     // Buffers, plus room for the schedules' scratch (two alternating sets
     // of up to (2 + 2 log N) x the receive buffer for all-to-all).
     let need = (bench.send_len)(size, ranks) + (bench.recv_len)(size, ranks);

@@ -21,7 +21,7 @@ use railcoll_fw::engine::{Engine, Location};
 use railcoll_host::device::{Device, DeviceError, DmaBuffer};
 use railcoll_host::env::{NodeWait, ParkingWait, WaitHook, Waker};
 use railcoll_host::sched::Shape;
-use railcoll_host::{Comm, CommConfig, Placement, RailPolicy, Topology};
+use railcoll_host::{Comm, CommConfig, RailPolicy, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 
@@ -55,14 +55,10 @@ pub enum EmuError {
 /// Shape and settings of an emulated cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClusterConfig {
-    /// Nodes, `1..=256`.
-    pub nodes: usize,
-    /// Ranks per node, `1..=16`.
-    pub ranks_per_node: usize,
-    /// Rails (NICs per node), `1..=4`.
-    pub rails: usize,
-    /// Rank numbering.
-    pub placement: Placement,
+    /// Nodes (`1..=256` here), ranks per node, placement, sockets per node
+    /// (multi-leader all-gather places one leader per socket) and rails
+    /// (NICs per node): the one shape every layer shares.
+    pub shape: Shape,
     /// NIC worker threads (default: `min(rails, cores - 1)`, at least 1).
     pub workers: Option<usize>,
     /// Symmetric arena per rank, bytes.
@@ -76,9 +72,6 @@ pub struct ClusterConfig {
     /// How long a rank waits for one completion before giving up with
     /// `Error::Timeout` (a deadlock detector for tests).
     pub wait_timeout: std::time::Duration,
-    /// Sockets per node (multi-leader all-gather places one leader per
-    /// socket; local ranks are spread evenly over sockets).
-    pub sockets: usize,
     /// Free-running threads and wall time, or virtual time.
     pub mode: Mode,
     /// Seed of the run (recorded in modeled traces and watchdog reports).
@@ -131,17 +124,13 @@ pub const THREADS_PACKET_SIZE: u32 = 64 * 1024;
 impl Default for ClusterConfig {
     fn default() -> Self {
         Self {
-            nodes: 2,
-            ranks_per_node: 1,
-            rails: 2,
-            placement: Placement::Block,
+            shape: Shape::default(),
             workers: None,
             arena_size: 16 << 20,
             packet_size: THREADS_PACKET_SIZE,
             policy: RailPolicy::default(),
             cq_log2: 8,
             wait_timeout: std::time::Duration::from_secs(120),
-            sockets: 1,
             mode: Mode::Threads,
             seed: 0,
         }
@@ -151,28 +140,12 @@ impl Default for ClusterConfig {
 impl ClusterConfig {
     /// Check every field; the error names the field and the accepted values.
     pub fn validate(&self) -> Result<Shape, EmuError> {
-        if self.nodes == 0 || self.nodes > EMU_MAX_NODES {
+        // The shape was validated when it was made; the emulator adds its
+        // own node limit.
+        if self.shape.nodes() > EMU_MAX_NODES {
             return Err(EmuError::Config(format!(
                 "nodes must be 1..={EMU_MAX_NODES}, got {}",
-                self.nodes
-            )));
-        }
-        if self.ranks_per_node == 0 || self.ranks_per_node > MAX_CONTEXTS {
-            return Err(EmuError::Config(format!(
-                "ranks per node must be 1..={MAX_CONTEXTS}, got {}",
-                self.ranks_per_node
-            )));
-        }
-        if self.rails == 0 || self.rails > 4 {
-            return Err(EmuError::Config(format!(
-                "rails must be 1..=4, got {}",
-                self.rails
-            )));
-        }
-        if !(1..=64).contains(&self.sockets) {
-            return Err(EmuError::Config(format!(
-                "sockets must be 1..=64, got {}",
-                self.sockets
+                self.shape.nodes()
             )));
         }
         if self.workers == Some(0) {
@@ -193,20 +166,14 @@ impl ClusterConfig {
             )));
         }
         if let RailPolicy::Rail(r) = self.policy
-            && r >= self.rails
+            && r >= self.shape.rails
         {
             return Err(EmuError::Config(format!(
                 "rail policy names rail {r}, but there are {} rails",
-                self.rails
+                self.shape.rails
             )));
         }
-        Ok(Shape::new(
-            self.nodes,
-            self.ranks_per_node,
-            self.sockets,
-            self.rails,
-            self.placement,
-        )?)
+        Ok(self.shape)
     }
 }
 
@@ -345,9 +312,9 @@ fn bring_up(
 }
 
 fn node_memories(cfg: &ClusterConfig) -> Result<Vec<Arc<NodeMemory>>, EmuError> {
-    let per_rank = cfg.arena_size + (1 << 20) * cfg.rails + (256 << 10);
-    Ok((0..cfg.nodes)
-        .map(|_| NodeMemory::new(per_rank * cfg.ranks_per_node).map(Arc::new))
+    let per_rank = cfg.arena_size + (1 << 20) * cfg.shape.rails + (256 << 10);
+    Ok((0..cfg.shape.nodes())
+        .map(|_| NodeMemory::new(per_rank * cfg.shape.ranks_per_node()).map(Arc::new))
         .collect::<Result<_, _>>()?)
 }
 
@@ -393,8 +360,8 @@ impl Cluster {
         let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
         let (kernel, regs) = Kernel::new(
             topology,
-            cfg.rails,
-            cfg.sockets,
+            cfg.shape.rails,
+            cfg.shape.sockets,
             profile.costs(),
             cfg.seed,
             views,
@@ -411,7 +378,7 @@ impl Cluster {
                         Arc::new(ModelRegs {
                             regs: Arc::clone(r),
                             kernel: Arc::clone(&kernel),
-                            nic: node * cfg.rails + rail,
+                            nic: node * cfg.shape.rails + rail,
                         }) as Arc<dyn RegisterIo>
                     })
                     .collect();
@@ -445,12 +412,12 @@ impl Cluster {
         // hand-off becomes a ~10 us context switch (docs/performance.md).
         let workers = cfg
             .workers
-            .unwrap_or_else(|| cfg.rails.min(cores.saturating_sub(1)))
+            .unwrap_or_else(|| cfg.shape.rails.min(cores.saturating_sub(1)))
             .max(1);
         let epoch = Instant::now();
         let memories = node_memories(&cfg)?;
         let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
-        let wakers: Arc<[Waker]> = (0..cfg.nodes * MAX_CONTEXTS)
+        let wakers: Arc<[Waker]> = (0..cfg.shape.nodes() * MAX_CONTEXTS)
             .map(|_| Waker::new())
             .collect();
         let timeline: Arc<OnceLock<Arc<Timeline>>> = Arc::new(OnceLock::new());
@@ -459,10 +426,10 @@ impl Cluster {
         // no hand-off between workers, and rails run in parallel.
         let worker_of = |rail: usize| rail % workers;
         let mut factories: Vec<Vec<EngineFactory>> = (0..workers).map(|_| Vec::new()).collect();
-        let mut registers: Vec<Vec<Arc<SharedRegisters>>> = vec![Vec::new(); cfg.nodes];
-        for rail_index in 0..cfg.rails {
+        let mut registers: Vec<Vec<Arc<SharedRegisters>>> = vec![Vec::new(); cfg.shape.nodes()];
+        for rail_index in 0..cfg.shape.rails {
             let signal = &signals[worker_of(rail_index)];
-            let notifiers: Vec<Notifier> = (0..cfg.nodes)
+            let notifiers: Vec<Notifier> = (0..cfg.shape.nodes())
                 .map(|_| Notifier::new(Arc::clone(signal)))
                 .collect();
             let (rail, inboxes) = Rail::new(notifiers.clone());
@@ -764,23 +731,33 @@ fn close<R>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use railcoll_host::Placement;
 
     #[test]
     fn invalid_configurations_are_refused_by_name() {
         let ok = ClusterConfig::default();
         assert!(ok.validate().is_ok());
+        // A shape is checked when it is made.
+        for (nodes, rpn, rails, needle) in [
+            (0, 1, 2, "nodes"),
+            (2, 17, 2, "ranks per node"),
+            (2, 1, 0, "rails"),
+            (2, 1, 5, "rails"),
+        ] {
+            let err = Shape::new(nodes, rpn, 1, rails, Placement::Block)
+                .expect_err("bad shape")
+                .to_string();
+            assert!(err.contains(needle), "{err}");
+        }
+        let beyond_the_emulator = Shape::new(257, 1, 1, 2, Placement::Block).expect("a shape");
         for (cfg, needle) in [
-            (ClusterConfig { nodes: 0, ..ok }, "nodes"),
-            (ClusterConfig { nodes: 257, ..ok }, "nodes"),
             (
                 ClusterConfig {
-                    ranks_per_node: 17,
+                    shape: beyond_the_emulator,
                     ..ok
                 },
-                "ranks per node",
+                "nodes",
             ),
-            (ClusterConfig { rails: 0, ..ok }, "rails"),
-            (ClusterConfig { rails: 5, ..ok }, "rails"),
             (
                 ClusterConfig {
                     workers: Some(0),

@@ -517,10 +517,14 @@ fn tune_writes_a_table_that_library_calls_then_follow() {
     let tuned = Arc::new(TuningTable::load(&table).expect("valid table"));
     let preset_sockets = 2; // gcd(qsnet2-4x4's 4 sockets, 2 ranks per node)
     let cfg = ClusterConfig {
-        nodes: 2,
-        ranks_per_node: 2,
-        rails: 2,
-        sockets: preset_sockets,
+        shape: railcoll_host::sched::Shape::new(
+            2,
+            2,
+            preset_sockets,
+            2,
+            railcoll_host::Placement::Block,
+        )
+        .expect("shape"),
         mode: Mode::Modeled,
         ..ClusterConfig::default()
     };

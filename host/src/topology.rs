@@ -146,6 +146,23 @@ pub struct Shape {
     pub rails: usize,
 }
 
+impl Default for Shape {
+    /// Two single-rank nodes, one socket, two rails: the smallest shape
+    /// with a network hop and rail striping (the emulator's default
+    /// cluster).
+    fn default() -> Self {
+        Self {
+            topology: Topology {
+                nodes: 2,
+                ranks_per_node: 1,
+                placement: Placement::Block,
+            },
+            sockets: 1,
+            rails: 2,
+        }
+    }
+}
+
 impl Shape {
     /// Validate a shape.
     pub fn new(
@@ -174,6 +191,33 @@ impl Shape {
     /// Ranks.
     pub fn size(&self) -> usize {
         self.topology.size()
+    }
+
+    /// Nodes.
+    pub fn nodes(&self) -> usize {
+        self.topology.nodes()
+    }
+
+    /// Ranks per node.
+    pub fn ranks_per_node(&self) -> usize {
+        self.topology.ranks_per_node()
+    }
+
+    /// Rank placement.
+    pub fn placement(&self) -> Placement {
+        self.topology.placement()
+    }
+
+    /// The same shape with `nodes` x `ranks_per_node` ranks (placement,
+    /// sockets and rails kept).
+    pub fn resized(&self, nodes: usize, ranks_per_node: usize) -> Result<Self, Error> {
+        Self::new(
+            nodes,
+            ranks_per_node,
+            self.sockets,
+            self.rails,
+            self.placement(),
+        )
     }
 
     /// Socket of local rank `local` (ranks spread evenly over sockets).

@@ -6,6 +6,20 @@
 //! exercised).
 
 use railcoll_emu::{Cluster, ClusterConfig, Mode};
+use railcoll_host::Placement;
+use railcoll_host::sched::Shape;
+
+/// A shape for tests (`nodes x rpn`, `sockets`, `rails`); panics on a
+/// shape the test got wrong.
+pub fn shape(
+    nodes: usize,
+    rpn: usize,
+    sockets: usize,
+    rails: usize,
+    placement: Placement,
+) -> Shape {
+    Shape::new(nodes, rpn, sockets, rails, placement).expect("test shape")
+}
 
 /// Deterministic, position- and seed-dependent bytes.
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
@@ -38,9 +52,7 @@ pub fn mode() -> Mode {
 pub fn cluster(nodes: usize, rpn: usize, rails: usize, arena: usize) -> Cluster {
     Cluster::new(ClusterConfig {
         mode: mode(),
-        nodes,
-        ranks_per_node: rpn,
-        rails,
+        shape: shape(nodes, rpn, 1, rails, Placement::Block),
         arena_size: arena,
         packet_size: 2048,
         // A deadlock fails the test in seconds, not minutes.

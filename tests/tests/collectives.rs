@@ -139,12 +139,8 @@ fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt:
     // Scratch: Bruck/exchange all-to-all keep up to (2 + 2 log N) x N^2 blocks.
     let arena = (biggest * 8 + (8 << 20)).next_power_of_two();
     let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+        shape: railcoll_tests::shape(nodes, rpn, 2, rails, placement),
         mode: railcoll_tests::mode(),
-        nodes,
-        ranks_per_node: rpn,
-        rails,
-        placement,
-        sockets: 2,
         arena_size: arena,
         packet_size: 8192,
         wait_timeout: std::time::Duration::from_secs(30),
@@ -350,12 +346,8 @@ proptest::proptest! {
         );
         proptest::prop_assume!(railcoll_host::sched::generate(&params).is_ok());
         let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
-        mode: railcoll_tests::mode(),
-            nodes,
-            ranks_per_node: rpn,
-            rails,
-            placement: params.shape.topology.placement(),
-            sockets: 2,
+            shape: params.shape,
+            mode: railcoll_tests::mode(),
             arena_size: ((n * n * size.max(1)) * 12 + (8 << 20)).next_power_of_two(),
             packet_size: 4096,
             wait_timeout: std::time::Duration::from_secs(30),

@@ -15,9 +15,7 @@ use railcoll_host::{Arrivals, Placement};
 fn modeled_makespan(c: Collective, a: Algorithm, n: usize, rails: usize, block: usize) -> f64 {
     let cluster = Cluster::modeled(
         ClusterConfig {
-            nodes: n,
-            ranks_per_node: 1,
-            rails,
+            shape: railcoll_tests::shape(n, 1, 1, rails, Placement::Block),
             arena_size: (block * n * 24).max(1 << 20),
             ..ClusterConfig::default()
         },
@@ -115,10 +113,7 @@ fn busy_run(cluster: &Cluster) -> u64 {
 
 fn busy_cluster(seed: u64) -> Cluster {
     Cluster::new(ClusterConfig {
-        nodes: 3,
-        ranks_per_node: 2,
-        rails: 2,
-        sockets: 2,
+        shape: railcoll_tests::shape(3, 2, 2, 2, Placement::Block),
         arena_size: 1 << 20,
         mode: Mode::Modeled,
         seed,
@@ -143,9 +138,7 @@ fn the_same_seed_gives_the_same_trace_hash_over_twenty_reruns() {
 #[test]
 fn trace_hashes_do_not_depend_on_the_worker_count() {
     let cfg = ClusterConfig {
-        nodes: 4,
-        ranks_per_node: 2,
-        rails: 2,
+        shape: railcoll_tests::shape(4, 2, 1, 2, Placement::Block),
         mode: Mode::Modeled,
         ..ClusterConfig::default()
     };
@@ -183,9 +176,7 @@ fn trace_hashes_do_not_depend_on_the_worker_count() {
 #[test]
 fn the_watchdog_stops_a_stuck_run_with_a_report() {
     let cluster = Cluster::new(ClusterConfig {
-        nodes: 2,
-        ranks_per_node: 2,
-        rails: 1,
+        shape: railcoll_tests::shape(2, 2, 1, 1, Placement::Block),
         arena_size: 1 << 20,
         mode: Mode::Modeled,
         seed: 42,
@@ -224,9 +215,7 @@ fn the_watchdog_stops_a_stuck_run_with_a_report() {
 #[test]
 fn a_stuck_schedule_names_the_rank_and_its_step() {
     let cluster = Cluster::new(ClusterConfig {
-        nodes: 2,
-        ranks_per_node: 1,
-        rails: 1,
+        shape: railcoll_tests::shape(2, 1, 1, 1, Placement::Block),
         arena_size: 1 << 20,
         mode: Mode::Modeled,
         ..ClusterConfig::default()

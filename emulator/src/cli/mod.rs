@@ -289,18 +289,22 @@ pub struct ClusterArgs {
 }
 
 impl ClusterArgs {
-    /// The emulator configuration these flags describe.
-    pub fn config(&self) -> ClusterConfig {
-        ClusterConfig {
-            nodes: self.nodes as usize,
-            ranks_per_node: self.ranks_per_node as usize,
-            rails: self.rails as usize,
-            placement: self.placement.parse().unwrap_or(Placement::Block),
+    /// The emulator configuration these flags describe (the shape
+    /// checked).
+    pub fn config(&self) -> Result<ClusterConfig, railcoll_host::Error> {
+        let shape = Shape::new(
+            self.nodes as usize,
+            self.ranks_per_node as usize,
+            usize::from(self.sockets),
+            self.rails as usize,
+            self.placement.parse().unwrap_or(Placement::Block),
+        )?;
+        Ok(ClusterConfig {
+            shape,
             workers: self.workers.map(usize::from),
             packet_size: self.packet_size as u32,
-            sockets: usize::from(self.sockets),
             ..ClusterConfig::default()
-        }
+        })
     }
 }
 
@@ -413,10 +417,12 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
     }
 }
 
-/// The shape of `cluster` for the schedule generators (clap already
-/// bounded every field).
+/// The shape of `cluster` for the schedule generators.
 fn shape_of(cluster: &ClusterArgs) -> Result<Shape, crate::workbench::SpecError> {
-    crate::workbench::sweep::shape_of(&cluster.config())
+    Ok(cluster
+        .config()
+        .map_err(crate::workbench::SpecError::Shape)?
+        .shape)
 }
 
 /// Time the algorithms `algo` names of `collective` on the bench's cluster.
@@ -571,7 +577,7 @@ fn run_tuning_show(file: Option<&std::path::Path>) -> Result<(), CliError> {
 }
 
 fn run_put(args: &PutArgs) -> Result<(), CliError> {
-    let cfg = args.cluster.config();
+    let cfg = args.cluster.config()?;
     let quiet = args.cluster.json;
     let progress = move |size: usize| {
         if !quiet {
@@ -615,7 +621,7 @@ fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> Res
     let cfg = ClusterConfig {
         mode: run.mode,
         seed: run.seed,
-        ..cluster.config()
+        ..cluster.config()?
     };
     let quiet = cluster.json;
     let progress = move |size: usize| {
@@ -703,9 +709,9 @@ fn print_coll_table(
             "# railcoll {}, modeled mode, profile {}: {} nodes x {} ranks, {} rails (virtual latency: mean over ranks, us)",
             first.collective,
             first.profile.as_deref().unwrap_or("?"),
-            cfg.nodes,
-            cfg.ranks_per_node,
-            cfg.rails
+            cfg.shape.nodes(),
+            cfg.shape.ranks_per_node(),
+            cfg.shape.rails
         )?;
         writeln!(
             out,
@@ -728,7 +734,10 @@ fn print_coll_table(
     writeln!(
         out,
         "# railcoll {}, threads mode: {} nodes x {} ranks, {} rails (latency: mean over ranks, us)",
-        first.collective, cfg.nodes, cfg.ranks_per_node, cfg.rails
+        first.collective,
+        cfg.shape.nodes(),
+        cfg.shape.ranks_per_node(),
+        cfg.shape.rails
     )?;
     writeln!(
         out,
@@ -789,7 +798,10 @@ fn print_put_table(
     writeln!(
         out,
         "# railcoll put, threads mode: {} nodes x {} ranks, {} rails, {} B packets",
-        cfg.nodes, cfg.ranks_per_node, cfg.rails, cfg.packet_size
+        cfg.shape.nodes(),
+        cfg.shape.ranks_per_node(),
+        cfg.shape.rails,
+        cfg.packet_size
     )?;
     writeln!(
         out,

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use railcoll_host::sched::Shape;
 use railcoll_host::sched::tuning::{self, TuningTable};
 
 use super::error::{CliError, output};
@@ -58,25 +59,38 @@ fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
+/// `base`'s shape with another node count, ranks per node and sockets.
+fn resized(
+    base: &ClusterConfig,
+    nodes: usize,
+    rpn: usize,
+    sockets: usize,
+) -> Result<Shape, railcoll_host::Error> {
+    let s = base.shape;
+    Shape::new(nodes, rpn, sockets, s.rails, s.placement())
+}
+
 impl StudyArgs {
-    /// The cluster these flags describe.
-    pub fn config(&self) -> ClusterConfig {
+    /// The cluster these flags describe (the shape checked).
+    pub fn config(&self) -> Result<ClusterConfig, railcoll_host::Error> {
         let p = self.preset;
         let rpn = self.ranks_per_node.map_or(p.ranks_per_node, usize::from);
-        ClusterConfig {
-            nodes: self.nodes.map_or(p.nodes, usize::from),
-            ranks_per_node: rpn,
-            sockets: self.sockets.map_or(gcd(p.sockets, rpn), usize::from),
-            rails: self.rails.map_or(p.rails, usize::from),
-            placement: self
-                .placement
+        let shape = Shape::new(
+            self.nodes.map_or(p.nodes, usize::from),
+            rpn,
+            self.sockets.map_or(gcd(p.sockets, rpn), usize::from),
+            self.rails.map_or(p.rails, usize::from),
+            self.placement
                 .as_deref()
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(railcoll_host::Placement::Block),
+        )?;
+        Ok(ClusterConfig {
+            shape,
             mode: self.mode,
             seed: self.seed,
             ..ClusterConfig::default()
-        }
+        })
     }
 
     /// The calibration profile.
@@ -96,20 +110,18 @@ pub fn scaling_configs(base: ClusterConfig) -> Result<Vec<ClusterConfig>, CliErr
     [4usize, 8, 16]
         .iter()
         .map(|&procs| {
-            let (nodes, rpn) = if procs % base.nodes == 0 && procs / base.nodes <= 16 {
-                (base.nodes, procs / base.nodes)
-            } else if procs % base.ranks_per_node == 0 {
-                (procs / base.ranks_per_node, base.ranks_per_node)
+            let (nodes, rpn) = if procs % base.shape.nodes() == 0 && procs / base.shape.nodes() <= 16 {
+                (base.shape.nodes(), procs / base.shape.nodes())
+            } else if procs % base.shape.ranks_per_node() == 0 {
+                (procs / base.shape.ranks_per_node(), base.shape.ranks_per_node())
             } else {
                 return Err(CliError::Usage(format!(
                     "--scaling runs 4, 8 and 16 processes: --nodes {} or --ranks-per-node {} must divide 4",
-                    base.nodes, base.ranks_per_node
+                    base.shape.nodes(), base.shape.ranks_per_node()
                 )));
             };
             Ok(ClusterConfig {
-                nodes,
-                ranks_per_node: rpn,
-                sockets: gcd(base.sockets, rpn),
+                shape: resized(&base, nodes, rpn, gcd(base.shape.sockets, rpn))?,
                 ..base
             })
         })
@@ -253,7 +265,9 @@ fn run_specs(specs: &[SweepSpec], quiet: bool) -> Result<Vec<Sweep>, CliError> {
     for spec in specs {
         bar.set_prefix(format!(
             "{} {}x{}",
-            spec.subject, spec.cluster.nodes, spec.cluster.ranks_per_node
+            spec.subject,
+            spec.cluster.shape.nodes(),
+            spec.cluster.shape.ranks_per_node()
         ));
         let tick = |_size: usize| bar.inc(1);
         match sweep::run(spec, &tick) {
@@ -314,8 +328,8 @@ fn specs_for(
             spec.validate().map_err(|e| SpecError::In {
                 source: Box::new(e),
                 subject,
-                nodes: cluster.nodes,
-                ranks_per_node: cluster.ranks_per_node,
+                nodes: cluster.shape.nodes(),
+                ranks_per_node: cluster.shape.ranks_per_node(),
             })?;
             specs.push(spec);
         }
@@ -324,7 +338,7 @@ fn specs_for(
 }
 
 pub(super) fn run_sweep(args: &SweepArgs) -> Result<(), CliError> {
-    let base = args.study.config();
+    let base = args.study.config()?;
     let configs = if args.scaling {
         scaling_configs(base)?
     } else {
@@ -389,7 +403,7 @@ pub(super) fn run_trace(args: &TraceArgs) -> Result<(), CliError> {
         algo: args.algo.clone(),
         size: args.size,
         root: args.root,
-        cluster: args.study.config(),
+        cluster: args.study.config()?,
         profile,
     };
     spec.validate()?;
@@ -431,7 +445,7 @@ fn parse_shapes(s: &str) -> Result<Vec<(usize, usize)>, String> {
 
 pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
     let subjects: Vec<Collective> = args.collective.0.clone();
-    let base = args.study.config();
+    let base = args.study.config()?;
     let configs = match (&args.shapes, args.scaling) {
         (Some(_), true) => {
             return Err(CliError::Usage(
@@ -441,16 +455,17 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
         (Some(s), false) => parse_shapes(s)
             .map_err(CliError::Usage)?
             .into_iter()
-            .map(|(nodes, rpn)| ClusterConfig {
-                nodes,
-                ranks_per_node: rpn,
-                sockets: args
+            .map(|(nodes, rpn)| {
+                let sockets = args
                     .study
                     .sockets
-                    .map_or(gcd(base.sockets, rpn), usize::from),
-                ..base
+                    .map_or(gcd(base.shape.sockets, rpn), usize::from);
+                Ok(ClusterConfig {
+                    shape: resized(&base, nodes, rpn, sockets)?,
+                    ..base
+                })
             })
-            .collect(),
+            .collect::<Result<_, CliError>>()?,
         (None, true) => scaling_configs(base)?,
         (None, false) => vec![base],
     };
@@ -488,14 +503,14 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
     let sweeps = run_specs(&specs, args.quiet)?;
     let shapes: Vec<String> = configs
         .iter()
-        .map(|c| format!("{}x{}", c.nodes, c.ranks_per_node))
+        .map(|c| format!("{}x{}", c.shape.nodes(), c.shape.ranks_per_node()))
         .collect();
     let names: Vec<&str> = subjects.iter().map(|s| s.name()).collect();
     let origin = format!(
         "railcoll tune {} --shapes {} --rails {} --sizes {}..{} --mode {}{} (best measured per size; built-in rules follow as the fallback)",
         names.join(","),
         shapes.join(","),
-        base.rails,
+        base.shape.rails,
         args.sizes.0.iter().min().copied().unwrap_or(0),
         args.sizes.0.iter().max().copied().unwrap_or(0),
         base.mode.name(),

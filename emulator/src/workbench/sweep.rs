@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use railcoll_host::sched::cost;
 use railcoll_host::sched::tuning::TuningTable;
-use railcoll_host::sched::{Params, Shape, generate};
+use railcoll_host::sched::{Params, generate};
 
 use super::{AlgoSet, SpecError};
 use crate::bench::{self, CollRecord};
@@ -154,23 +154,11 @@ pub struct Sweep {
     pub pingpong_rtt_ns: Option<f64>,
 }
 
-/// The shape a cluster configuration describes.
-pub fn shape_of(cfg: &ClusterConfig) -> Result<Shape, SpecError> {
-    Shape::new(
-        cfg.nodes,
-        cfg.ranks_per_node,
-        cfg.sockets,
-        cfg.rails,
-        cfg.placement,
-    )
-    .map_err(SpecError::Shape)
-}
-
 impl SweepSpec {
     /// Check everything that can be checked without running: the shape,
     /// the root, the algorithms, the sizes. Returns the algorithms.
     pub fn validate(&self) -> Result<AlgoSet, SpecError> {
-        let shape = shape_of(&self.cluster)?;
+        let shape = self.cluster.shape;
         super::check_root(self.root, &shape)?;
         if self.subject.sized() && self.sizes.contains(&0) {
             return Err(SpecError::ZeroSize(self.subject));
@@ -196,7 +184,7 @@ impl SweepSpec {
 /// Run a sweep; `progress` is called once per finished size.
 pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep, SweepError> {
     let set = spec.validate()?;
-    let shape = shape_of(&spec.cluster)?;
+    let shape = spec.cluster.shape;
     let sizes = spec.run_sizes();
     let records = set.with_bench(&sizes, spec.iters, spec.rounds, spec.root, |b| {
         match spec.cluster.mode {
@@ -274,12 +262,12 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
         collective: spec.subject.name().to_string(),
         mode: cfg.mode.name().to_string(),
         profile: (cfg.mode == Mode::Modeled).then(|| spec.profile.name.clone()),
-        procs: cfg.nodes * cfg.ranks_per_node,
-        nodes: cfg.nodes,
-        ranks_per_node: cfg.ranks_per_node,
-        sockets: cfg.sockets,
-        rails: cfg.rails,
-        placement: cfg.placement.to_string(),
+        procs: cfg.shape.nodes() * cfg.shape.ranks_per_node(),
+        nodes: cfg.shape.nodes(),
+        ranks_per_node: cfg.shape.ranks_per_node(),
+        sockets: cfg.shape.sockets,
+        rails: cfg.shape.rails,
+        placement: cfg.shape.placement().to_string(),
         baseline: baseline.to_string(),
         algorithms: names.iter().map(|s| s.to_string()).collect(),
         hockney: spec.predict.then_some(HockneyParams {

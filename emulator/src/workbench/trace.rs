@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::sweep::{SweepError, shape_of};
+use super::sweep::SweepError;
 use super::{AlgoSet, SpecError};
 use crate::bench;
 use crate::cluster::{Cluster, ClusterConfig, EmuError, Mode};
@@ -64,7 +64,7 @@ impl TraceSpec {
         if self.algo == "all" || self.algo.contains(',') {
             return Err(SpecError::NotOneAlgorithm);
         }
-        let shape = shape_of(&self.cluster)?;
+        let shape = self.cluster.shape;
         super::check_root(self.root, &shape)?;
         if self.subject.sized() && self.size == 0 {
             return Err(SpecError::ZeroSize(self.subject));
@@ -107,15 +107,15 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
         "size": size,
         "mode": spec.cluster.mode.name(),
         "profile": (spec.cluster.mode == Mode::Modeled).then(|| spec.profile.name.clone()),
-        "nodes": spec.cluster.nodes,
-        "ranks_per_node": spec.cluster.ranks_per_node,
-        "rails": spec.cluster.rails,
+        "nodes": spec.cluster.shape.nodes(),
+        "ranks_per_node": spec.cluster.shape.ranks_per_node(),
+        "rails": spec.cluster.shape.rails,
         "latency_us": latency_us,
         "clock": if spec.cluster.mode == Mode::Modeled { "virtual" } else { "wall" },
     });
     Ok(Traced {
         spans: spans.len(),
-        json: chrome_json(&spans, spec.cluster.rails, meta),
+        json: chrome_json(&spans, spec.cluster.shape.rails, meta),
         latency_us,
     })
 }
