@@ -1,0 +1,133 @@
+//! The sequencer's NIC side: a packet arriving at a NIC (receive port
+//! occupancy, delivery into the engine), a NIC putting a packet on its
+//! link (serialisation, the switch or the peer's port), and a NIC engine's
+//! poll (its effects become actions: transmissions, memory writes that
+//! may end ranks' waits, its next timer).
+
+use super::*;
+
+impl Kernel {
+    /// Packet `packet` has arrived at NIC `nic` (now).
+    pub(super) fn arrive(&self, w: &mut World, nic: usize, packet: WirePacket) {
+        let t = w.now;
+        let e = self.entity_nic(nic);
+        let h = hash_of(packet.header.as_bytes());
+        Self::note(
+            w,
+            t,
+            e,
+            3,
+            h,
+            u64::from(packet.payload.map_or(0, |p| p.len)),
+        );
+        if let Some(slot) = w.nics.get_mut(nic) {
+            slot.engine.hardware_mut().inbox.push_back(packet);
+            self.schedule_poll(w, nic, t);
+        }
+    }
+
+    /// A packet whose first bit reaches NIC `nic`'s port at `first_bit`.
+    /// Data queues for the receiving port; acknowledgements travel on the
+    /// link level beside it.
+    pub(super) fn transmit(
+        &self,
+        w: &mut World,
+        nic: usize,
+        first_bit: Ps,
+        ser: Ps,
+        packet: WirePacket,
+    ) {
+        let Some(free) = w.rx_free.get_mut(nic) else {
+            return; // no such node: the packet is lost, the sender retries
+        };
+        let at = if is_control(&packet) {
+            first_bit + ser
+        } else {
+            let start = first_bit.max(*free);
+            *free = start + ser;
+            start + ser
+        };
+        let entity = self.entity_nic(nic);
+        if is_control(&packet) {
+            self.push(w, at, entity, Action::Arrive { nic, packet });
+            return;
+        }
+        if w.arrivals.push(nic, at, packet) {
+            self.push(w, at, entity, Action::ArriveData { nic });
+        }
+    }
+
+    pub(super) fn poll(&self, w: &mut World, nic: usize) {
+        let now = w.now;
+        let entity = self.entity_nic(nic);
+        let (node, rail, outcome, effects, ready_at) = {
+            let slot = &mut w.nics[nic];
+            slot.next_poll = None;
+            slot.engine.hardware_mut().begin(now);
+            let outcome = slot.engine.poll();
+            let board = slot.engine.hardware_mut();
+            let effects = std::mem::take(&mut board.effects);
+            if let (Some(tl), Some(spans)) = (w.timeline.as_ref(), board.spans.as_mut()) {
+                trace_nic(tl, slot.node, slot.rail, spans.drain(..));
+            }
+            (slot.node, slot.rail, outcome, effects, board.ready_at())
+        };
+        if outcome.progressed {
+            w.watchdog.progress(now);
+        }
+        Self::note(
+            w,
+            now,
+            entity,
+            2,
+            effects.len() as u64,
+            u64::from(outcome.progressed) | (u64::from(outcome.pending) << 1),
+        );
+        let mut touched: Option<Ps> = None;
+        for effect in &effects {
+            match *effect {
+                Effect::Send {
+                    packet,
+                    depart,
+                    ser,
+                } => {
+                    w.stats.packets += 1;
+                    let h = hash_of(packet.header.as_bytes());
+                    w.trace.mix(&[h, depart]);
+                    if let Some(tl) = w.timeline.as_ref() {
+                        trace_packet(tl, node, rail, &packet, depart, ser);
+                    }
+                    let first_bit = depart + self.costs.link_latency;
+                    if is_collective(&packet) {
+                        let at = first_bit + ser;
+                        let e = self.entity_switch(rail);
+                        self.push(w, at, e, Action::SwitchIn { rail, packet });
+                    } else {
+                        let dst = packet.header.dst_node.get() as usize;
+                        if dst < self.nodes {
+                            self.transmit(w, dst * self.rails + rail, first_bit, ser, packet);
+                        }
+                    }
+                }
+                Effect::Touched { at } | Effect::RegChanged { at } => {
+                    touched = Some(touched.map_or(at, |t: Ps| t.max(at)));
+                }
+                Effect::Wake { ctx, at } => {
+                    let target = w.ranks.local(node, ctx as usize);
+                    if let Some(r) = target {
+                        self.node_changed(w, node, at + self.costs.host_poll, Some(r));
+                    }
+                }
+            }
+        }
+        if let Some(at) = touched {
+            self.node_changed(w, node, at + self.costs.host_poll, None);
+        }
+        if outcome.pending && outcome.progressed {
+            self.schedule_poll(w, nic, ready_at.max(now));
+        }
+        if let Some(t) = outcome.timer_ns {
+            self.schedule_poll(w, nic, t.saturating_mul(1000));
+        }
+    }
+}
