@@ -30,7 +30,7 @@ use railcoll_fw::abi::error::{ErrorInfo, ErrorRecord};
 use railcoll_fw::abi::event::{ActionKind, CompletionWord, EventAction, EventId, MAX_WRITE_VALUE};
 use railcoll_fw::abi::regs::{
     self, ContextConfig, Geometry, HostRead, HostWrite, MailboxOp, MailboxStatus, QueuePerms,
-    ReadOnly, Reg, RegionConfig, RegionPerms, WriteOnly,
+    ReadOnly, Reg, RegionConfig, RegionPerms, Resources, WriteOnly,
 };
 use railcoll_fw::abi::ring::Ring;
 use railcoll_fw::abi::{ABI_MAJOR, ErrorCode, MAX_REGIONS};
@@ -118,7 +118,7 @@ pub fn mailbox_call(
 }
 
 /// Check a NIC's identity and ABI version, and read its geometry.
-pub fn probe(regs: &dyn RegisterIo) -> Result<Geometry, Error> {
+pub fn probe(regs: &dyn RegisterIo) -> Result<(Geometry, Resources), Error> {
     let id = read_reg(regs, regs::ID);
     if id != regs::ID_VALUE {
         return Err(Error::AbiMismatch {
@@ -133,7 +133,25 @@ pub fn probe(regs: &dyn RegisterIo) -> Result<Geometry, Error> {
             expected: railcoll_fw::abi::ABI_VERSION as u64,
         });
     }
-    Ok(Geometry::from_reg(read_reg(regs, regs::GEOMETRY)))
+    Ok((
+        Geometry::from_reg(read_reg(regs, regs::GEOMETRY)),
+        Resources::from_reg(read_reg(regs, regs::RESOURCES)),
+    ))
+}
+
+/// What one rank may use of its NICs for work that runs without the host
+/// (the smallest over its rails): what the schedule verifier's budget is
+/// made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicLimits {
+    /// Destination events of this rank's context (half its events; the
+    /// other half complete posts).
+    pub dest_events: u32,
+    /// Chained puts this rank can have armed at once: its chain blocks.
+    pub chain_blocks: u32,
+    /// Entries of each NIC's chain queue (shared by the contexts of the
+    /// node's ranks).
+    pub chain_queue: u32,
 }
 
 #[derive(Debug)]
@@ -311,6 +329,7 @@ pub struct Driver {
     arena: DmaBuffer,
     events_per_ctx: u32,
     dest_events: u32,
+    chain_queue: u32,
     next_dest_event: u32,
     /// Generation per (rail, event), for completion words.
     generations: Vec<u64>,
@@ -363,9 +382,11 @@ impl Driver {
             )));
         };
         let mut events_per_ctx = u32::MAX;
+        let mut chain_queue = u32::MAX;
         for rail in 0..cfg.rails {
-            let geo = probe(device.registers(rail)?)?;
+            let (geo, resources) = probe(device.registers(rail)?)?;
             events_per_ctx = events_per_ctx.min(geo.events_per_ctx as u32);
+            chain_queue = chain_queue.min(u32::from(resources.chain_depth));
             if (geo.max_nodes as usize) < cfg.topology.nodes() {
                 return Err(Error::BadShape(format!(
                     "the NIC serves at most {} nodes, the job has {}",
@@ -455,6 +476,7 @@ impl Driver {
             arena,
             events_per_ctx,
             dest_events,
+            chain_queue,
             next_dest_event: 0,
             generations: vec![0; cfg.rails * events_per_ctx as usize],
             next_chain_block: 0,
@@ -465,6 +487,15 @@ impl Driver {
     /// Rails in use.
     pub fn rails(&self) -> usize {
         self.ports.len()
+    }
+
+    /// What this rank may use of its NICs without the host.
+    pub fn nic_limits(&self) -> NicLimits {
+        NicLimits {
+            dest_events: self.dest_events,
+            chain_blocks: CHAIN_BLOCKS as u32,
+            chain_queue: self.chain_queue,
+        }
     }
 
     /// Hardware context of this rank.

@@ -450,6 +450,12 @@ impl Endpoint {
         (driver.arena().mem.clone(), driver.arena().phys)
     }
 
+    /// What this rank may use of its NICs without the host (the smallest
+    /// over its rails).
+    pub fn nic_limits(&self) -> crate::driver::NicLimits {
+        self.driver.borrow().nic_limits()
+    }
+
     /// The CPU view of a node peer's DMA memory (see [`Device::dma_view`]).
     pub fn dma_view(&self, phys: u64, len: usize) -> Result<DmaMemory, Error> {
         self.driver.borrow().dma_view(phys, len)

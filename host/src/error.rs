@@ -74,6 +74,22 @@ pub enum Error {
     /// No free event of the needed kind.
     #[error("out of {0} events")]
     EventsExhausted(&'static str),
+    /// A collective's schedule needs more of a NIC resource than this
+    /// communicator has: refused before anything is posted.
+    #[error("{algorithm} needs {needed} {resource}{where_}, the NICs offer {available}")]
+    OverBudget {
+        /// The algorithm.
+        algorithm: &'static str,
+        /// What runs out (destination counters, chain blocks, ...).
+        resource: &'static str,
+        /// What the schedule needs.
+        needed: u64,
+        /// What there is.
+        available: u64,
+        /// Where the need peaks, in words (" at rank 3, rail 1, step 12"),
+        /// or empty.
+        where_: String,
+    },
     /// The NIC completed an operation with an error.
     #[error("NIC on rail {rail} reported: {code}")]
     Nic {

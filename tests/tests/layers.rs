@@ -198,6 +198,7 @@ const HOST_LAYERS: &[&[&str]] = &[
         "coll::node",
         "sched",
         "sched::algo",
+        "sched::budget",
         "sched::catalogue",
         "sched::generate",
         "sched::generate::blocks",

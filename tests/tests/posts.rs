@@ -260,3 +260,41 @@ fn an_oversize_length_is_a_typed_error_on_every_post_path() {
         r.expect("rank ran").expect("no error");
     }
 }
+
+/// The NICs' `GEOMETRY` and `RESOURCES` registers reach the schedule
+/// budget: half of the 512 events per context complete at destinations,
+/// 64 chain blocks per rank, a 64-entry chain queue per NIC; the budget
+/// the executor proves every schedule against is made from them.
+#[test]
+fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
+    use railcoll_host::driver::NicLimits;
+    use railcoll_host::sched::verify::Budget;
+    let c = cluster(2, 2, 2, 1 << 20);
+    for limits in c.run(|comm| comm.endpoint().nic_limits()) {
+        let limits = limits.expect("ran");
+        assert_eq!(
+            limits,
+            NicLimits {
+                dest_events: 256,
+                chain_blocks: 64,
+                chain_queue: 64,
+            }
+        );
+        let budget = Budget::for_nic(limits);
+        assert_eq!(
+            (budget.counters, budget.chain_blocks, budget.chain_queue),
+            (120, 64, 64)
+        );
+    }
+    // A smaller NIC gives a smaller budget: two counter pools within half
+    // its destination events.
+    let small = Budget::for_nic(NicLimits {
+        dest_events: 24,
+        chain_blocks: 8,
+        chain_queue: 4,
+    });
+    assert_eq!(
+        (small.counters, small.chain_blocks, small.chain_queue),
+        (12, 8, 4)
+    );
+}

@@ -188,6 +188,62 @@ fn a_deadlock_is_reported_with_the_blocked_rank() {
     assert!(v.to_string().contains("deadlock"), "{v}");
 }
 
+/// Each NIC resource a schedule can run out of is refused before anything
+/// runs, in words naming the resource, the numbers and the place: the
+/// native gather's chained tree (ranks 2, 4 and 6 each arm one chained
+/// put) against budgets one short.
+#[test]
+fn over_budget_sets_are_refused_naming_the_resource_and_the_place() {
+    let native = |placement| {
+        let shape = Shape::new(4, 2, 1, 1, placement).expect("shape");
+        generate(&Params::new(
+            Collective::Gather,
+            Algorithm::Native,
+            shape,
+            0,
+            3000,
+        ))
+        .expect("set")
+    };
+    let block = native(Placement::Block);
+    verify::verify(&block, &Budget::default()).expect("fits the default budget");
+    let cases = [
+        (
+            Budget {
+                counters: 0,
+                ..Budget::default()
+            },
+            Placement::Block,
+            "needs 1 destination counters, the budget is 0",
+        ),
+        (
+            Budget {
+                chain_blocks: 0,
+                ..Budget::default()
+            },
+            Placement::Block,
+            "needs 1 chain blocks (chained puts armed at once) at rank 2, step 1, the budget is 0",
+        ),
+        // Cyclic: ranks 2 and 6 share node 2, so its NIC may have to hold
+        // both chained puts at once.
+        (
+            Budget {
+                chain_queue: 1,
+                ..Budget::default()
+            },
+            Placement::Cyclic,
+            "needs 2 chain queue entries (chained puts of the node's ranks that may fire together) at node 2, rail 0, the budget is 1",
+        ),
+    ];
+    for (budget, placement, words) in cases {
+        let set = native(placement);
+        let v = verify::verify(&set, &budget).expect_err("over budget");
+        assert_eq!(v.to_string(), words);
+        let o = verify::fits(&set, &budget).expect_err("the executor's check agrees");
+        assert_eq!(o.to_string(), words);
+    }
+}
+
 /// A barrier one round short (the exchange at distance 2 dropped on every
 /// rank of 4) deadlocks nowhere and leaves no word unread, but rank 0
 /// could leave before rank 2 entered: the verifier says so. The full

@@ -27,17 +27,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use super::budget::MAX_OUTSTANDING;
 use super::tuning::TuningTable;
 use super::*;
 use crate::arena::SymBuffer;
 use crate::coll::state::{CACHE_LIMIT, Coll};
 use crate::endpoint::{Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
 use railcoll_mem::dma_mem::DmaMemory;
-
-/// Schedule flags per local rank.
-pub const SCHED_FLAGS: usize = crate::shm::SCHED_FLAG_LINES;
-/// Most puts the executor keeps in flight.
-pub const MAX_OUTSTANDING: usize = 48;
 
 /// Schedule sets generated in this process, shared by its communicators.
 /// A set holds every rank's schedule, so N communicators of one process
@@ -122,6 +118,17 @@ impl Coll<'_> {
             return Ok(Arc::clone(s));
         }
         let set = shared_schedule(&params)?;
+        // Proved to fit this communicator's NICs before anything is
+        // posted: a set over budget would fail halfway through.
+        budget::fits(&set, &budget::Budget::for_nic(self.nic_limits())).map_err(|o| {
+            Error::OverBudget {
+                algorithm: algorithm.name(),
+                resource: o.resource,
+                needed: o.needed,
+                available: o.available,
+                where_: o.place(),
+            }
+        })?;
         let mut cache = self.st.exec.cache.borrow_mut();
         if cache.len() >= CACHE_LIMIT {
             cache.clear();

@@ -28,11 +28,13 @@
 //! a collective's buffers and then runs another collective on them must
 //! separate the two with a barrier (the benchmarks do, as \[QA08\]'s did).
 //!
-//! Submodules: [`algo`] (names), [`catalogue`] (one entry per algorithm:
+//! Submodules: [`algo`] (names), [`budget`] (what a schedule takes from
+//! the NICs, proved before posting), [`catalogue`] (one entry per algorithm:
 //! reference, constraints, generator, closed form), [`mod@generate`] (generators),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
 
 pub mod algo;
+pub mod budget;
 pub mod catalogue;
 pub mod cost;
 pub mod exec;

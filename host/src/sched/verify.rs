@@ -3,7 +3,9 @@
 //!
 //! It replays the set with no timing ([`super::sim`]) and then checks, in
 //! this order, reporting the first violation in words (rank, step, block):
-//! 1. budgets: destination counters, shm flags, scratch bytes per node;
+//! 1. budgets ([`fits`], also what the executor checks before posting
+//!    anything): destination counters, shm flags, chain blocks per rank
+//!    and chain queue entries per NIC, scratch bytes per node;
 //! 2. every region lies in its buffer, shm partners share a node;
 //! 3. every wait can be satisfied (no deadlock) and every signal is
 //!    consumed (none is left to be counted by a later operation);
@@ -26,29 +28,7 @@ use std::fmt;
 use super::sim::{self, Access, NodeId, Replay};
 use super::*;
 
-/// Limits a set of schedules must respect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    /// Destination counters (NIC events) per rank.
-    pub counters: u16,
-    /// Shm flags per local rank.
-    pub flags: u8,
-    /// Puts a rank may have in flight on one rail.
-    pub in_flight_per_rail: u32,
-    /// Scratch bytes per node (all its ranks together).
-    pub scratch_bytes_per_node: usize,
-}
-
-impl Default for Budget {
-    fn default() -> Self {
-        Self {
-            counters: generate::MAX_COUNTERS,
-            flags: exec::SCHED_FLAGS as u8,
-            in_flight_per_rail: 4096,
-            scratch_bytes_per_node: 4 << 30,
-        }
-    }
-}
+pub use super::budget::{Budget, Overrun, fits};
 
 /// The first thing found wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,26 +74,8 @@ fn fail(rank: Option<Rank>, step: Option<u32>, what: String) -> Violation {
 pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
     let p = &set.params;
     let b = p.block_bytes;
-    if set.counters > budget.counters {
-        return Err(fail(
-            None,
-            None,
-            format!(
-                "uses {} destination counters, the budget is {}",
-                set.counters, budget.counters
-            ),
-        ));
-    }
-    if set.flags > budget.flags {
-        return Err(fail(
-            None,
-            None,
-            format!(
-                "uses {} shm flags, the budget is {}",
-                set.flags, budget.flags
-            ),
-        ));
-    }
+    // The overrun names its own place (a rank and step, or a NIC).
+    fits(set, budget).map_err(|o| fail(None, None, o.to_string()))?;
     let scratch_bytes = set.scratch_blocks as usize * b;
     let per_node = scratch_bytes * p.shape.topology.ranks_per_node();
     if per_node > budget.scratch_bytes_per_node {

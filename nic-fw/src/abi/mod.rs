@@ -43,7 +43,8 @@ pub use wire_enum::{Unknown, WireEnum};
 
 /// ABI version: major in bits 31:16, minor in bits 15:0. A host driver must
 /// refuse a NIC whose major version differs from the one it was built for.
-pub const ABI_VERSION: u32 = 1 << 16;
+/// 1.1 added the `RESOURCES` register.
+pub const ABI_VERSION: u32 = (1 << 16) | 1;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;

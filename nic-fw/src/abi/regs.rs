@@ -169,6 +169,9 @@ pub const MBOX_CMD: Reg<u64, WriteOnly> = Reg::at(0x060);
 pub const MBOX_STATUS: Reg<u64, ReadOnly> = Reg::at(0x068);
 /// `MBOX_RESULT`: call-specific result value.
 pub const MBOX_RESULT: Reg<u64, ReadOnly> = Reg::at(0x070);
+/// `RESOURCES` (ABI 1.1): what the NIC offers programs that run on it
+/// without the host, see [`Resources`].
+pub const RESOURCES: Reg<u64, ReadOnly> = Reg::at(0x078);
 
 /// First context page.
 pub const CTX_PAGE_BASE: u32 = 0x100;
@@ -604,6 +607,51 @@ impl RegionConfig {
     }
 }
 
+/// Resources reported in `RESOURCES` (ABI 1.1): bits 15:0 chain queue
+/// entries (commands that fired events' COPY actions have injected and
+/// the NIC has not run yet), bits 23:16 input queues per context; bits
+/// 63:24 read as zero. A field of zero means "not reported": a 1.0 NIC,
+/// whose values were fixed at [`super::CHAIN_DEPTH`] and
+/// [`super::command::MAX_QUEUES`] ([`Resources::ABI_1_0`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resources {
+    /// Chain queue entries.
+    pub chain_depth: u16,
+    /// Input (QDMA) queues per context.
+    pub queues: u8,
+}
+
+impl Resources {
+    /// What an ABI 1.0 NIC offered (it had no `RESOURCES` register).
+    pub const ABI_1_0: Resources = Resources {
+        chain_depth: super::CHAIN_DEPTH as u16,
+        queues: super::command::MAX_QUEUES as u8,
+    };
+
+    /// Pack.
+    pub const fn to_reg(&self) -> u64 {
+        (self.chain_depth as u64) | ((self.queues as u64) << 16)
+    }
+
+    /// Unpack; a zero field takes its ABI 1.0 value.
+    pub const fn from_reg(v: u64) -> Self {
+        let chain_depth = v as u16;
+        let queues = (v >> 16) as u8;
+        Self {
+            chain_depth: if chain_depth == 0 {
+                Self::ABI_1_0.chain_depth
+            } else {
+                chain_depth
+            },
+            queues: if queues == 0 {
+                Self::ABI_1_0.queues
+            } else {
+                queues
+            },
+        }
+    }
+}
+
 /// Table sizes reported in `GEOMETRY`: bits 7:0 contexts, 23:8 events per
 /// context, 31:24 regions, 47:32 max nodes, 55:48 DMA slots, 63:56 tx window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -758,6 +806,20 @@ mod tests {
         (name, reg.page_offset(), A::NAME)
     }
 
+    #[test]
+    fn resources_round_trip_and_zero_fields_mean_abi_1_0() {
+        let r = Resources {
+            chain_depth: 1000,
+            queues: 3,
+        };
+        assert_eq!(Resources::from_reg(r.to_reg()), r);
+        assert_eq!(Resources::from_reg(0), Resources::ABI_1_0);
+        assert_eq!(Resources::ABI_1_0.chain_depth, 64);
+        assert_eq!(Resources::ABI_1_0.queues, 8);
+        let half = Resources::from_reg(5);
+        assert_eq!((half.chain_depth, half.queues), (5, 8));
+    }
+
     /// The register table of `docs/abi.md` §2: offsets and host access.
     #[test]
     fn register_map_matches_the_spec() {
@@ -778,6 +840,7 @@ mod tests {
                 row("MBOX_CMD", MBOX_CMD),
                 row("MBOX_STATUS", MBOX_STATUS),
                 row("MBOX_RESULT", MBOX_RESULT),
+                row("RESOURCES", RESOURCES),
             ],
             [
                 ("ID", 0x000, "RO"),
@@ -795,6 +858,7 @@ mod tests {
                 ("MBOX_CMD", 0x060, "WO"),
                 ("MBOX_STATUS", 0x068, "RO"),
                 ("MBOX_RESULT", 0x070, "RO"),
+                ("RESOURCES", 0x078, "RO"),
             ]
         );
         assert_eq!(

@@ -483,6 +483,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         hw.store(regs::ID, regs::ID_VALUE);
         hw.store(regs::VERSION, ABI_VERSION as u64);
         hw.store(regs::GEOMETRY, Self::GEOMETRY.to_reg());
+        hw.store(regs::RESOURCES, regs::Resources::ABI_1_0.to_reg());
         hw.store(
             regs::LOCATION,
             (loc.node as u64) | ((loc.rail as u64) << 16),

@@ -419,6 +419,22 @@ fn put_and_check(net: &mut Net, len: u32) {
     );
 }
 
+/// A NIC publishes its identity, version, geometry and resources from
+/// reset (what a driver probes before it opens anything).
+#[test]
+fn a_nic_publishes_what_a_driver_probes() {
+    let net = Net::new(2, 1);
+    for nic in &net.nics {
+        let hw = nic.hardware();
+        assert_eq!(hw.load(regs::ID), regs::ID_VALUE);
+        assert_eq!(hw.load(regs::VERSION), u64::from(crate::abi::ABI_VERSION));
+        assert_eq!(hw.load(regs::GEOMETRY), TestEngine::GEOMETRY.to_reg());
+        let raw = hw.load(regs::RESOURCES);
+        assert_ne!(raw, 0, "a 1.1 NIC reports its resources");
+        assert_eq!(regs::Resources::from_reg(raw), regs::Resources::ABI_1_0);
+    }
+}
+
 #[test]
 fn put_of_every_shape_lands_and_completes_both_events() {
     for len in [0u32, 1, 7, 2047, 2048, 2049, 65_536 + 3] {

@@ -1,0 +1,323 @@
+//! What running a schedule takes from the communicator and its NICs, and
+//! the budget it must fit: the executor's own limits ([`SCHED_FLAGS`],
+//! [`MAX_OUTSTANDING`]), the chain blocks a rank holds at once
+//! ([`chain_peak`], mirrored from the executor's bookkeeping), and
+//! [`Budget`] / [`fits`]: the static proof the executor makes before it
+//! posts anything and the verifier makes first.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+use super::*;
+
+/// Schedule flags per local rank.
+pub const SCHED_FLAGS: usize = crate::shm::SCHED_FLAG_LINES;
+/// Most puts the executor keeps in flight.
+pub const MAX_OUTSTANDING: usize = 48;
+
+/// The chained puts one rank's executor holds at once: each keeps a chain
+/// block from its arming until its handle is waited (by a later step's
+/// `after`, by the bound on puts in flight, or at the end).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChainPeak {
+    /// Most held at once.
+    pub total: u32,
+    /// The step that reached that peak first.
+    pub step: u32,
+    /// Most held at once on each rail (what each NIC's chain queue must
+    /// take if they all fire together).
+    pub per_rail: [u32; MAX_RAILS],
+}
+
+/// [`ChainPeak`] of `schedule`, by replaying the executor's handle
+/// bookkeeping (the executor's `run_schedule`: `after`, then the bound of
+/// [`MAX_OUTSTANDING`] on the puts it keeps) without running anything.
+/// The two must change together.
+pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
+    let steps = &schedule.steps;
+    let rail_of = |j: usize| match steps.get(j).map(|s| &s.op) {
+        Some(Op::ChainPut { rail, .. }) => Some(usize::from(*rail).min(MAX_RAILS - 1)),
+        _ => None,
+    };
+    let mut held = vec![false; steps.len()];
+    let mut order: VecDeque<usize> = VecDeque::new();
+    let mut rails = [0u32; MAX_RAILS];
+    let mut peak = ChainPeak::default();
+    let release = |j: usize, held: &mut [bool], rails: &mut [u32; MAX_RAILS]| {
+        if held.get(j) == Some(&true) {
+            held[j] = false;
+            if let Some(r) = rail_of(j) {
+                rails[r] -= 1;
+            }
+        }
+    };
+    for (i, step) in steps.iter().enumerate() {
+        for &a in &step.after {
+            release(a as usize, &mut held, &mut rails);
+        }
+        match step.op {
+            Op::Put { .. } => {
+                while order.len() >= MAX_OUTSTANDING {
+                    if let Some(j) = order.pop_front() {
+                        release(j, &mut held, &mut rails);
+                    }
+                }
+            }
+            Op::ChainPut { .. } => {
+                if let Some(r) = rail_of(i) {
+                    rails[r] += 1;
+                }
+                let total = rails.iter().sum::<u32>();
+                if total > peak.total {
+                    peak.total = total;
+                    peak.step = i as u32;
+                }
+                for (p, &now) in peak.per_rail.iter_mut().zip(&rails) {
+                    *p = (*p).max(now);
+                }
+            }
+            Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } => {}
+            _ => continue,
+        }
+        held[i] = true;
+        order.push_back(i);
+    }
+    peak
+}
+
+/// Limits a set of schedules must respect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Destination counters (NIC events) per rank.
+    pub counters: u16,
+    /// Chained puts a rank may have armed at once (its chain blocks).
+    pub chain_blocks: u32,
+    /// Chained commands one NIC can hold fired and not yet run (its chain
+    /// queue, shared by the node's ranks).
+    pub chain_queue: u32,
+    /// Shm flags per local rank.
+    pub flags: u8,
+    /// Puts a rank may have in flight on one rail.
+    pub in_flight_per_rail: u32,
+    /// Scratch bytes per node (all its ranks together).
+    pub scratch_bytes_per_node: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            counters: generate::MAX_COUNTERS,
+            chain_blocks: crate::driver::CHAIN_BLOCKS as u32,
+            chain_queue: railcoll_fw::abi::CHAIN_DEPTH as u32,
+            flags: SCHED_FLAGS as u8,
+            in_flight_per_rail: 4096,
+            scratch_bytes_per_node: 4 << 30,
+        }
+    }
+}
+
+impl Budget {
+    /// What a communicator on NICs with `limits` offers its schedules: the
+    /// executor keeps two counter pools (alternate calls), each within
+    /// half the rank's destination events, and never more than
+    /// [`generate::MAX_COUNTERS`].
+    pub fn for_nic(limits: crate::driver::NicLimits) -> Self {
+        let per_pool = (limits.dest_events / 2).min(u32::from(generate::MAX_COUNTERS));
+        Self {
+            counters: per_pool as u16,
+            chain_blocks: limits.chain_blocks,
+            chain_queue: limits.chain_queue,
+            ..Self::default()
+        }
+    }
+}
+
+/// A NIC resource a set needs more of than the budget offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overrun {
+    /// What runs out.
+    pub resource: &'static str,
+    /// What the set needs.
+    pub needed: u64,
+    /// What the budget offers.
+    pub available: u64,
+    /// Where the need peaks: a rank (and its step), or a node and rail.
+    pub rank: Option<Rank>,
+    /// The step of `rank` at which it peaks.
+    pub step: Option<u32>,
+    /// The node whose NIC runs out.
+    pub node: Option<usize>,
+    /// The rail.
+    pub rail: Option<usize>,
+}
+
+impl Overrun {
+    /// Where, in words (" at rank 3, step 12"), or empty.
+    pub fn place(&self) -> String {
+        let mut at = Vec::new();
+        if let Some(r) = self.rank {
+            at.push(format!("rank {r}"));
+        }
+        if let Some(n) = self.node {
+            at.push(format!("node {n}"));
+        }
+        if let Some(r) = self.rail {
+            at.push(format!("rail {r}"));
+        }
+        if let Some(s) = self.step {
+            at.push(format!("step {s}"));
+        }
+        if at.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", at.join(", "))
+        }
+    }
+}
+
+impl fmt::Display for Overrun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "needs {} {}{}, the budget is {}",
+            self.needed,
+            self.resource,
+            self.place(),
+            self.available
+        )
+    }
+}
+
+/// Does `set` fit `budget`? The static checks, cheap enough for the
+/// executor to make before it posts anything: destination counters, shm
+/// flags, the chained puts each rank holds at once against its chain
+/// blocks, and those of a node's ranks on one rail against that NIC's
+/// chain queue (all of them may fire together).
+pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
+    let over = |resource, needed: u64, available: u64| Overrun {
+        resource,
+        needed,
+        available,
+        rank: None,
+        step: None,
+        node: None,
+        rail: None,
+    };
+    if set.counters > budget.counters {
+        return Err(over(
+            "destination counters",
+            set.counters.into(),
+            budget.counters.into(),
+        ));
+    }
+    if set.flags > budget.flags {
+        return Err(over("shm flags", set.flags.into(), budget.flags.into()));
+    }
+    let topo = set.params.shape.topology;
+    let mut per_nic: HashMap<(usize, usize), u32> = HashMap::new();
+    for s in &set.ranks {
+        let peak = chain_peak(s);
+        if peak.total > budget.chain_blocks {
+            return Err(Overrun {
+                rank: Some(s.rank),
+                step: Some(peak.step),
+                ..over(
+                    "chain blocks (chained puts armed at once)",
+                    peak.total.into(),
+                    budget.chain_blocks.into(),
+                )
+            });
+        }
+        let Ok((node, _)) = topo.locate(s.rank as usize) else {
+            continue;
+        };
+        for (rail, &n) in peak.per_rail.iter().enumerate().filter(|(_, n)| **n > 0) {
+            *per_nic.entry((node, rail)).or_default() += n;
+        }
+    }
+    let mut nics: Vec<_> = per_nic.into_iter().collect();
+    nics.sort_unstable();
+    if let Some(&((node, rail), n)) = nics.iter().find(|(_, n)| *n > budget.chain_queue) {
+        return Err(Overrun {
+            node: Some(node),
+            rail: Some(rail),
+            ..over(
+                "chain queue entries (chained puts of the node's ranks that may fire together)",
+                n.into(),
+                budget.chain_queue.into(),
+            )
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(rail: u8) -> Op {
+        Op::ChainPut {
+            trigger: 0,
+            count: 1,
+            rail,
+            to: 1,
+            src: Region::one(Buf::Send, 0),
+            dst: Region::one(Buf::Recv, 0),
+            signal: None,
+        }
+    }
+
+    fn put() -> Op {
+        Op::Put {
+            to: 1,
+            src: Region::one(Buf::Send, 0),
+            dst: Region::one(Buf::Recv, 0),
+            lane: Lane::Rail(0),
+            signal: None,
+        }
+    }
+
+    fn step(op: Op, after: &[u32]) -> Step {
+        Step {
+            op,
+            after: after.to_vec(),
+        }
+    }
+
+    #[test]
+    fn chain_blocks_are_held_until_their_handle_is_waited() {
+        // Two chains on rails 0 and 1, the first released by step 2's
+        // `after`, then a third on rail 1: at most two at once, first at
+        // step 1; rail 1 holds two at once at step 3.
+        let s = Schedule {
+            rank: 0,
+            steps: vec![
+                step(chain(0), &[]),
+                step(chain(1), &[]),
+                step(
+                    Op::Copy {
+                        src: Region::one(Buf::Send, 0),
+                        dst: Region::one(Buf::Scratch, 0),
+                    },
+                    &[0],
+                ),
+                step(chain(1), &[]),
+            ],
+        };
+        let peak = chain_peak(&s);
+        assert_eq!((peak.total, peak.step), (2, 1));
+        assert_eq!(peak.per_rail[..2], [1, 2]);
+    }
+
+    #[test]
+    fn the_bound_on_puts_in_flight_releases_the_oldest_chain() {
+        // A chain, then MAX_OUTSTANDING puts: the executor waits the
+        // oldest handle (the chain's) to post the last put, then a new
+        // chain is the only one held.
+        let mut steps = vec![step(chain(0), &[])];
+        steps.extend((0..MAX_OUTSTANDING).map(|_| step(put(), &[])));
+        steps.push(step(chain(0), &[]));
+        let peak = chain_peak(&Schedule { rank: 0, steps });
+        assert_eq!((peak.total, peak.step), (1, 0));
+    }
+}
