@@ -13,7 +13,8 @@
 //! shapes x algorithms symbolically. All-to-all with 65537-byte blocks is
 //! limited to 16 ranks (N^2 blocks per rank).
 
-use railcoll_host::sched::{Algorithm, Collective};
+use railcoll_host::sched::verify::Budget;
+use railcoll_host::sched::{Algorithm, Collective, offload};
 use railcoll_host::{Comm, Placement};
 use railcoll_tests::pattern;
 
@@ -70,6 +71,7 @@ fn run_case(
     a: Algorithm,
     root: usize,
     bytes: usize,
+    offload: bool,
 ) -> Result<(), String> {
     let n = comm.size();
     let me = comm.rank();
@@ -84,8 +86,23 @@ fn run_case(
     comm.write_local(&recv, 0, &vec![0xA5; n * bytes])
         .map_err(|e| e.to_string())?;
     comm.barrier().map_err(|e| e.to_string())?;
-    comm.collective_with(c, a, &send, &recv, root)
-        .map_err(|e| format!("{c} {a} root {root} block {bytes}: {e}"))?;
+    let ran = if offload {
+        // The set compiled for the NICs, within this communicator's
+        // budget, run by the same executor.
+        comm.schedule(c, a, bytes, root).and_then(|set| {
+            let budget = Budget::for_nic(comm.endpoint().nic_limits());
+            let o = offload::compile(&set, &budget)?;
+            comm.run_schedule(&o.set, &send, &recv)
+        })
+    } else {
+        comm.collective_with(c, a, &send, &recv, root)
+    };
+    let a = if offload {
+        format!("{a}@nic")
+    } else {
+        a.to_string()
+    };
+    ran.map_err(|e| format!("{c} {a} root {root} block {bytes}: {e}"))?;
     let mut got = vec![0u8; n * bytes];
     comm.read_local(&recv, 0, &mut got)
         .map_err(|e| e.to_string())?;
@@ -122,7 +139,14 @@ fn run_case(
     Ok(())
 }
 
-fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt: usize) {
+fn run_shape(
+    nodes: usize,
+    rpn: usize,
+    rails: usize,
+    placement: Placement,
+    salt: usize,
+    offload: bool,
+) {
     let n = nodes * rpn;
     let cases = cases(n, nodes, rails, salt);
     let biggest = cases
@@ -149,7 +173,7 @@ fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt:
     .expect("cluster");
     let results = cluster.run(|comm| {
         for &(c, a, root, bytes) in &cases {
-            run_case(comm, c, a, root, bytes)?;
+            run_case(comm, c, a, root, bytes, offload)?;
         }
         Ok::<(), String>(())
     });
@@ -177,10 +201,26 @@ fn run_nodes(nodes: usize) {
                 if rpn == 1 && placement == Placement::Cyclic {
                     continue; // identical to block
                 }
-                run_shape(nodes, rpn, rails, placement, salt);
+                run_shape(nodes, rpn, rails, placement, salt, false);
                 salt += 5;
             }
         }
+    }
+}
+
+/// Every algorithm compiled for the NICs runs byte-exact: one rail (where
+/// the round-by-round algorithms move onto the NIC), two and three rails,
+/// block and cyclic placement.
+#[test]
+fn offloaded_collectives_match_the_definition() {
+    for (nodes, rpn, rails, placement, salt) in [
+        (8, 1, 1, Placement::Block, 1),
+        (5, 1, 1, Placement::Block, 2),
+        (3, 2, 1, Placement::Cyclic, 3),
+        (4, 2, 2, Placement::Block, 4),
+        (3, 1, 3, Placement::Block, 5),
+    ] {
+        run_shape(nodes, rpn, rails, placement, salt, true);
     }
 }
 
@@ -353,7 +393,7 @@ proptest::proptest! {
             wait_timeout: std::time::Duration::from_secs(30),
             ..railcoll_emu::ClusterConfig::default()
         }).expect("cluster");
-        for r in cluster.run(|comm| run_case(comm, c, a, root % n, size)) {
+        for r in cluster.run(|comm| run_case(comm, c, a, root % n, size, false)) {
             proptest::prop_assert_eq!(r.expect("started"), Ok(()));
         }
     }

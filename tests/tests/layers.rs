@@ -207,6 +207,7 @@ const HOST_LAYERS: &[&[&str]] = &[
         "sched::generate::alltoall",
         "sched::generate::bcast",
         "sched::generate::barrier",
+        "sched::offload",
         "sched::sim",
         "sched::verify",
         "sched::cost",

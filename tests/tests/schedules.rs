@@ -188,6 +188,49 @@ fn a_deadlock_is_reported_with_the_blocked_rank() {
     assert!(v.to_string().contains("deadlock"), "{v}");
 }
 
+/// Every algorithm compiled for the NICs (puts that wait for one counter
+/// on their own rail become chained puts) still verifies on every shape:
+/// same outputs, no races, no deadlock, within the chain budget. On one
+/// rail the round-by-round algorithms really move onto the NIC.
+#[test]
+fn every_algorithm_offloaded_still_verifies() {
+    use railcoll_host::sched::offload;
+    let mut chained_on_one_rail: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut checked = 0;
+    for shape in shapes() {
+        let n = shape.size();
+        for c in Collective::ALL {
+            for a in c.algorithms() {
+                let bytes = SIZES[checked % 7];
+                let root = if c.rooted() { checked % n } else { 0 };
+                checked += 1;
+                let p = Params::new(c, a, shape, root, bytes);
+                let Ok(set) = generate(&p) else { continue };
+                let out = offload::compile(&set, &Budget::default())
+                    .unwrap_or_else(|e| panic!("{c} {a} on {shape:?}: {e}"));
+                if let Err(v) = verify::verify(&out.set, &Budget::default()) {
+                    panic!("{c} {a}@nic on {shape:?} root {root} block {bytes}: {v}");
+                }
+                if shape.rails == 1 {
+                    *chained_on_one_rail.entry(format!("{c} {a}")).or_default() += out.chained;
+                }
+            }
+        }
+    }
+    for name in [
+        "allgather ring",
+        "allgather recursive-doubling",
+        "allgather bruck",
+        "gather binomial",
+    ] {
+        assert!(
+            chained_on_one_rail[name] > 0,
+            "{name}: {chained_on_one_rail:?}"
+        );
+    }
+    assert!(checked > 2000, "{checked}");
+}
+
 /// Each NIC resource a schedule can run out of is refused before anything
 /// runs, in words naming the resource, the numbers and the place: the
 /// native gather's chained tree (ranks 2, 4 and 6 each arm one chained

@@ -122,7 +122,7 @@ pub enum TuningCommand {
 /// `railcoll schedule show`.
 #[derive(Debug, Args)]
 pub struct ScheduleArgs {
-    /// Collective: gather, allgather or alltoall.
+    /// Collective: gather, allgather, alltoall, bcast or barrier.
     #[arg(value_parser = |s: &str| s.parse::<Collective>())]
     pub collective: Collective,
     /// Algorithm name (see `--help` of `bench` for the list, or give a wrong
@@ -146,6 +146,11 @@ pub struct ScheduleArgs {
     /// Hockney per-rail bandwidth, MB/s.
     #[arg(long, default_value_t = 900.0)]
     pub bandwidth: f64,
+    /// Show the set compiled for the NICs (puts that wait for one counter
+    /// on their own rail become chained puts the NIC starts by itself),
+    /// with how many moved and the chain budget it uses.
+    #[arg(long)]
+    pub offload: bool,
 }
 
 /// `railcoll bench ...`.
@@ -492,7 +497,25 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
         _ => return Err(CliError::Usage("name one algorithm".into())),
     };
     let params = Params::new(args.collective, algo, shape, args.root, args.size);
-    let set = generate(&params)?;
+    let host = generate(&params)?;
+    let budget = Budget::default();
+    let (set, moved) = if args.offload {
+        let o = railcoll_host::sched::offload::compile(&host, &budget)?;
+        let peak = o
+            .set
+            .ranks
+            .iter()
+            .map(|s| railcoll_host::sched::budget::chain_peak(s).total)
+            .max()
+            .unwrap_or(0);
+        let line = format!(
+            "# offloaded: {} puts chained on the NICs, {} still posted by the host; at most {peak} chain blocks per rank (budget {}, chain queue {} per NIC)",
+            o.chained, o.host_puts, budget.chain_blocks, budget.chain_queue
+        );
+        (o.set, Some(line))
+    } else {
+        (host, None)
+    };
     let h = Hockney {
         t_s: args.t_s,
         tau: 1.0 / args.bandwidth,
@@ -521,7 +544,10 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
                 String::new()
             }
         )?;
-        match verify(&set, &Budget::default()) {
+        if let Some(line) = &moved {
+            writeln!(out, "{line}")?;
+        }
+        match verify(&set, &budget) {
             Ok(r) => writeln!(
                 out,
                 "# verified: {} steps, {} puts, at most {} in flight per rail, {} scratch bytes per rank, {} counters, {} flags",

@@ -31,6 +31,7 @@
 //! Submodules: [`algo`] (names), [`budget`] (what a schedule takes from
 //! the NICs, proved before posting), [`catalogue`] (one entry per algorithm:
 //! reference, constraints, generator, closed form), [`mod@generate`] (generators),
+//! [`offload`] (puts moved onto the NICs as chained puts),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
 
 pub mod algo;
@@ -39,6 +40,7 @@ pub mod catalogue;
 pub mod cost;
 pub mod exec;
 pub mod generate;
+pub mod offload;
 pub mod sim;
 pub mod tuning;
 pub mod verify;

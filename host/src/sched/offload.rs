@@ -1,0 +1,239 @@
+//! The offload compiler, first form: from a schedule set, a set in which
+//! the NIC starts by itself every put that only waits for one counter on
+//! the put's own rail. "Wait for `c`, then put" becomes "chain when `c`:
+//! the NIC puts" (the event's COPY action injects the put,
+//! [ELAN-SEM §5.4]), armed by the host ahead of the data, so the put
+//! leaves when its data lands instead of when the host next looks.
+//!
+//! Contract: the compiled set writes the same bytes to the same places as
+//! the set it comes from (the verifier proves both, and the tests run both
+//! byte-exact); it never needs more chain blocks than the budget offers.
+//! A put is chained only if
+//! - the step before it is a wait on one counter `c` whose arrivals all
+//!   come on one rail, and the put goes out on that rail (a chained put's
+//!   trigger and its command are on one NIC);
+//! - every block it reads arrives with `c`, is already local, or arrives
+//!   with a counter the host still waits for before this point (so it is
+//!   there when the host arms the chain);
+//! - a chain block is left in the rank's share of the budget (its chain
+//!   blocks, and an equal part of each NIC's chain queue: the node's ranks
+//!   share it). The puts after that stay with the host.
+//!
+//! Host steps that touch a block arriving with a chained counter, or that
+//! overwrite what a chained put reads, wait for that chained put's
+//! completion first (`after`), which implies its trigger fired; a step
+//! that speaks to node peers or the network (a flag, a shm copy, a
+//! barrier) waits for every chained put before it. What stays
+//! with the host: shared-memory phases and copies, puts whose trigger
+//! would need arrivals on other rails or several counters (cross-rail and
+//! combined triggers are the next step of issue 14), and the final waits.
+
+use std::collections::{HashMap, HashSet};
+
+use super::budget::{Budget, chain_peak};
+use super::*;
+
+/// A compiled set and what was moved to the NICs.
+#[derive(Clone, Debug)]
+pub struct Offloaded {
+    /// The set: the same collective, chained puts where they could be.
+    pub set: ScheduleSet,
+    /// Puts the NICs start by themselves.
+    pub chained: usize,
+    /// Puts the host still posts.
+    pub host_puts: usize,
+}
+
+/// The counters that deliver each block of `rank`'s buffers (every put or
+/// chained put of any rank addressed to it, by its signal).
+fn provenance(set: &ScheduleSet, rank: usize) -> HashMap<(Buf, u32), Vec<Counter>> {
+    let mut by_block: HashMap<(Buf, u32), Vec<Counter>> = HashMap::new();
+    for s in &set.ranks {
+        for step in &s.steps {
+            let (to, dst, signal) = match step.op {
+                Op::Put {
+                    to, dst, signal, ..
+                }
+                | Op::ChainPut {
+                    to, dst, signal, ..
+                } => (to, dst, signal),
+                _ => continue,
+            };
+            if to as usize != rank {
+                continue;
+            }
+            for b in dst.block..dst.end() {
+                let list = by_block.entry((dst.buf, b)).or_default();
+                if let Some(c) = signal {
+                    list.push(c);
+                }
+            }
+        }
+    }
+    by_block
+}
+
+/// The one rail `arrivals` come on, if they come on exactly one.
+fn single_rail(arrivals: &[u32; MAX_RAILS]) -> Option<u8> {
+    let mut rails = arrivals.iter().enumerate().filter(|(_, n)| **n > 0);
+    match (rails.next(), rails.next()) {
+        (Some((r, _)), None) => Some(r as u8),
+        _ => None,
+    }
+}
+
+/// The regions a step reads and writes on this rank.
+fn touches(op: &Op) -> Vec<(Region, bool)> {
+    match op {
+        Op::Put { src, .. } | Op::ChainPut { src, .. } | Op::HwBcast { src, .. } => {
+            vec![(*src, false)]
+        }
+        Op::Copy { src, dst } => vec![(*src, false), (*dst, true)],
+        Op::PeerCopy { dir, local, .. } => vec![(*local, *dir == PeerDir::Pull)],
+        Op::NodeBcast { region, .. } => vec![(*region, true)],
+        _ => Vec::new(),
+    }
+}
+
+/// Compile `set` (see the module's contract), within `budget`'s chain
+/// blocks per rank.
+pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
+    let p = &set.params;
+    // Each rank's share: its chain blocks, and an equal part of each NIC's
+    // chain queue, which the node's ranks share.
+    let per_rank = budget
+        .chain_blocks
+        .min(budget.chain_queue / p.shape.ranks_per_node().max(1) as u32);
+    let mut out = set.clone();
+    let (mut chained, mut host_puts) = (0, 0);
+    for (me, sched) in set.ranks.iter().enumerate() {
+        let from = provenance(set, me);
+        let steps = &sched.steps;
+        let mut new: Vec<Step> = Vec::with_capacity(steps.len());
+        // Old step index -> new step index.
+        let mut map: Vec<u32> = Vec::with_capacity(steps.len());
+        // Counters the host still waits for, so far.
+        let mut waited: HashSet<Counter> = HashSet::new();
+        // Counter consumed by a chained put -> that chained put's step.
+        let mut by_chain: HashMap<Counter, u32> = HashMap::new();
+        // Blocks a chained put reads -> that chained put's step.
+        let mut read_by_chain: Vec<(Region, u32)> = Vec::new();
+        let mut chains = 0u32;
+        let remap = |after: &[u32], map: &[u32]| -> Vec<u32> {
+            after
+                .iter()
+                .filter_map(|&a| map.get(a as usize).copied())
+                .collect()
+        };
+        let mut i = 0;
+        while i < steps.len() {
+            let step = &steps[i];
+            if let (Op::Wait { counter, arrivals }, Some(next)) = (&step.op, steps.get(i + 1))
+                && let Op::Put {
+                    to,
+                    src,
+                    dst,
+                    lane,
+                    signal,
+                } = next.op
+                && let Some(rail) = single_rail(arrivals)
+                && chains < per_rank
+            {
+                let bytes = src.count as usize * p.block_bytes;
+                let parts = put_parts(
+                    lane,
+                    p.shape.rails,
+                    p.stripe_threshold,
+                    me,
+                    to as usize,
+                    bytes,
+                );
+                let on_rail = parts.len() == 1 && parts[0].rail == usize::from(rail);
+                let data_ready = (src.block..src.end()).all(|b| {
+                    from.get(&(src.buf, b))
+                        .is_none_or(|cs| cs.iter().all(|c| c == counter || waited.contains(c)))
+                });
+                if on_rail && data_ready {
+                    let mut after = remap(&step.after, &map);
+                    after.extend(remap(&next.after, &map));
+                    let at = new.len() as u32;
+                    new.push(Step {
+                        op: Op::ChainPut {
+                            trigger: *counter,
+                            count: 0,
+                            rail,
+                            to,
+                            src,
+                            dst,
+                            signal,
+                        },
+                        after,
+                    });
+                    map.push(at);
+                    map.push(at);
+                    by_chain.insert(*counter, at);
+                    read_by_chain.push((src, at));
+                    chains += 1;
+                    chained += 1;
+                    i += 2;
+                    continue;
+                }
+            }
+            // A host step: it first waits for every chained put whose
+            // trigger delivers a block it touches, or that reads a block
+            // it overwrites.
+            let mut after = remap(&step.after, &map);
+            for (region, write) in touches(&step.op) {
+                for b in region.block..region.end() {
+                    for c in from.get(&(region.buf, b)).into_iter().flatten() {
+                        if let Some(&chain) = by_chain.get(c) {
+                            after.push(chain);
+                        }
+                    }
+                    if write {
+                        for (read, chain) in &read_by_chain {
+                            if read.buf == region.buf && (read.block..read.end()).contains(&b) {
+                                after.push(*chain);
+                            }
+                        }
+                    }
+                }
+            }
+            // A step that tells node peers or the network something (a
+            // flag, a shm copy, a barrier) may say "my data is here":
+            // every chained put so far must have fired.
+            let speaks = !matches!(
+                step.op,
+                Op::Put { .. } | Op::Wait { .. } | Op::Copy { .. } | Op::ChainPut { .. }
+            );
+            if speaks {
+                after.extend(read_by_chain.iter().map(|&(_, chain)| chain));
+            }
+            after.sort_unstable();
+            after.dedup();
+            match step.op {
+                Op::Wait { counter, .. } => {
+                    waited.insert(counter);
+                }
+                Op::Put { .. } => host_puts += 1,
+                _ => {}
+            }
+            map.push(new.len() as u32);
+            new.push(Step {
+                op: step.op.clone(),
+                after,
+            });
+            i += 1;
+        }
+        out.ranks[me].steps = new;
+    }
+    let set = out.seal()?;
+    // The conversion counted every chained put against the rank's share,
+    // so the executor's peak is within it.
+    debug_assert!(set.ranks.iter().all(|s| chain_peak(s).total <= per_rank));
+    Ok(Offloaded {
+        set,
+        chained,
+        host_puts,
+    })
+}
