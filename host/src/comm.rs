@@ -28,7 +28,7 @@ use crate::endpoint::{
 use crate::env::WaitHook;
 use crate::error::Error;
 use crate::sched::tuning::TuningTable;
-use crate::sched::{Algorithm, Collective, ScheduleSet, Shape};
+use crate::sched::{Choice, Collective, ScheduleSet, Shape};
 use crate::shm::NodeShm;
 use crate::stripe::{Part, RailPolicy};
 use crate::topology::Topology;
@@ -306,8 +306,8 @@ impl Comm {
     /// Barrier with a chosen algorithm (a barrier algorithm of the
     /// catalogue: `Collective::Barrier.algorithms()`). No rank returns
     /// before every rank has entered.
-    pub fn barrier_with(&self, algorithm: Algorithm) -> Result<(), Error> {
-        self.coll().barrier_with(algorithm)
+    pub fn barrier_with(&self, algorithm: impl Into<Choice>) -> Result<(), Error> {
+        self.coll().barrier_with(algorithm.into())
     }
 
     /// Broadcast `buf` (the same symmetric buffer on every rank) from
@@ -319,12 +319,12 @@ impl Comm {
     /// Broadcast with a chosen algorithm (`Collective::Bcast.algorithms()`).
     pub fn broadcast_with(
         &self,
-        algorithm: Algorithm,
+        algorithm: impl Into<Choice>,
         buf: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
         self.coll()
-            .run_on_one_buffer(Collective::Bcast, algorithm, buf, root)
+            .run_on_one_buffer(Collective::Bcast, algorithm.into(), buf, root)
     }
 
     /// Gather `send` of this node's ranks into `recv` on local rank
@@ -351,13 +351,13 @@ impl Comm {
     /// Gather with a chosen algorithm.
     pub fn gather_with(
         &self,
-        algorithm: Algorithm,
+        algorithm: impl Into<Choice>,
         send: &SymBuffer,
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
         self.coll()
-            .collective_with(Collective::Gather, algorithm, send, recv, root)
+            .collective_with(Collective::Gather, algorithm.into(), send, recv, root)
     }
 
     /// All-gather `send` (one block) of every rank into `recv` of every
@@ -369,12 +369,12 @@ impl Comm {
     /// All-gather with a chosen algorithm.
     pub fn allgather_with(
         &self,
-        algorithm: Algorithm,
+        algorithm: impl Into<Choice>,
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
         self.coll()
-            .collective_with(Collective::Allgather, algorithm, send, recv, 0)
+            .collective_with(Collective::Allgather, algorithm.into(), send, recv, 0)
     }
 
     /// All-to-all: block `j` of `send` (N equal blocks) goes to block
@@ -386,25 +386,25 @@ impl Comm {
     /// All-to-all with a chosen algorithm.
     pub fn alltoall_with(
         &self,
-        algorithm: Algorithm,
+        algorithm: impl Into<Choice>,
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
         self.coll()
-            .collective_with(Collective::Alltoall, algorithm, send, recv, 0)
+            .collective_with(Collective::Alltoall, algorithm.into(), send, recv, 0)
     }
 
     /// Run `collective` with `algorithm`.
     pub fn collective_with(
         &self,
         collective: Collective,
-        algorithm: Algorithm,
+        algorithm: impl Into<Choice>,
         send: &SymBuffer,
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
         self.coll()
-            .collective_with(collective, algorithm, send, recv, root)
+            .collective_with(collective, algorithm.into(), send, recv, root)
     }
 
     /// The schedules of `collective` with `algorithm` for this
@@ -412,12 +412,12 @@ impl Comm {
     pub fn schedule(
         &self,
         collective: Collective,
-        algorithm: Algorithm,
+        algorithm: impl Into<Choice>,
         block_bytes: usize,
         root: usize,
     ) -> Result<Arc<ScheduleSet>, Error> {
         self.coll()
-            .schedule(collective, algorithm, block_bytes, root)
+            .schedule(collective, algorithm.into(), block_bytes, root)
     }
 
     /// Execute this rank's part of `set` on `send` and `recv` (every rank
@@ -456,7 +456,7 @@ impl Comm {
         &self,
         collective: Collective,
         block_bytes: usize,
-    ) -> Result<Algorithm, Error> {
+    ) -> Result<Choice, Error> {
         self.coll().tuned_algorithm(collective, block_bytes)
     }
 }

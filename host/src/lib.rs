@@ -54,7 +54,7 @@ pub use endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
 pub use error::Error;
-pub use sched::{Algorithm, Collective};
+pub use sched::{Algorithm, Choice, Collective, Drive};
 pub use stripe::RailPolicy;
 pub use topology::{Placement, Topology};
 

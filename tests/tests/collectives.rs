@@ -13,8 +13,7 @@
 //! shapes x algorithms symbolically. All-to-all with 65537-byte blocks is
 //! limited to 16 ranks (N^2 blocks per rank).
 
-use railcoll_host::sched::verify::Budget;
-use railcoll_host::sched::{Algorithm, Collective, offload};
+use railcoll_host::sched::{Algorithm, Choice, Collective};
 use railcoll_host::{Comm, Placement};
 use railcoll_tests::pattern;
 
@@ -86,23 +85,15 @@ fn run_case(
     comm.write_local(&recv, 0, &vec![0xA5; n * bytes])
         .map_err(|e| e.to_string())?;
     comm.barrier().map_err(|e| e.to_string())?;
-    let ran = if offload {
-        // The set compiled for the NICs, within this communicator's
-        // budget, run by the same executor.
-        comm.schedule(c, a, bytes, root).and_then(|set| {
-            let budget = Budget::for_nic(comm.endpoint().nic_limits());
-            let o = offload::compile(&set, &budget)?;
-            comm.run_schedule(&o.set, &send, &recv)
-        })
-    } else {
-        comm.collective_with(c, a, &send, &recv, root)
-    };
+    // `name@nic`: the set compiled onto the NICs, proved to fit this
+    // communicator's NICs, run by the same executor.
     let a = if offload {
-        format!("{a}@nic")
+        Choice::nic(a)
     } else {
-        a.to_string()
+        Choice::host(a)
     };
-    ran.map_err(|e| format!("{c} {a} root {root} block {bytes}: {e}"))?;
+    comm.collective_with(c, a, &send, &recv, root)
+        .map_err(|e| format!("{c} {a} root {root} block {bytes}: {e}"))?;
     let mut got = vec![0u8; n * bytes];
     comm.read_local(&recv, 0, &mut got)
         .map_err(|e| e.to_string())?;

@@ -29,7 +29,7 @@ use railcoll_host::sched::catalogue;
 use railcoll_host::sched::cost::{self, Hockney};
 use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::verify::{Budget, verify};
-use railcoll_host::sched::{Collective, Params, Shape, generate};
+use railcoll_host::sched::{Collective, Drive, Op, Params, Shape, generate};
 
 use crate::workbench::AlgoSet;
 pub use error::CliError;
@@ -125,8 +125,8 @@ pub struct ScheduleArgs {
     /// Collective: gather, allgather, alltoall, bcast or barrier.
     #[arg(value_parser = |s: &str| s.parse::<Collective>())]
     pub collective: Collective,
-    /// Algorithm name (see `--help` of `bench` for the list, or give a wrong
-    /// one to be told).
+    /// Algorithm name, or NAME@nic for the set compiled onto the NICs (give
+    /// a wrong one to be told the list).
     pub algorithm: String,
     /// Cluster shape.
     #[command(flatten)]
@@ -146,11 +146,6 @@ pub struct ScheduleArgs {
     /// Hockney per-rail bandwidth, MB/s.
     #[arg(long, default_value_t = 900.0)]
     pub bandwidth: f64,
-    /// Show the set compiled for the NICs (puts that wait for one counter
-    /// on their own rail become chained puts the NIC starts by itself),
-    /// with how many moved and the chain budget it uses.
-    #[arg(long)]
-    pub offload: bool,
 }
 
 /// `railcoll bench ...`.
@@ -180,7 +175,8 @@ pub struct CollArgs {
     /// Threads or modeled.
     #[command(flatten)]
     pub run: ModeArgs,
-    /// Algorithm name, or `all` (every algorithm that runs on the shape).
+    /// Algorithm name (NAME@nic: compiled onto the NICs), a list, `all`
+    /// (every algorithm that runs on the shape) or `all@nic`.
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Block sizes: a list (8,64,1K) or a power-of-two range (4..1M).
@@ -206,7 +202,8 @@ pub struct BarrierArgs {
     /// Threads or modeled.
     #[command(flatten)]
     pub run: ModeArgs,
-    /// Algorithm: rdma, shm, smp, sendrecv, hardware, a list, or all.
+    /// Algorithm: rdma, shm, smp, sendrecv, hardware (each also NAME@nic),
+    /// a list, all, or all@nic.
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Barriers per timed sample.
@@ -226,7 +223,8 @@ pub struct BcastArgs {
     /// Threads or modeled.
     #[command(flatten)]
     pub run: ModeArgs,
-    /// Algorithm: binomial, shm, smp, hardware, a list, or all.
+    /// Algorithm: binomial, shm, smp, hardware (each also NAME@nic), a
+    /// list, all, or all@nic.
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Message sizes: a list (8,64,1K) or a power-of-two range (8..1M).
@@ -496,26 +494,37 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
         [a] => a,
         _ => return Err(CliError::Usage("name one algorithm".into())),
     };
-    let params = Params::new(args.collective, algo, shape, args.root, args.size);
-    let host = generate(&params)?;
+    let params =
+        Params::new(args.collective, algo.algorithm, shape, args.root, args.size).with_choice(algo);
+    let set = generate(&params)?;
     let budget = Budget::default();
-    let (set, moved) = if args.offload {
-        let o = railcoll_host::sched::offload::compile(&host, &budget)?;
-        let peak = o
-            .set
+    // An `@nic` choice: what moved onto the NICs.
+    let moved = (algo.drive == Drive::Nic).then(|| {
+        let count = |chained: bool| {
+            set.ranks
+                .iter()
+                .flat_map(|s| &s.steps)
+                .filter(|s| match s.op {
+                    Op::ChainPut { .. } => chained,
+                    Op::Put { .. } => !chained,
+                    _ => false,
+                })
+                .count()
+        };
+        let peak = set
             .ranks
             .iter()
             .map(|s| railcoll_host::sched::budget::chain_peak(s).total)
             .max()
             .unwrap_or(0);
-        let line = format!(
-            "# offloaded: {} puts chained on the NICs, {} still posted by the host; at most {peak} chain blocks per rank (budget {}, chain queue {} per NIC)",
-            o.chained, o.host_puts, budget.chain_blocks, budget.chain_queue
-        );
-        (o.set, Some(line))
-    } else {
-        (host, None)
-    };
+        format!(
+            "# on the NICs: {} puts chained, {} still posted by the host; at most {peak} chain blocks per rank (budget {}, chain queue {} per NIC)",
+            count(true),
+            count(false),
+            budget.chain_blocks,
+            budget.chain_queue
+        )
+    });
     let h = Hockney {
         t_s: args.t_s,
         tau: 1.0 / args.bandwidth,
@@ -527,7 +536,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
             "# {} {} {}: {} nodes x {} ranks ({} placement, {} sockets), k = {} rails, {}{}",
             args.collective,
             algo,
-            catalogue::entry(args.collective, algo).map_or("", |e| e.reference),
+            catalogue::entry(args.collective, algo.algorithm).map_or("", |e| e.reference),
             shape.topology.nodes(),
             shape.topology.ranks_per_node(),
             shape.topology.placement(),

@@ -146,8 +146,8 @@ pub struct SweepArgs {
     /// Cluster, mode and profile.
     #[command(flatten)]
     pub study: StudyArgs,
-    /// Algorithms: all (every one that runs on the shape) or a list
-    /// (direct,bruck).
+    /// Algorithms: all (every one that runs on the shape), all@nic (every
+    /// one compiled onto the NICs) or a list (direct,bruck,bruck@nic).
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Message (block) sizes: a list (8,64,1K) or a power-of-two range.
@@ -196,7 +196,7 @@ pub struct TraceArgs {
     /// Cluster, mode and profile.
     #[command(flatten)]
     pub study: StudyArgs,
-    /// The algorithm.
+    /// The algorithm (NAME, or NAME@nic compiled onto the NICs).
     #[arg(long)]
     pub algo: String,
     /// Message (block) size.

@@ -25,7 +25,7 @@ pub mod tune;
 use std::path::{Path, PathBuf};
 
 use railcoll_host::arena::SymBuffer;
-use railcoll_host::sched::{Algorithm, Collective, Params, Shape, generate};
+use railcoll_host::sched::{Algorithm, Choice, Collective, Params, Shape, generate};
 
 use crate::bench::{self, CollBench};
 
@@ -134,10 +134,12 @@ impl OutputError {
     }
 }
 
-/// The algorithms of `collective` that `algo` names (`all`, or a
-/// comma-separated list) and that run on `shape`: `all` keeps those whose
-/// schedule can be generated there; a named one that cannot run is an
-/// error giving the generator's reason.
+/// The algorithms of `collective` that `algo` names and that run on
+/// `shape`: `all` (every catalogue algorithm, host-driven), `all@nic`
+/// (every one compiled onto the NICs), or a comma-separated list of names
+/// (`ring,ring@nic`). `all` keeps those whose schedule can be generated
+/// there; a named one that cannot run is an error giving the generator's
+/// reason.
 pub fn select(
     collective: Collective,
     algo: &str,
@@ -145,18 +147,25 @@ pub fn select(
     root: usize,
     size: usize,
 ) -> Result<AlgoSet, SpecError> {
-    let runs = |a: Algorithm| generate(&Params::new(collective, a, shape, root, size));
-    let algorithms = if algo == "all" {
+    let runs = |a: Choice| {
+        generate(&Params::new(collective, a.algorithm, shape, root, size).with_choice(a))
+    };
+    let all = |drive: fn(Algorithm) -> Choice| -> Vec<Choice> {
         collective
             .algorithms()
-            .iter()
-            .copied()
+            .into_iter()
+            .map(drive)
             .filter(|&a| runs(a).is_ok())
             .collect()
+    };
+    let algorithms = if algo == "all" {
+        all(Choice::host)
+    } else if algo == "all@nic" {
+        all(Choice::nic)
     } else {
         parse_list(algo, |name| {
             let a = collective
-                .parse_algorithm(name)
+                .parse_choice(name)
                 .map_err(SpecError::UnknownAlgorithm)?;
             runs(a).map_err(|reason| SpecError::CannotRun {
                 collective,
@@ -192,7 +201,7 @@ fn parse_list<T: PartialEq>(
     for name in list.split(',').map(str::trim) {
         let a = parse(name).map_err(|e| match e {
             SpecError::UnknownAlgorithm(m) => {
-                SpecError::UnknownAlgorithm(m.replace(" (accepted: ", " (accepted: all, "))
+                SpecError::UnknownAlgorithm(m.replace(" (accepted: ", " (accepted: all, all@nic, "))
             }
             e => e,
         })?;
@@ -208,8 +217,8 @@ fn parse_list<T: PartialEq>(
 pub struct AlgoSet {
     /// The collective.
     pub collective: Collective,
-    /// Its algorithms, in run order.
-    pub algorithms: Vec<Algorithm>,
+    /// Its algorithms as they run, in run order.
+    pub algorithms: Vec<Choice>,
 }
 
 impl AlgoSet {
@@ -457,13 +466,17 @@ mod tests {
         let e = select(Collective::Allgather, "nope", shape, 0, 64)
             .expect_err("unknown")
             .to_string();
-        assert!(e.contains("accepted: all, direct"), "{e}");
+        assert!(e.contains("accepted: all, all@nic, direct"), "{e}");
         let e = select(Collective::Bcast, "shm", shape, 0, 64)
             .expect_err("node only")
             .to_string();
         assert!(e.contains("one node"), "{e}");
         let set = select(Collective::Barrier, "all", shape, 0, 0).expect("all");
         assert!(!set.names().contains(&"shm") && set.names().contains(&"rdma"));
+        let nic = select(Collective::Allgather, "all@nic", shape, 0, 64).expect("all@nic");
+        assert!(!nic.names().is_empty() && nic.names().iter().all(|n| n.ends_with("@nic")));
+        let both = select(Collective::Allgather, "ring,ring@nic", shape, 0, 64).expect("list");
+        assert_eq!(both.names(), ["ring", "ring@nic"]);
         assert!(parse_collectives("scan").is_err());
         assert_eq!(parse_collectives("all").expect("all").len(), 5);
         assert!("nowhere".parse::<Preset>().is_err());

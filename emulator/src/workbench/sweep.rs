@@ -215,7 +215,10 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
             let c = set.collective;
             let predicted_us = spec
                 .predict
-                .then(|| generate(&Params::new(c, set.algorithms[i], shape, spec.root, size)))
+                .then(|| {
+                    let a = set.algorithms[i];
+                    generate(&Params::new(c, a.algorithm, shape, spec.root, size).with_choice(a))
+                })
                 .and_then(Result::ok)
                 .and_then(|s| cost::hockney(&s, &h).ok());
             results.push(Measured {
@@ -244,7 +247,8 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
         let tuned = spec.tuning.as_ref().map(|table| {
             table
                 .select(c, size, &shape, &mut |a| {
-                    generate(&Params::new(c, a, shape, spec.root, size)).is_ok()
+                    generate(&Params::new(c, a.algorithm, shape, spec.root, size).with_choice(a))
+                        .is_ok()
                 })
                 .name()
                 .to_string()

@@ -169,35 +169,117 @@ pub enum Algorithm {
     Hardware,
 }
 
-impl Algorithm {
-    /// Stable name.
-    pub fn name(self) -> &'static str {
-        use Aggregation::*;
-        use LeaderExchange::*;
-        match self {
-            Self::Binomial => "binomial",
-            Self::Direct => "direct",
-            Self::Exchange => "exchange",
-            Self::Bruck => "bruck",
-            Self::Ring => "ring",
-            Self::RecursiveDoubling => "recursive-doubling",
-            Self::Pairwise => "pairwise",
-            Self::SmpTree => "smp-tree",
-            Self::SmpDirect => "smp-direct",
-            Self::SmpBruck => "smp-bruck",
-            Self::SmpGatherTree => "smp-gather-tree",
-            Self::SmpGatherDirect => "smp-gather-direct",
-            Self::MultiLeader(Shm, RecursiveDoubling) => "ml-shm-rd",
-            Self::MultiLeader(Shm, Ring) => "ml-shm-ring",
-            Self::MultiLeader(P2p, RecursiveDoubling) => "ml-p2p-rd",
-            Self::MultiLeader(P2p, Ring) => "ml-p2p-ring",
-            Self::Native => "native",
-            Self::Rdma => "rdma",
-            Self::Shm => "shm",
-            Self::Smp => "smp",
-            Self::SendRecv => "sendrecv",
-            Self::Hardware => "hardware",
+/// Both names of every algorithm from one list: the host-driven name and
+/// the `@nic` one (compiled onto the NICs, [`Drive::Nic`]).
+macro_rules! algorithm_names {
+    ($($pat:pat => $name:literal,)*) => {
+        impl Algorithm {
+            /// Stable name.
+            pub fn name(self) -> &'static str {
+                use Aggregation::*;
+                use LeaderExchange::*;
+                match self {
+                    $($pat => $name,)*
+                }
+            }
+
+            /// The name of its form compiled onto the NICs (`name@nic`).
+            pub fn nic_name(self) -> &'static str {
+                use Aggregation::*;
+                use LeaderExchange::*;
+                match self {
+                    $($pat => concat!($name, "@nic"),)*
+                }
+            }
         }
+    };
+}
+
+algorithm_names! {
+    Self::Binomial => "binomial",
+    Self::Direct => "direct",
+    Self::Exchange => "exchange",
+    Self::Bruck => "bruck",
+    Self::Ring => "ring",
+    Self::RecursiveDoubling => "recursive-doubling",
+    Self::Pairwise => "pairwise",
+    Self::SmpTree => "smp-tree",
+    Self::SmpDirect => "smp-direct",
+    Self::SmpBruck => "smp-bruck",
+    Self::SmpGatherTree => "smp-gather-tree",
+    Self::SmpGatherDirect => "smp-gather-direct",
+    Self::MultiLeader(Shm, RecursiveDoubling) => "ml-shm-rd",
+    Self::MultiLeader(Shm, Ring) => "ml-shm-ring",
+    Self::MultiLeader(P2p, RecursiveDoubling) => "ml-p2p-rd",
+    Self::MultiLeader(P2p, Ring) => "ml-p2p-ring",
+    Self::Native => "native",
+    Self::Rdma => "rdma",
+    Self::Shm => "shm",
+    Self::Smp => "smp",
+    Self::SendRecv => "sendrecv",
+    Self::Hardware => "hardware",
+}
+
+/// Who drives an algorithm's puts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Drive {
+    /// The host executor posts every put (the schedule as generated).
+    #[default]
+    Host,
+    /// Compiled onto the NICs ([`crate::sched::offload`]): puts that wait
+    /// for one counter on their own rail are chained, armed ahead and
+    /// started by the NIC. Spelled `name@nic`.
+    Nic,
+}
+
+/// An algorithm as it runs: which one, and who drives its puts. Every
+/// place that takes an algorithm by name (`--algo`, tuning tables, the
+/// library's `_with` calls) takes a choice; an [`Algorithm`] converts into
+/// its host-driven choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Choice {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Who drives it.
+    pub drive: Drive,
+}
+
+impl Choice {
+    /// `algorithm`, driven by the host.
+    pub const fn host(algorithm: Algorithm) -> Self {
+        Self {
+            algorithm,
+            drive: Drive::Host,
+        }
+    }
+
+    /// `algorithm`, compiled onto the NICs.
+    pub const fn nic(algorithm: Algorithm) -> Self {
+        Self {
+            algorithm,
+            drive: Drive::Nic,
+        }
+    }
+
+    /// Stable name: the algorithm's, with `@nic` when compiled onto the
+    /// NICs.
+    pub fn name(self) -> &'static str {
+        match self.drive {
+            Drive::Host => self.algorithm.name(),
+            Drive::Nic => self.algorithm.nic_name(),
+        }
+    }
+}
+
+impl From<Algorithm> for Choice {
+    fn from(algorithm: Algorithm) -> Self {
+        Self::host(algorithm)
+    }
+}
+
+impl fmt::Display for Choice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -12,7 +12,7 @@
 
 use super::cost::{Formula, Hockney};
 use super::generate::{Generator, allgather, alltoall, barrier, bcast, gather};
-use super::{Algorithm, Collective, Params};
+use super::{Algorithm, Choice, Collective, Params};
 use crate::sched::algo::{Aggregation, LeaderExchange};
 
 /// A closed form: the paper's prediction for these parameters under
@@ -384,6 +384,17 @@ impl Collective {
         entries(self).map(|e| e.algorithm).collect()
     }
 
+    /// Parse an algorithm as it runs: a name of this collective's
+    /// catalogue, host-driven, or `name@nic`, compiled onto the NICs; the
+    /// error names the accepted ones.
+    pub fn parse_choice(self, s: &str) -> Result<Choice, String> {
+        match s.strip_suffix("@nic") {
+            Some(base) => self.parse_algorithm(base).map(Choice::nic),
+            None => self.parse_algorithm(s).map(Choice::host),
+        }
+        .map_err(|e| format!("{e}; each also as NAME@nic, compiled onto the NICs"))
+    }
+
     /// Parse an algorithm name valid for this collective; the error names
     /// the accepted ones.
     pub fn parse_algorithm(self, s: &str) -> Result<Algorithm, String> {
@@ -619,7 +630,11 @@ mod tests {
             let mut names: Vec<&str> = c.algorithms().iter().map(|a| a.name()).collect();
             for a in c.algorithms() {
                 assert_eq!(c.parse_algorithm(a.name()), Ok(a));
+                assert_eq!(c.parse_choice(a.name()), Ok(Choice::host(a)));
+                assert_eq!(c.parse_choice(a.nic_name()), Ok(Choice::nic(a)));
+                assert_eq!(Choice::nic(a).name(), format!("{}@nic", a.name()));
             }
+            assert!(c.parse_algorithm(&format!("{}@nic", c.algorithms()[0])).is_err());
             let n = names.len();
             names.sort_unstable();
             names.dedup();

@@ -100,17 +100,18 @@ impl Coll<'_> {
     pub(crate) fn schedule(
         &self,
         collective: Collective,
-        algorithm: Algorithm,
+        algorithm: Choice,
         block_bytes: usize,
         root: usize,
     ) -> Result<Arc<ScheduleSet>, Error> {
         let mut params = Params::new(
             collective,
-            algorithm,
+            algorithm.algorithm,
             self.config().shape,
             root,
             block_bytes,
-        );
+        )
+        .with_choice(algorithm);
         if let crate::stripe::RailPolicy::Stripe { threshold } = self.config().policy {
             params.stripe_threshold = threshold;
         }
@@ -161,12 +162,12 @@ impl Coll<'_> {
 
     /// The algorithm the tuning table picks for `collective` with blocks of
     /// `block_bytes` on this communicator (the first applicable rule whose
-    /// algorithm can run here; Direct otherwise).
+    /// algorithm can run here; the collective's fallback otherwise).
     pub(crate) fn tuned_algorithm(
         &self,
         collective: Collective,
         block_bytes: usize,
-    ) -> Result<Algorithm, Error> {
+    ) -> Result<Choice, Error> {
         let shape = self.config().shape;
         let table = self.tuning()?;
         Ok(table.select(collective, block_bytes, &shape, &mut |a| {
@@ -217,7 +218,7 @@ impl Coll<'_> {
     pub(crate) fn collective_with(
         &self,
         collective: Collective,
-        algorithm: Algorithm,
+        algorithm: Choice,
         send: &SymBuffer,
         recv: &SymBuffer,
         root: usize,
@@ -449,7 +450,7 @@ impl Coll<'_> {
     pub(crate) fn run_on_one_buffer(
         &self,
         collective: Collective,
-        algorithm: Algorithm,
+        algorithm: Choice,
         buf: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
@@ -470,7 +471,7 @@ impl Coll<'_> {
 
     /// Barrier with `algorithm`: no rank returns before every rank has
     /// entered.
-    pub(crate) fn barrier_with(&self, algorithm: Algorithm) -> Result<(), Error> {
+    pub(crate) fn barrier_with(&self, algorithm: Choice) -> Result<(), Error> {
         let none = self.st.bufs.barrier_source.slice(0, 0)?;
         self.run_on_one_buffer(Collective::Barrier, algorithm, &none, 0)
     }

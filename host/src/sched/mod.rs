@@ -52,7 +52,7 @@ use crate::stripe::MAX_RAILS;
 use crate::stripe::{self, RailPolicy};
 pub use crate::topology::Shape;
 
-pub use algo::{Algorithm, Collective};
+pub use algo::{Algorithm, Choice, Collective, Drive};
 
 /// A rank index.
 pub type Rank = u32;
@@ -349,6 +349,8 @@ pub struct Params {
     pub block_bytes: usize,
     /// Striping threshold for [`Lane::Stripe`] puts.
     pub stripe_threshold: usize,
+    /// Host-driven, or compiled onto the NICs ([`offload`]).
+    pub drive: Drive,
 }
 
 impl Params {
@@ -367,6 +369,22 @@ impl Params {
             root,
             block_bytes,
             stripe_threshold: stripe::DEFAULT_STRIPE_THRESHOLD,
+            drive: Drive::Host,
+        }
+    }
+
+    /// The same parameters for `choice` (its algorithm and its drive).
+    pub fn with_choice(mut self, choice: Choice) -> Self {
+        self.algorithm = choice.algorithm;
+        self.drive = choice.drive;
+        self
+    }
+
+    /// The algorithm as it runs.
+    pub fn choice(&self) -> Choice {
+        Choice {
+            algorithm: self.algorithm,
+            drive: self.drive,
         }
     }
 
@@ -560,7 +578,10 @@ impl ScheduleSet {
 }
 
 /// Generate the schedules of every rank with the generator the catalogue
-/// names for the collective and algorithm (see [`mod@generate`]).
+/// names for the collective and algorithm (see [`mod@generate`]), and
+/// compile them onto the NICs for [`Drive::Nic`] (within the default
+/// budget; the executor proves the result fits its own NICs before it
+/// runs it).
 pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
     let entry = catalogue::entry(params.collective, params.algorithm).ok_or_else(|| {
         Error::Unsupported {
@@ -568,7 +589,21 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
             reason: format!("it is not a {} algorithm", params.collective),
         }
     })?;
-    generate::run(params, entry.generator)
+    let set = generate::run(
+        &Params {
+            drive: Drive::Host,
+            ..*params
+        },
+        entry.generator,
+    )?;
+    match params.drive {
+        Drive::Host => Ok(set),
+        Drive::Nic => {
+            let mut set = offload::compile(&set, &budget::Budget::default())?.set;
+            set.params.drive = Drive::Nic;
+            Ok(set)
+        }
+    }
 }
 
 impl fmt::Display for Buf {

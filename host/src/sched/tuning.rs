@@ -151,7 +151,7 @@ impl TuningTable {
                 .collective
                 .parse()
                 .map_err(|e: String| Error::Config(format!("tuning rule {}: {e}", i + 1)))?;
-            c.parse_algorithm(&r.algorithm)
+            c.parse_choice(&r.algorithm)
                 .map_err(|e| Error::Config(format!("tuning rule {}: {e}", i + 1)))?;
         }
         Ok(table)
@@ -212,19 +212,19 @@ impl TuningTable {
         collective: Collective,
         bytes: usize,
         shape: &Shape,
-        runs: &mut dyn FnMut(Algorithm) -> bool,
-    ) -> Algorithm {
+        runs: &mut dyn FnMut(Choice) -> bool,
+    ) -> Choice {
         for r in &self.rule {
             if r.collective != collective.name() || !r.matches(bytes, shape) {
                 continue;
             }
-            if let Ok(a) = collective.parse_algorithm(&r.algorithm)
+            if let Ok(a) = collective.parse_choice(&r.algorithm)
                 && runs(a)
             {
                 return a;
             }
         }
-        collective.fallback()
+        collective.fallback().into()
     }
 }
 
@@ -261,27 +261,44 @@ mod tests {
         )
         .expect("table");
         let all = &mut |_| true;
+        let pick = |c, bytes, s: &Shape, runs: &mut dyn FnMut(Choice) -> bool| {
+            t.select(c, bytes, s, runs).algorithm
+        };
         assert_eq!(
-            t.select(Collective::Allgather, 64, &shape(4, 4), all),
+            pick(Collective::Allgather, 64, &shape(4, 4), all),
             Algorithm::SmpBruck
         );
         assert_eq!(
-            t.select(Collective::Allgather, 64, &shape(4, 1), all),
+            pick(Collective::Allgather, 64, &shape(4, 1), all),
             Algorithm::Ring
         );
         assert_eq!(
-            t.select(Collective::Allgather, 4096, &shape(4, 4), all),
+            pick(Collective::Allgather, 4096, &shape(4, 4), all),
             Algorithm::Ring
         );
         assert_eq!(
-            t.select(Collective::Gather, 64, &shape(4, 4), all),
+            pick(Collective::Gather, 64, &shape(4, 4), all),
             Algorithm::Direct
         );
-        let none = &mut |a| a != Algorithm::SmpBruck;
+        let none = &mut |a: Choice| a.algorithm != Algorithm::SmpBruck;
         assert_eq!(
-            t.select(Collective::Allgather, 64, &shape(4, 4), none),
+            pick(Collective::Allgather, 64, &shape(4, 4), none),
             Algorithm::Ring
         );
+    }
+
+    #[test]
+    fn a_rule_may_name_an_algorithm_compiled_onto_the_nics() {
+        let t =
+            TuningTable::parse("[[rule]]\ncollective = \"alltoall\"\nalgorithm = \"bruck@nic\"\n")
+                .expect("table");
+        let c = t.select(Collective::Alltoall, 64, &shape(4, 1), &mut |_| true);
+        assert_eq!(c, Choice::nic(Algorithm::Bruck));
+        assert_eq!(c.name(), "bruck@nic");
+        let err =
+            TuningTable::parse("[[rule]]\ncollective = \"alltoall\"\nalgorithm = \"bruck@gpu\"\n")
+                .expect_err("unknown");
+        assert!(err.to_string().contains("NAME@nic"), "{err}");
     }
 
     #[test]
