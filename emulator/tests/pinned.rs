@@ -1,5 +1,6 @@
-//! The model's behaviour, pinned: every algorithm of every collective on
-//! two shapes under `qsnet2-dual`, and on the `hockney-4x1` and `clan-8x1`
+//! The model's behaviour, pinned: every algorithm of every collective,
+//! host-driven and compiled onto the NICs (`name@nic`), on two shapes
+//! under `qsnet2-dual`, and on the `hockney-4x1` and `clan-8x1`
 //! presets (the papers' analytic model; a single-rail cLAN cluster), at
 //! three sizes, gives the trace hash and the modeled latency recorded in
 //! `emulator/tests/pinned/modeled.tsv`.
@@ -26,6 +27,8 @@
 //!   reset, and a NIC's register store is an effect the sequencer commits
 //!   (it may end a host's wait), so all 331 runs changed hash; none
 //!   changed latency.
+//! - The `@nic` form of every algorithm joined the set (issue 14): rows
+//!   added, the host-driven rows unchanged.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -60,6 +63,9 @@ const SHAPES: [(&str, &[&str]); 4] = [
     ("clan-8x1", &["--preset", "clan-8x1"]),
 ];
 
+/// Every algorithm host-driven, and every one compiled onto the NICs.
+const ALGOS: [&str; 2] = ["all", "all@nic"];
+
 /// Below the striping threshold, above it, and above the packet size.
 const SIZES: &str = "8,4K,64K";
 
@@ -71,12 +77,15 @@ fn pinned_file() -> PathBuf {
 /// JSON prints it) and trace hash.
 fn measure() -> String {
     let mut out = String::from("# shape\tcollective\talgorithm\tsize\tlatency_us\ttrace_hash\n");
-    for (label, args) in SHAPES {
+    for ((label, args), algo) in SHAPES
+        .iter()
+        .flat_map(|shape| ALGOS.iter().map(move |algo| (shape, algo)))
+    {
         let run = Command::new(env!("CARGO_BIN_EXE_railcoll"))
             .args([
-                "sweep", "all", "--sizes", SIZES, "--root", "1", "--json", "-q",
+                "sweep", "all", "--algo", algo, "--sizes", SIZES, "--root", "1", "--json", "-q",
             ])
-            .args(args)
+            .args(*args)
             .output()
             .expect("run railcoll");
         assert!(

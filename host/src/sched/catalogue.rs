@@ -634,7 +634,10 @@ mod tests {
                 assert_eq!(c.parse_choice(a.nic_name()), Ok(Choice::nic(a)));
                 assert_eq!(Choice::nic(a).name(), format!("{}@nic", a.name()));
             }
-            assert!(c.parse_algorithm(&format!("{}@nic", c.algorithms()[0])).is_err());
+            assert!(
+                c.parse_algorithm(&format!("{}@nic", c.algorithms()[0]))
+                    .is_err()
+            );
             let n = names.len();
             names.sort_unstable();
             names.dedup();
