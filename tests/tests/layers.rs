@@ -209,6 +209,8 @@ const HOST_LAYERS: &[&[&str]] = &[
         "sched::generate::barrier",
         "sched::offload",
         "sched::sim",
+        "sched::sim::steps",
+        "sched::sim::transfers",
         "sched::verify",
         "sched::cost",
         "sched::tuning",
