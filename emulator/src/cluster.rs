@@ -1,7 +1,8 @@
 //! Building an emulated cluster and running code on every rank.
 //!
 //! ```text
-//! let cluster = Cluster::new(ClusterConfig { nodes: 4, ranks_per_node: 2, ..Default::default() })?;
+//! let shape = Shape::new(4, 2, 1, 2, Placement::Block)?; // nodes, ranks per node, sockets, rails
+//! let cluster = Cluster::new(ClusterConfig { shape, ..Default::default() })?;
 //! let results = cluster.run(|comm| { /* SPMD code */ comm.rank() });
 //! ```
 //!

@@ -28,8 +28,14 @@
 //! - [`coll`]: what the executor runs on besides the endpoint: the
 //!   collectives' per-communicator state, the barrier mechanisms and the
 //!   node segment's phases.
-//! - [`comm`]: the public API (`Comm::put`, `get`, destination events,
-//!   chained puts, NIC error records).
+//! - [`config`]: a communicator's configuration (shape, rank, arena,
+//!   rail policy).
+//! - [`endpoint`]: the RDMA endpoint: put, get, destination events,
+//!   chained puts, queued DMA, the switch's broadcast and barrier, NIC
+//!   error records; no collective state.
+//! - [`comm`]: the public API in one place: `Comm` owns an endpoint and
+//!   the collective state, forwards the RDMA calls and runs the
+//!   collectives.
 //! - [`error`]: typed errors.
 
 #![forbid(unsafe_code)]

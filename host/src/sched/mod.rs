@@ -1,7 +1,8 @@
 //! Collective algorithms as data: per-rank *schedules*.
 //!
-//! A generator ([`generate()`]) turns (collective, algorithm, shape, root,
-//! block size) into one [`Schedule`] per rank: a list of [`Step`]s in
+//! A generator ([`generate()`]) turns [`Params`] (collective, algorithm,
+//! shape, root, block size, striping threshold, and who drives the puts:
+//! the host, or the NICs after [`offload`]) into one [`Schedule`] per rank: a list of [`Step`]s in
 //! program order, each an [`Op`] (put, wait on a destination counter, local
 //! copy, copy to or from a node peer's memory, shm flag signal and wait,
 //! hardware barrier and broadcast, a NIC-chained put, the barrier

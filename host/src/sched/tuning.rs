@@ -1,10 +1,12 @@
 //! The tuning table: which algorithm a plain `comm.gather()`,
-//! `allgather()` or `alltoall()` uses, by collective, block size and
-//! cluster shape.
+//! `allgather()`, `alltoall()`, `broadcast()` or `barrier()` uses, by
+//! collective, block size and cluster shape.
 //!
 //! The table is a TOML file of rules, tried in order; the first rule whose
 //! bounds contain the call and whose algorithm can run on the
-//! communicator wins; Direct is the fallback. Every bound is optional and
+//! communicator wins (a rule may name `name@nic`, the algorithm compiled
+//! onto the NICs); the collective's fallback otherwise
+//! ([`Collective::fallback`]: Direct, or `smp` for broadcast and barrier). Every bound is optional and
 //! inclusive:
 //!
 //! ```toml
