@@ -7,7 +7,7 @@
 use railcoll_host::Placement;
 use railcoll_host::sched::cost::{self, Hockney};
 use railcoll_host::sched::verify::{self, Budget};
-use railcoll_host::sched::{Algorithm, Collective, Op, Params, Shape, generate};
+use railcoll_host::sched::{Algorithm, Choice, Collective, Op, Params, Shape, generate};
 
 const NODES: [usize; 10] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 16];
 /// Block sizes: the property sizes, which straddle the striping threshold
@@ -229,6 +229,35 @@ fn every_algorithm_offloaded_still_verifies() {
         );
     }
     assert!(checked > 2000, "{checked}");
+}
+
+/// A chained put whose trigger asks for one set more than ever arrives
+/// is refused in words naming its rank, rail, step and counts (the NIC
+/// would hold it forever and the collective would never finish).
+#[test]
+fn a_chained_put_that_can_never_start_is_named() {
+    let shape = Shape::new(4, 1, 1, 1, Placement::Block).expect("shape");
+    let p = Params::new(Collective::Allgather, Algorithm::Ring, shape, 0, 64)
+        .with_choice(Choice::nic(Algorithm::Ring));
+    let mut set = generate(&p).expect("ring@nic");
+    verify::verify(&set, &Budget::default()).expect("as compiled");
+    let (step, count) = set.ranks[2]
+        .steps
+        .iter_mut()
+        .enumerate()
+        .find_map(|(i, s)| match &mut s.op {
+            Op::ChainPut { count, .. } => Some((i, count)),
+            _ => None,
+        })
+        .expect("rank 2 chains a forward");
+    *count += 1;
+    let v = verify::verify(&set, &Budget::default()).expect_err("stuck");
+    assert_eq!(
+        v.to_string(),
+        format!(
+            "rank 2, step {step}: the chained put on rail 0 can never start: its trigger c0 needs 2 sets on that rail, 1 arrive"
+        )
+    );
 }
 
 /// Each NIC resource a schedule can run out of is refused before anything

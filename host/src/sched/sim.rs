@@ -223,6 +223,23 @@ impl fmt::Display for Notice {
     }
 }
 
+/// A chained put whose trigger never collects its count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StuckChain {
+    /// Rank whose NIC holds it.
+    pub rank: Rank,
+    /// Its arming step.
+    pub step: u32,
+    /// Rail of the trigger and the put.
+    pub rail: usize,
+    /// The trigger.
+    pub trigger: Counter,
+    /// Sets it waits for.
+    pub needs: u32,
+    /// Sets that arrived (and were left unconsumed).
+    pub arrived: u32,
+}
+
 /// Unset block content.
 pub const UNSET: u64 = u64::MAX;
 
@@ -253,6 +270,9 @@ pub struct Replay {
     pub finish: Vec<Option<f64>>,
     /// Ranks that could not finish, with their pending step.
     pub blocked: Vec<(Rank, u32, String)>,
+    /// Chained puts whose trigger never filled (the NIC would never start
+    /// them).
+    pub stuck_chains: Vec<StuckChain>,
     /// Faults (out-of-range regions, bad peers).
     pub faults: Vec<Fault>,
     /// Content of every buffer block at the end.
@@ -436,6 +456,7 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
             leftover_notices: Vec::new(),
             finish: vec![None; n],
             blocked: Vec::new(),
+            stuck_chains: Vec::new(),
             faults: Vec::new(),
             content,
             recv_writes: vec![vec![0; set.params.recv_blocks() as usize]; n],
@@ -646,6 +667,21 @@ impl<T: Timing> Sim<'_, T> {
                 None => "completion of its puts".to_string(),
             };
             self.out.blocked.push((r as Rank, pc as u32, what));
+            for ch in &self.ranks[r].chains {
+                let arrived = self
+                    .arrivals
+                    .get(&(r, ch.trigger))
+                    .and_then(|q| q.get(ch.rail))
+                    .map_or(0, |q| q.len() as u32);
+                self.out.stuck_chains.push(StuckChain {
+                    rank: r as Rank,
+                    step: ch.step,
+                    rail: ch.rail,
+                    trigger: ch.trigger,
+                    needs: ch.count,
+                    arrived,
+                });
+            }
         }
         let mut left: Vec<_> = self
             .arrivals

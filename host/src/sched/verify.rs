@@ -7,8 +7,10 @@
 //!    anything): destination counters, shm flags, chain blocks per rank
 //!    and chain queue entries per NIC, scratch bytes per node;
 //! 2. every region lies in its buffer, shm partners share a node;
-//! 3. every wait can be satisfied (no deadlock) and every signal is
-//!    consumed (none is left to be counted by a later operation);
+//! 3. every chained put's trigger fills (a chain the NIC would never
+//!    start is named with its rank, rail and step), every wait can be
+//!    satisfied (no deadlock) and every signal is consumed (none is left
+//!    to be counted by a later operation);
 //! 4. a wait consumes all rail parts of a put or none, and where several
 //!    waits share a counter, a signal meant for a later one cannot arrive
 //!    before an earlier one completes (no signal can be counted twice);
@@ -108,6 +110,16 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
     let replay = sim::replay(set, &sim::Untimed);
     if let Some(f) = replay.faults.first() {
         return Err(fail(Some(f.rank), Some(f.step), f.what.clone()));
+    }
+    if let Some(s) = replay.stuck_chains.first() {
+        return Err(fail(
+            Some(s.rank),
+            Some(s.step),
+            format!(
+                "the chained put on rail {} can never start: its trigger c{} needs {} sets on that rail, {} arrive",
+                s.rail, s.trigger, s.needs, s.arrived
+            ),
+        ));
     }
     if let Some((r, s, what)) = replay.blocked.first() {
         return Err(fail(
