@@ -413,14 +413,20 @@ impl Collective {
 }
 
 /// The catalogue as a Markdown table (what `railcoll schedule list` prints
-/// and `docs/algorithms.md` carries).
+/// and `docs/algorithms.md` carries). The last column says what the
+/// algorithm's `@nic` form moves onto the NICs on 8 single-rank nodes and
+/// one rail, at 64-byte blocks: chained puts out of everything the host
+/// would post to another rank (puts, barrier words, queued messages,
+/// hardware broadcasts).
 pub fn markdown() -> String {
     let mut out = String::from(
-        "| collective | algorithm | reference | what it does | needs | closed form |\n|---|---|---|---|---|---|\n",
+        "| collective | algorithm | reference | what it does | needs | closed form | `@nic`: chained / puts |\n|---|---|---|---|---|---|---|\n",
     );
     // Closed forms whose label depends on the case are shown for N = 9,
     // k = 2 (a power of k + 1).
     let example = super::Shape::new(9, 1, 1, 2, crate::topology::Placement::Block);
+    // What the NIC form chains, on 8 single-rank nodes and one rail.
+    let one_rail = super::Shape::new(8, 1, 1, 1, crate::topology::Placement::Block);
     for e in &CATALOGUE {
         let form = match (e.formula, &example) {
             (Some(f), Ok(shape)) => {
@@ -432,14 +438,47 @@ pub fn markdown() -> String {
             }
             _ => "-",
         };
+        let chained = one_rail
+            .as_ref()
+            .ok()
+            .and_then(|shape| {
+                let p = Params::new(e.collective, e.algorithm, *shape, 0, 64)
+                    .with_choice(Choice::nic(e.algorithm));
+                super::generate(&p).ok()
+            })
+            .map(|set| {
+                let steps = || set.ranks.iter().flat_map(|s| &s.steps);
+                let chains = steps()
+                    .filter(|s| matches!(s.op, super::Op::ChainPut { .. }))
+                    .count();
+                // Everything else the host posts to another rank.
+                let puts = steps()
+                    .filter(|s| {
+                        matches!(
+                            s.op,
+                            super::Op::Put { .. }
+                                | super::Op::WordPut { .. }
+                                | super::Op::QueueSend { .. }
+                                | super::Op::HwBcast { .. }
+                        )
+                    })
+                    .count();
+                if chains + puts == 0 {
+                    "no puts".to_string()
+                } else {
+                    format!("{chains} / {}", chains + puts)
+                }
+            })
+            .unwrap_or_else(|| "-".to_string());
         out.push_str(&format!(
-            "| {} | `{}` | {} | {} | {} | {} |\n",
+            "| {} | `{}` | {} | {} | {} | {} | {} |\n",
             e.collective,
             e.algorithm.name(),
             e.reference,
             e.summary,
             e.constraint.unwrap_or("-"),
             form,
+            chained,
         ));
     }
     out
