@@ -195,10 +195,13 @@ pub struct Fault {
     pub what: String,
 }
 
-/// What a barrier word write, a queued message or a node flag tells its
-/// target (consumed by the matching wait, once).
+/// What a shm flag raise, a barrier word write, a queued message or a
+/// node barrier or broadcast flag tells its target (consumed by the
+/// matching wait, once).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Notice {
+    /// A raise of schedule flag `f` ([`Op::Signal`]).
+    Flag(Flag),
     /// The barrier number reached word `slot` of `words`.
     Word(Words, u32),
     /// A queued message from this rank.
@@ -214,6 +217,7 @@ pub enum Notice {
 impl fmt::Display for Notice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Notice::Flag(flag) => write!(f, "flag f{flag}"),
             Notice::Word(w, slot) => write!(f, "the {w} barrier word {slot}"),
             Notice::Queue(from) => write!(f, "a queued message from rank {from}"),
             Notice::Arrive => f.write_str("a node barrier arrival"),
@@ -324,11 +328,6 @@ enum Ev {
         put: u32,
         part: u32,
     },
-    Flag {
-        to: usize,
-        flag: Flag,
-        node: NodeId,
-    },
     Notice {
         to: usize,
         notice: Notice,
@@ -386,7 +385,6 @@ struct Sim<'a, T: Timing> {
     send_q: Vec<[VecDeque<Xfer>; MAX_RAILS]>,
     port_armed: Vec<[bool; MAX_RAILS]>,
     arrivals: HashMap<(usize, Counter), RailQueues>,
-    flags: HashMap<(usize, Flag), VecDeque<NodeId>>,
     notices: HashMap<(usize, Notice), VecDeque<Delivered>>,
     part_left: Vec<u32>,
     put_issue: Vec<NodeId>,
@@ -438,7 +436,6 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
         send_q: (0..n).map(|_| Default::default()).collect(),
         port_armed: vec![[false; MAX_RAILS]; n],
         arrivals: HashMap::new(),
-        flags: HashMap::new(),
         notices: HashMap::new(),
         part_left: Vec::new(),
         put_issue: Vec::new(),
@@ -478,10 +475,6 @@ pub fn replay<T: Timing>(set: &ScheduleSet, timing: &T) -> Replay {
             }
             Ev::Part { put, part } => sim.part_arrived(put, part),
             Ev::Port { rank, rail } => sim.port(rank, rail),
-            Ev::Flag { to, flag, node } => {
-                sim.flags.entry((to, flag)).or_default().push_back(node);
-                sim.wake(to);
-            }
             Ev::Notice {
                 to,
                 notice,
@@ -694,14 +687,6 @@ impl<T: Timing> Sim<'_, T> {
             .collect();
         left.sort_unstable();
         self.out.leftover_parts = left;
-        let mut flags: Vec<_> = self
-            .flags
-            .iter()
-            .filter(|(_, q)| !q.is_empty())
-            .map(|(&(r, f), q)| (r as Rank, f, q.len() as u32))
-            .collect();
-        flags.sort_unstable();
-        self.out.leftover_flags = flags;
         let mut notices: Vec<_> = self
             .notices
             .iter()
@@ -709,6 +694,13 @@ impl<T: Timing> Sim<'_, T> {
             .map(|(&(r, n), q)| (r as Rank, n, q.len() as u32))
             .collect();
         notices.sort_unstable();
+        // Flag raises are reported as such (the verifier's words for them).
+        for &(r, n, count) in &notices {
+            if let Notice::Flag(f) = n {
+                self.out.leftover_flags.push((r, f, count));
+            }
+        }
+        notices.retain(|(_, n, _)| !matches!(n, Notice::Flag(_)));
         self.out.leftover_notices = notices;
     }
 }

@@ -140,21 +140,16 @@ impl<T: Timing> Sim<'_, T> {
                         continue;
                     }
                     let node = self.step_node(r, s, dep_nodes);
-                    let at = self.now + self.t.flag();
-                    self.schedule(at, Ev::Flag { to, flag, node });
+                    self.notify_peer(to, Notice::Flag(flag), node, None);
                 }
                 Op::WaitFlag { flag, count } => {
-                    let q = self.flags.entry((r, flag)).or_default();
-                    if q.len() < count as usize {
+                    let notice = Notice::Flag(flag);
+                    if self
+                        .consume(r, s, dep_nodes, notice, count as usize)
+                        .is_none()
+                    {
                         return;
                     }
-                    let mut extra = dep_nodes;
-                    for _ in 0..count {
-                        if let Some(x) = q.pop_front() {
-                            extra.push(x);
-                        }
-                    }
-                    self.step_node(r, s, extra);
                 }
                 Op::HwBarrier => {
                     let topo = self.set.params.shape.topology;
