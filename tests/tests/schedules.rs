@@ -212,7 +212,8 @@ fn every_algorithm_offloaded_still_verifies() {
                     panic!("{c} {a}@nic on {shape:?} root {root} block {bytes}: {v}");
                 }
                 if shape.rails == 1 {
-                    *chained_on_one_rail.entry(format!("{c} {a}")).or_default() += out.chained;
+                    *chained_on_one_rail.entry(format!("{c} {a}")).or_default() +=
+                        out.moved.chained;
                 }
             }
         }

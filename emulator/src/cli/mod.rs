@@ -29,7 +29,7 @@ use railcoll_host::sched::catalogue;
 use railcoll_host::sched::cost::{self, Hockney};
 use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::verify::{Budget, verify};
-use railcoll_host::sched::{Collective, Drive, Op, Params, Shape, generate};
+use railcoll_host::sched::{Collective, Drive, Params, Shape, generate};
 
 use crate::workbench::AlgoSet;
 pub use error::CliError;
@@ -500,17 +500,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
     let budget = Budget::default();
     // An `@nic` choice: what moved onto the NICs.
     let moved = (algo.drive == Drive::Nic).then(|| {
-        let count = |chained: bool| {
-            set.ranks
-                .iter()
-                .flat_map(|s| &s.steps)
-                .filter(|s| match s.op {
-                    Op::ChainPut { .. } => chained,
-                    Op::Put { .. } => !chained,
-                    _ => false,
-                })
-                .count()
-        };
+        let m = railcoll_host::sched::offload::moved(&set);
         let peak = set
             .ranks
             .iter()
@@ -519,8 +509,8 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
             .unwrap_or(0);
         format!(
             "# on the NICs: {} puts chained, {} still posted by the host; at most {peak} chain blocks per rank (budget {}, chain queue {} per NIC)",
-            count(true),
-            count(false),
+            m.chained,
+            m.host_puts,
             budget.chain_blocks,
             budget.chain_queue
         )

@@ -447,26 +447,10 @@ pub fn markdown() -> String {
                 super::generate(&p).ok()
             })
             .map(|set| {
-                let steps = || set.ranks.iter().flat_map(|s| &s.steps);
-                let chains = steps()
-                    .filter(|s| matches!(s.op, super::Op::ChainPut { .. }))
-                    .count();
-                // Everything else the host posts to another rank.
-                let puts = steps()
-                    .filter(|s| {
-                        matches!(
-                            s.op,
-                            super::Op::Put { .. }
-                                | super::Op::WordPut { .. }
-                                | super::Op::QueueSend { .. }
-                                | super::Op::HwBcast { .. }
-                        )
-                    })
-                    .count();
-                if chains + puts == 0 {
-                    "no puts".to_string()
-                } else {
-                    format!("{chains} / {}", chains + puts)
+                let m = super::offload::moved(&set);
+                match m.chained + m.host_posts {
+                    0 => "no puts".to_string(),
+                    all => format!("{} / {all}", m.chained),
                 }
             })
             .unwrap_or_else(|| "-".to_string());

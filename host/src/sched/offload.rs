@@ -38,10 +38,37 @@ use super::*;
 pub struct Offloaded {
     /// The set: the same collective, chained puts where they could be.
     pub set: ScheduleSet,
-    /// Puts the NICs start by themselves.
+    /// What the NICs start by themselves and what the host still posts.
+    pub moved: Moved,
+}
+
+/// What a set leaves to the NICs and to the host, over all ranks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// Puts the NICs start by themselves (chained).
     pub chained: usize,
     /// Puts the host still posts.
     pub host_puts: usize,
+    /// Everything the host still posts to another rank: its puts, barrier
+    /// words, queued messages and hardware broadcasts.
+    pub host_posts: usize,
+}
+
+/// Count what `set` leaves to the NICs and to the host.
+pub fn moved(set: &ScheduleSet) -> Moved {
+    let mut m = Moved::default();
+    for step in set.ranks.iter().flat_map(|s| &s.steps) {
+        match step.op {
+            Op::ChainPut { .. } => m.chained += 1,
+            Op::Put { .. } => {
+                m.host_puts += 1;
+                m.host_posts += 1;
+            }
+            Op::WordPut { .. } | Op::QueueSend { .. } | Op::HwBcast { .. } => m.host_posts += 1,
+            _ => {}
+        }
+    }
+    m
 }
 
 /// The counters that deliver each block of `rank`'s buffers (every put or
@@ -105,7 +132,6 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         .chain_blocks
         .min(budget.chain_queue / p.shape.ranks_per_node().max(1) as u32);
     let mut out = set.clone();
-    let (mut chained, mut host_puts) = (0, 0);
     for (me, sched) in set.ranks.iter().enumerate() {
         let from = provenance(set, me);
         let steps = &sched.steps;
@@ -174,7 +200,6 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                     by_chain.insert(*counter, at);
                     read_by_chain.push((src, at));
                     chains += 1;
-                    chained += 1;
                     i += 2;
                     continue;
                 }
@@ -211,12 +236,8 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
             }
             after.sort_unstable();
             after.dedup();
-            match step.op {
-                Op::Wait { counter, .. } => {
-                    waited.insert(counter);
-                }
-                Op::Put { .. } => host_puts += 1,
-                _ => {}
+            if let Op::Wait { counter, .. } = step.op {
+                waited.insert(counter);
             }
             map.push(new.len() as u32);
             new.push(Step {
@@ -232,8 +253,7 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
     // so the executor's peak is within it.
     debug_assert!(set.ranks.iter().all(|s| chain_peak(s).total <= per_rank));
     Ok(Offloaded {
+        moved: moved(&set),
         set,
-        chained,
-        host_puts,
     })
 }
