@@ -6,6 +6,7 @@
 //! posts anything and the verifier makes first.
 
 use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
 use std::fmt;
 
 use super::*;
@@ -29,44 +30,94 @@ pub struct ChainPeak {
     pub per_rail: [u32; MAX_RAILS],
 }
 
-/// [`ChainPeak`] of `schedule`, by replaying the executor's handle
-/// bookkeeping (the executor's `run_schedule`: `after`, then the bound of
-/// [`MAX_OUTSTANDING`] on the puts it keeps) without running anything.
-/// The two must change together.
+/// The handles of one run's posts, as the executor keeps them: held from
+/// the post until a later step's `after` names it, until room is needed
+/// for another put (the oldest first: at most [`MAX_OUTSTANDING`]), or
+/// until the end. The executor keeps real handles in it and waits what it
+/// gives back; [`chain_peak`] keeps each chained put's rail, so the two
+/// cannot disagree.
+#[derive(Debug)]
+pub(crate) struct Outstanding<T> {
+    held: Vec<Option<T>>,
+    order: VecDeque<usize>,
+}
+
+impl<T> Outstanding<T> {
+    /// Room for a schedule of `steps` steps.
+    pub(crate) fn new(steps: usize) -> Self {
+        Self {
+            held: (0..steps).map(|_| None).collect(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// Hand `release` the handles `after` names that are still held, in
+    /// its order.
+    pub(crate) fn release_after<E>(
+        &mut self,
+        after: &[u32],
+        mut release: impl FnMut(T) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for &a in after {
+            if let Some(h) = self.held.get_mut(a as usize).and_then(Option::take) {
+                release(h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Make room for one more put: hand `release` the oldest handles
+    /// while [`MAX_OUTSTANDING`] are kept.
+    pub(crate) fn make_room<E>(
+        &mut self,
+        mut release: impl FnMut(T) -> Result<(), E>,
+    ) -> Result<(), E> {
+        while self.order.len() >= MAX_OUTSTANDING {
+            if let Some(h) = self.order.pop_front().and_then(|j| self.held[j].take()) {
+                release(h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keep the handle of step `step`'s post.
+    pub(crate) fn hold(&mut self, step: usize, handle: T) {
+        if let Some(slot) = self.held.get_mut(step) {
+            *slot = Some(handle);
+            self.order.push_back(step);
+        }
+    }
+
+    /// The handles still held, in step order.
+    pub(crate) fn into_rest(self) -> impl Iterator<Item = T> {
+        self.held.into_iter().flatten()
+    }
+}
+
+/// [`ChainPeak`] of `schedule`: its steps through the executor's own
+/// handle bookkeeping (`Outstanding`), without running anything.
 pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
-    let steps = &schedule.steps;
-    let rail_of = |j: usize| match steps.get(j).map(|s| &s.op) {
-        Some(Op::ChainPut { rail, .. }) => Some(usize::from(*rail).min(MAX_RAILS - 1)),
-        _ => None,
-    };
-    let mut held = vec![false; steps.len()];
-    let mut order: VecDeque<usize> = VecDeque::new();
+    // Each held handle is its chained put's rail, or `None` for a post
+    // that holds no chain block.
+    let mut book: Outstanding<Option<usize>> = Outstanding::new(schedule.steps.len());
     let mut rails = [0u32; MAX_RAILS];
     let mut peak = ChainPeak::default();
-    let release = |j: usize, held: &mut [bool], rails: &mut [u32; MAX_RAILS]| {
-        if held.get(j) == Some(&true) {
-            held[j] = false;
-            if let Some(r) = rail_of(j) {
-                rails[r] -= 1;
-            }
+    let release = |rails: &mut [u32; MAX_RAILS], rail: Option<usize>| -> Result<(), Infallible> {
+        if let Some(r) = rail {
+            rails[r] -= 1;
         }
+        Ok(())
     };
-    for (i, step) in steps.iter().enumerate() {
-        for &a in &step.after {
-            release(a as usize, &mut held, &mut rails);
-        }
-        match step.op {
+    for (i, step) in schedule.steps.iter().enumerate() {
+        let Ok(()) = book.release_after(&step.after, |rail| release(&mut rails, rail));
+        let rail = match step.op {
             Op::Put { .. } => {
-                while order.len() >= MAX_OUTSTANDING {
-                    if let Some(j) = order.pop_front() {
-                        release(j, &mut held, &mut rails);
-                    }
-                }
+                let Ok(()) = book.make_room(|rail| release(&mut rails, rail));
+                None
             }
-            Op::ChainPut { .. } => {
-                if let Some(r) = rail_of(i) {
-                    rails[r] += 1;
-                }
+            Op::ChainPut { rail, .. } => {
+                let r = usize::from(rail).min(MAX_RAILS - 1);
+                rails[r] += 1;
                 let total = rails.iter().sum::<u32>();
                 if total > peak.total {
                     peak.total = total;
@@ -75,12 +126,12 @@ pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
                 for (p, &now) in peak.per_rail.iter_mut().zip(&rails) {
                     *p = (*p).max(now);
                 }
+                Some(r)
             }
-            Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } => {}
+            Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } => None,
             _ => continue,
-        }
-        held[i] = true;
-        order.push_back(i);
+        };
+        book.hold(i, rail);
     }
     peak
 }

@@ -9,7 +9,7 @@
 //! follow a put in the schedule overlap it [QA08 §5.2.2]. A step waits only
 //! for the puts it names in `after`, for the counters and flags it names,
 //! and, at the end, for every put of the schedule. At most
-//! [`MAX_OUTSTANDING`] puts are in flight; beyond that the oldest is
+//! [`MAX_OUTSTANDING`](super::budget::MAX_OUTSTANDING) puts are in flight; beyond that the oldest is
 //! completed first (a put's completion never depends on its target's host,
 //! so this never deadlocks).
 //!
@@ -24,10 +24,10 @@
 //! ([`crate::coll`]'s `sync`). A failed call leaves that bookkeeping
 //! undefined: an error from a collective is fatal to the communicator.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::budget::MAX_OUTSTANDING;
+use super::budget::Outstanding;
 use super::tuning::TuningTable;
 use super::*;
 use crate::arena::SymBuffer;
@@ -291,17 +291,11 @@ impl Coll<'_> {
                 .copied()
                 .ok_or(Error::EventsExhausted("schedule counter"))
         };
-        let mut handles: Vec<Option<PutHandle<'_>>> =
-            (0..sched.steps.len()).map(|_| None).collect();
-        let mut order: VecDeque<usize> = VecDeque::new();
+        let mut handles: Outstanding<PutHandle<'_>> = Outstanding::new(sched.steps.len());
         let mut numbers = BarrierNumbers::default();
         for (i, step) in sched.steps.iter().enumerate() {
             hook.observer().at_step(i as u32, step.op.kind());
-            for &a in &step.after {
-                if let Some(h) = handles.get_mut(a as usize).and_then(Option::take) {
-                    h.wait()?;
-                }
-            }
+            handles.release_after(&step.after, PutHandle::wait)?;
             match &step.op {
                 Op::Put {
                     to,
@@ -310,19 +304,16 @@ impl Coll<'_> {
                     lane,
                     signal,
                 } => {
-                    while order.len() >= MAX_OUTSTANDING {
-                        if let Some(h) = order.pop_front().and_then(|j| handles[j].take()) {
-                            h.wait()?;
-                        }
-                    }
+                    handles.make_room(PutHandle::wait)?;
                     let opts = TransferOptions {
                         policy: Some(lane.policy(p.stripe_threshold)),
                         dest_event: signal.map(event).transpose()?,
                         wake: false,
                     };
-                    handles[i] =
-                        Some(self.put_with(&region(src)?, *to as usize, &region(dst)?, opts)?);
-                    order.push_back(i);
+                    handles.hold(
+                        i,
+                        self.put_with(&region(src)?, *to as usize, &region(dst)?, opts)?,
+                    );
                 }
                 Op::ChainPut {
                     trigger,
@@ -342,8 +333,7 @@ impl Coll<'_> {
                         dst: region(dst)?,
                         dst_event: signal.map(event).transpose()?,
                     };
-                    handles[i] = Some(self.chain_put(&chain)?);
-                    order.push_back(i);
+                    handles.hold(i, self.chain_put(&chain)?);
                 }
                 Op::Wait { counter, arrivals } => {
                     let mut a = Arrivals::new();
@@ -405,16 +395,14 @@ impl Coll<'_> {
                     numbers.set(*which, self.next_barrier_number(*which)?);
                 }
                 Op::WordPut { to, words, slot } => {
-                    handles[i] = Some(self.word_put(*words, *to as usize, *slot as usize)?);
-                    order.push_back(i);
+                    handles.hold(i, self.word_put(*words, *to as usize, *slot as usize)?);
                 }
                 Op::WordWait { words, slot } => {
                     let number = numbers.get(Numbers::Words(*words))?;
                     self.word_wait(*words, *slot as usize, number)?;
                 }
                 Op::QueueSend { to } => {
-                    handles[i] = Some(self.queue_number(*to as usize)?);
-                    order.push_back(i);
+                    handles.hold(i, self.queue_number(*to as usize)?);
                 }
                 Op::QueueRecv { from } => {
                     let number = numbers.get(Numbers::Queue)?;
@@ -433,12 +421,11 @@ impl Coll<'_> {
                         &region(dst)?,
                         signal.map(event).transpose()?,
                     )?;
-                    handles[i] = Some(h);
-                    order.push_back(i);
+                    handles.hold(i, h);
                 }
             }
         }
-        for h in handles.into_iter().flatten() {
+        for h in handles.into_rest() {
             h.wait()?;
         }
         Ok(())
