@@ -208,16 +208,15 @@ impl Shape {
         self.topology.placement()
     }
 
-    /// The same shape with `nodes` x `ranks_per_node` ranks (placement,
-    /// sockets and rails kept).
-    pub fn resized(&self, nodes: usize, ranks_per_node: usize) -> Result<Self, Error> {
-        Self::new(
-            nodes,
-            ranks_per_node,
-            self.sockets,
-            self.rails,
-            self.placement(),
-        )
+    /// The same placement and rails with `nodes` x `ranks_per_node`
+    /// ranks and `sockets` sockets per node.
+    pub fn resized(
+        &self,
+        nodes: usize,
+        ranks_per_node: usize,
+        sockets: usize,
+    ) -> Result<Self, Error> {
+        Self::new(nodes, ranks_per_node, sockets, self.rails, self.placement())
     }
 
     /// Socket of local rank `local` (ranks spread evenly over sockets).

@@ -59,17 +59,6 @@ fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// `base`'s shape with another node count, ranks per node and sockets.
-fn resized(
-    base: &ClusterConfig,
-    nodes: usize,
-    rpn: usize,
-    sockets: usize,
-) -> Result<Shape, railcoll_host::Error> {
-    let s = base.shape;
-    Shape::new(nodes, rpn, sockets, s.rails, s.placement())
-}
-
 impl StudyArgs {
     /// The cluster these flags describe (the shape checked).
     pub fn config(&self) -> Result<ClusterConfig, railcoll_host::Error> {
@@ -121,7 +110,7 @@ pub fn scaling_configs(base: ClusterConfig) -> Result<Vec<ClusterConfig>, CliErr
                 )));
             };
             Ok(ClusterConfig {
-                shape: resized(&base, nodes, rpn, gcd(base.shape.sockets, rpn))?,
+                shape: base.shape.resized(nodes, rpn, gcd(base.shape.sockets, rpn))?,
                 ..base
             })
         })
@@ -461,7 +450,7 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
                     .sockets
                     .map_or(gcd(base.shape.sockets, rpn), usize::from);
                 Ok(ClusterConfig {
-                    shape: resized(&base, nodes, rpn, sockets)?,
+                    shape: base.shape.resized(nodes, rpn, sockets)?,
                     ..base
                 })
             })
