@@ -336,6 +336,9 @@ pub struct CollBench<'a> {
     /// Run one operation: (comm, algorithm index, send buffer of
     /// `send_len(size)` bytes, receive buffer of `recv_len(size)` bytes).
     pub op: &'a OpFn<'a>,
+    /// Start one operation of algorithm `index` without blocking (the
+    /// overlap benchmark, [`crate::overlap`]); same arguments as `op`.
+    pub start: &'a StartFn<'a>,
     /// Send buffer bytes for a size and a rank count.
     pub send_len: LenFn,
     /// Receive buffer bytes for a size and a rank count.
@@ -349,6 +352,30 @@ pub struct CollBench<'a> {
 /// One timed operation of a [`CollBench`].
 pub type OpFn<'a> =
     dyn Fn(&Comm, usize, &SymBuffer, &SymBuffer) -> Result<(), railcoll_host::Error> + Sync + 'a;
+
+/// One started operation of a [`CollBench`]: its request.
+pub type StartFn<'a> = dyn for<'c> Fn(
+        &'c Comm,
+        usize,
+        &SymBuffer,
+        &SymBuffer,
+    ) -> Result<railcoll_host::Request<'c>, railcoll_host::Error>
+    + Sync
+    + 'a;
+
+/// `f` as a [`StartFn`] (a closure's request borrows the communicator it
+/// was given, which the compiler only infers when told).
+pub fn start_fn<F>(f: F) -> F
+where
+    F: for<'c> Fn(
+        &'c Comm,
+        usize,
+        &SymBuffer,
+        &SymBuffer,
+    ) -> Result<railcoll_host::Request<'c>, railcoll_host::Error>,
+{
+    f
+}
 
 /// A buffer's length for a message size and a rank count.
 pub type LenFn = fn(usize, usize) -> usize;

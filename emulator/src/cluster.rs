@@ -672,8 +672,10 @@ impl Cluster {
                     w.register_current();
                 }
                 let node_wakers = wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS].to_vec();
-                let plain: Arc<dyn WaitHook> =
-                    Arc::new(NodeWait::new(Arc::clone(wait), node_wakers));
+                let plain: Arc<dyn WaitHook> = Arc::new(crate::threads::RankWait(NodeWait::new(
+                    Arc::clone(wait),
+                    node_wakers,
+                )));
                 match timeline.get() {
                     Some(t) => Arc::new(TracingWait::new(plain, Arc::clone(t), rank, *epoch)),
                     None => plain,

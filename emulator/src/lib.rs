@@ -23,6 +23,8 @@
 //!   closure on every rank.
 //! - [`mod@bench`]: the measurements behind `railcoll bench`, each reported
 //!   beside a baseline measured in the same run.
+//! - [`overlap`]: the OSU-style overlap benchmark (`bench --overlap`):
+//!   how much of a non-blocking collective the host's own work hides.
 //! - [`timeline`]: spans of one run (ranks, NICs, rail ports, switches)
 //!   for `railcoll trace`.
 //! - [`workbench`]: the researcher's workbench: sweeps, their tables, CSV,
@@ -41,6 +43,7 @@ pub mod cli;
 pub mod cluster;
 pub mod hw;
 pub mod modeled;
+pub mod overlap;
 pub mod threads;
 pub mod timeline;
 pub mod workbench;

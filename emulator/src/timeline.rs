@@ -269,6 +269,10 @@ impl WaitHook for TracingWait {
         self.inner.wake_local(local);
     }
 
+    fn compute(&self, d: std::time::Duration) {
+        self.timed(|| "compute".into(), || self.inner.compute(d));
+    }
+
     fn observer(&self) -> &dyn HostObserver {
         self
     }

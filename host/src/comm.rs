@@ -27,6 +27,7 @@ use crate::endpoint::{
 };
 use crate::env::WaitHook;
 use crate::error::Error;
+use crate::sched::request::{Persistent, Request};
 use crate::sched::tuning::TuningTable;
 use crate::sched::{Choice, Collective, ScheduleSet, Shape};
 use crate::shm::NodeShm;
@@ -407,6 +408,144 @@ impl Comm {
             .collective_with(collective, algorithm.into(), send, recv, root)
     }
 
+    /// Compute for `d`: the application's own work, which a non-blocking
+    /// or offloaded collective can overlap (spins on real hardware and in
+    /// threads mode; virtual time in modeled mode).
+    pub fn compute(&self, d: std::time::Duration) {
+        self.ep.wait_arc().compute(d);
+    }
+
+    // --- Non-blocking collectives [MPI4 §6.12] ---------------------------
+
+    /// Start an all-gather (the tuned algorithm) and return at once; the
+    /// request's `test` and `wait` complete it (see [`Request`]).
+    pub fn iallgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<Request<'_>, Error> {
+        self.istart(Collective::Allgather, None, send, recv, 0)
+    }
+
+    /// Start an all-to-all (the tuned algorithm).
+    pub fn ialltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<Request<'_>, Error> {
+        self.istart(Collective::Alltoall, None, send, recv, 0)
+    }
+
+    /// Start a gather to `root` (the tuned algorithm).
+    pub fn igather(
+        &self,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root: usize,
+    ) -> Result<Request<'_>, Error> {
+        self.istart(Collective::Gather, None, send, recv, root)
+    }
+
+    /// Start a broadcast of `buf` from `root` (the tuned algorithm).
+    pub fn ibcast(&self, buf: &SymBuffer, root: usize) -> Result<Request<'_>, Error> {
+        self.istart(Collective::Bcast, None, buf, buf, root)
+    }
+
+    /// Start a barrier (the tuned algorithm): complete once every rank has
+    /// entered.
+    pub fn ibarrier(&self) -> Result<Request<'_>, Error> {
+        let none = self.no_buffer()?;
+        self.istart(Collective::Barrier, None, &none, &none, 0)
+    }
+
+    /// Start `collective` with a chosen algorithm (`buf`-only collectives
+    /// take it as both `send` and `recv`).
+    pub fn icollective_with(
+        &self,
+        collective: Collective,
+        algorithm: impl Into<Choice>,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root: usize,
+    ) -> Result<Request<'_>, Error> {
+        self.istart(collective, Some(algorithm.into()), send, recv, root)
+    }
+
+    fn istart(
+        &self,
+        collective: Collective,
+        algorithm: Option<Choice>,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root: usize,
+    ) -> Result<Request<'_>, Error> {
+        self.coll()
+            .start_collective(collective, algorithm, send, recv, root)
+    }
+
+    // --- Persistent collectives [MPI4 §6.13] -----------------------------
+
+    /// An all-gather on these buffers to start many times (the tuned
+    /// algorithm; see [`Persistent`]).
+    pub fn allgather_init(
+        &self,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<Persistent<'_>, Error> {
+        self.init(Collective::Allgather, None, send, recv, 0)
+    }
+
+    /// A persistent all-to-all.
+    pub fn alltoall_init(
+        &self,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<Persistent<'_>, Error> {
+        self.init(Collective::Alltoall, None, send, recv, 0)
+    }
+
+    /// A persistent gather to `root`.
+    pub fn gather_init(
+        &self,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root: usize,
+    ) -> Result<Persistent<'_>, Error> {
+        self.init(Collective::Gather, None, send, recv, root)
+    }
+
+    /// A persistent broadcast of `buf` from `root`.
+    pub fn bcast_init(&self, buf: &SymBuffer, root: usize) -> Result<Persistent<'_>, Error> {
+        self.init(Collective::Bcast, None, buf, buf, root)
+    }
+
+    /// A persistent barrier.
+    pub fn barrier_init(&self) -> Result<Persistent<'_>, Error> {
+        let none = self.no_buffer()?;
+        self.init(Collective::Barrier, None, &none, &none, 0)
+    }
+
+    /// A persistent `collective` with a chosen algorithm.
+    pub fn collective_init_with(
+        &self,
+        collective: Collective,
+        algorithm: impl Into<Choice>,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root: usize,
+    ) -> Result<Persistent<'_>, Error> {
+        self.init(collective, Some(algorithm.into()), send, recv, root)
+    }
+
+    fn init(
+        &self,
+        collective: Collective,
+        algorithm: Option<Choice>,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+        root: usize,
+    ) -> Result<Persistent<'_>, Error> {
+        self.coll()
+            .init_collective(collective, algorithm, send, recv, root)
+    }
+
+    /// The empty buffer a barrier runs on.
+    fn no_buffer(&self) -> Result<SymBuffer, Error> {
+        self.coll.bufs.barrier_source.slice(0, 0)
+    }
+
     /// The schedules of `collective` with `algorithm` for this
     /// communicator, `block_bytes` per block (cached).
     pub fn schedule(
@@ -424,7 +563,7 @@ impl Comm {
     /// of the communicator must run the same set).
     pub fn run_schedule(
         &self,
-        set: &ScheduleSet,
+        set: &Arc<ScheduleSet>,
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {

@@ -96,6 +96,14 @@ impl Arrivals {
     }
 }
 
+/// A destination event armed for its arrivals and not yet waited on
+/// ([`Endpoint::arm_arrivals`]).
+#[derive(Debug)]
+#[must_use = "an armed wait is only over once waited or tested complete"]
+pub struct ArmedWait {
+    waits: Vec<Completion>,
+}
+
 /// Options of one put or get.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TransferOptions {
@@ -123,6 +131,12 @@ pub struct PutHandle<'e> {
 impl PutHandle<'_> {
     /// Block until complete; the first NIC error of any part is returned.
     pub fn wait(mut self) -> Result<(), Error> {
+        self.finish()
+    }
+
+    /// Block until complete, keeping the handle (for holders that cannot
+    /// give it up, such as a resumable run).
+    pub(crate) fn wait_in_place(&mut self) -> Result<(), Error> {
         self.finish()
     }
 
@@ -651,20 +665,51 @@ impl Endpoint {
     /// re-arm it for the next use. Early arrivals are never lost: the NIC
     /// keeps them in the event's count ([ELAN-SEM §13 rule 2]).
     pub fn wait_arrivals(&self, event: &DestEvent, arrivals: &Arrivals) -> Result<(), Error> {
+        let armed = self.arm_arrivals(event, arrivals)?;
+        self.wait_armed(&armed)
+    }
+
+    /// The first half of [`Endpoint::wait_arrivals`]: arm `event` for
+    /// `arrivals` on each rail. Complete it with [`Endpoint::wait_armed`]
+    /// or [`Endpoint::test_armed`], exactly once.
+    pub fn arm_arrivals(&self, event: &DestEvent, arrivals: &Arrivals) -> Result<ArmedWait, Error> {
         let mut waits = Vec::new();
-        {
-            let mut driver = self.driver.borrow_mut();
-            for (rail, &n) in arrivals.per_rail().iter().enumerate() {
-                if n == 0 {
-                    continue;
+        let mut driver = self.driver.borrow_mut();
+        for (rail, &n) in arrivals.per_rail().iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            self.check_rail(rail)?;
+            let generation = driver.push_arm_write(rail, event.0, n)?;
+            driver.ring(rail)?;
+            waits.push(Completion::of_dest_event(rail, event.0, generation));
+        }
+        Ok(ArmedWait { waits })
+    }
+
+    /// Block until an armed wait's arrivals are all in.
+    pub fn wait_armed(&self, armed: &ArmedWait) -> Result<(), Error> {
+        self.driver.borrow().wait_completions(&armed.waits)
+    }
+
+    /// Are an armed wait's arrivals all in? `None` while some are missing
+    /// (a modeled environment lets a poll's worth of time pass).
+    pub fn test_armed(&self, armed: &ArmedWait) -> Option<Result<(), Error>> {
+        let driver = self.driver.borrow();
+        let mut result = Ok(());
+        for c in &armed.waits {
+            match driver.test_completion(c) {
+                None => {
+                    driver.wait_hook().observer().idle_poll();
+                    return None;
                 }
-                self.check_rail(rail)?;
-                let generation = driver.push_arm_write(rail, event.0, n)?;
-                driver.ring(rail)?;
-                waits.push(Completion::of_dest_event(rail, event.0, generation));
+                Some(Err(code)) if result.is_ok() => {
+                    result = Err(Error::Nic { rail: c.rail, code });
+                }
+                Some(_) => {}
             }
         }
-        self.driver.borrow().wait_completions(&waits)
+        Some(result)
     }
 
     /// Tell `dst_rank` something happened: a zero-length put on rail 0 that
@@ -796,6 +841,12 @@ impl Endpoint {
     /// (wrapping, the same on every participant): returns when all have
     /// arrived ([ELAN-SEM §13 rule 17]).
     pub fn hw_barrier(&self, seq: u32) -> Result<(), Error> {
+        self.hw_barrier_post(seq)?.wait()
+    }
+
+    /// Post [`Endpoint::hw_barrier`]'s arrival; its handle completes when
+    /// every participant has arrived.
+    pub fn hw_barrier_post(&self, seq: u32) -> Result<PutHandle<'_>, Error> {
         let high_node = self.switch_span()?;
         let command = Command::HwBarrier {
             low_node: 0,
@@ -809,8 +860,7 @@ impl Endpoint {
                 what: Tracked::Now(command),
             }],
             Vec::new(),
-        )?
-        .wait()
+        )
     }
 
     /// The highest node id of the job, as the switch's span operations
@@ -925,10 +975,33 @@ impl Endpoint {
     pub fn queue_recv(&self, queue: &InputQueue, out: &mut [u8]) -> Result<QueueItem, Error> {
         let mem = self.local_memory(&queue.buf)?;
         let consumed = queue.consumed.get();
-        self.wait_until(&mut || {
-            mem.load_u64(0, Ordering::Acquire)
-                .is_ok_and(|p| p != consumed)
-        })?;
+        self.wait_until(&mut || queue_filled(&mem, consumed))?;
+        self.take_item(queue, &mem, out)
+    }
+
+    /// [`Endpoint::queue_recv`] without blocking: `None` if no item has
+    /// arrived (a modeled environment lets a poll's worth of time pass).
+    pub fn try_queue_recv(
+        &self,
+        queue: &InputQueue,
+        out: &mut [u8],
+    ) -> Result<Option<QueueItem>, Error> {
+        let mem = self.local_memory(&queue.buf)?;
+        if !queue_filled(&mem, queue.consumed.get()) {
+            self.driver.borrow().wait_hook().observer().idle_poll();
+            return Ok(None);
+        }
+        self.take_item(queue, &mem, out).map(Some)
+    }
+
+    /// Copy out the item at the queue's consumer position and free its slot.
+    fn take_item(
+        &self,
+        queue: &InputQueue,
+        mem: &DmaMemory,
+        out: &mut [u8],
+    ) -> Result<QueueItem, Error> {
+        let consumed = queue.consumed.get();
         let slot = QUEUE_HEADER + queue.ring.byte_offset(consumed, queue.slot_size) as usize;
         let mut header = [0u8; QUEUE_ITEM_HEADER];
         mem.read(slot, &mut header)
@@ -954,4 +1027,10 @@ impl Endpoint {
             .map_err(|e| out_of_range("the queue", e))?;
         Ok(QueueItem { src, len })
     }
+}
+
+/// Has the NIC produced past `consumed` in a queue's header?
+fn queue_filled(mem: &DmaMemory, consumed: u64) -> bool {
+    mem.load_u64(0, Ordering::Acquire)
+        .is_ok_and(|p| p != consumed)
 }

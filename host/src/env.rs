@@ -88,6 +88,16 @@ pub trait WaitHook: Send + Sync {
     fn wake_local(&self, local: usize) {
         let _ = local;
     }
+    /// The rank computes for `d` (the application's own work, between
+    /// starting a non-blocking collective and completing it): by default
+    /// the CPU spins for that long; a modeled environment lets that much
+    /// virtual time pass instead.
+    fn compute(&self, d: std::time::Duration) {
+        let start = std::time::Instant::now();
+        while start.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    }
     /// This environment's observer of the rank's host activity; by default
     /// one that observes nothing.
     fn observer(&self) -> &dyn HostObserver {

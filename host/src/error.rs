@@ -120,6 +120,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A non-blocking progress call found a step that cannot go on yet.
+    /// Internal to non-blocking progress ([`crate::Request::test`] answers
+    /// "not complete" instead); a public call never returns it.
+    #[error("not ready yet: a non-blocking call would have to wait")]
+    WouldBlock,
+    /// A collective was started while this communicator's earlier
+    /// non-blocking or persistent collective is still in flight (one at a
+    /// time: complete it with `wait` or `test` first).
+    #[error("a collective is already in flight on this communicator ({0}): complete it first")]
+    CollectiveInFlight(&'static str),
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),

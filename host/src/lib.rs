@@ -24,7 +24,9 @@
 //!   words of one rank on every rail.
 //! - [`sched`]: every collective (gather, all-gather, all-to-all,
 //!   broadcast, barrier) as per-rank schedules: the catalogue, generators,
-//!   verifier, Hockney cost model, executor and tuning table.
+//!   verifier, Hockney cost model, offload compiler, executor, tuning
+//!   table, and the non-blocking and persistent requests
+//!   ([`Request`], [`Persistent`]).
 //! - [`coll`]: what the executor runs on besides the endpoint: the
 //!   collectives' per-communicator state, the barrier mechanisms and the
 //!   node segment's phases.
@@ -60,6 +62,7 @@ pub use endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
 pub use error::Error;
+pub use sched::request::{Persistent, Request};
 pub use sched::{Algorithm, Choice, Collective, Drive};
 pub use stripe::RailPolicy;
 pub use topology::{Placement, Topology};

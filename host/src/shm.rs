@@ -277,6 +277,16 @@ impl Flags for SegmentFlags<'_> {
     }
 }
 
+/// How far a node broadcast has gone ([`NodeShm::broadcast`]): bytes
+/// done, and whether the current round's epoch is taken. A fresh cursor
+/// starts a broadcast; a caller that stopped at a wait resumes with the
+/// same cursor.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BcastCursor {
+    done: usize,
+    round_taken: bool,
+}
+
 /// A node's shared segment, as one rank uses it.
 #[derive(Debug)]
 pub struct NodeShm {
@@ -352,11 +362,17 @@ impl NodeShm {
     fn flags(&self) -> SegmentFlags<'_> {
         SegmentFlags { mem: &self.mem }
     }
-
-    /// Arrive at the node barrier of this call (a new epoch) with local
-    /// rank `master`; the master returns once every local rank arrived.
-    pub fn barrier_arrive(&mut self, sync: &impl Sync, master: usize) -> Result<(), Error> {
+    /// Take the next node barrier epoch: once per barrier, before
+    /// [`NodeShm::barrier_arrive`].
+    pub fn barrier_begin(&mut self) {
         self.barrier_epoch = self.barrier_epoch.wrapping_add(1);
+    }
+
+    /// Arrive at the node barrier whose epoch [`NodeShm::barrier_begin`]
+    /// took: raise this rank's flag; the master waits for every arrival.
+    /// Raising again is harmless, so a non-blocking caller repeats this
+    /// until the master's wait is over.
+    pub fn barrier_arrive(&self, sync: &impl Sync, master: usize) -> Result<(), Error> {
         let flags = self.flags();
         barrier_arrive(&self.barrier_round(&flags, sync, master))
     }
@@ -391,14 +407,18 @@ impl NodeShm {
         sync: &impl Sync,
         root: usize,
         len: usize,
+        cursor: &mut BcastCursor,
         src: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), Error>,
         dst: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        let mut offset = 0;
         loop {
-            let chunk = (len - offset).min(self.bcast_len);
+            let offset = cursor.done;
+            let chunk = len.saturating_sub(offset).min(self.bcast_len);
             let buffer = self.segment(self.bcast_offset, chunk)?;
-            self.bcast_epoch = self.bcast_epoch.wrapping_add(1);
+            if !cursor.round_taken {
+                self.bcast_epoch = self.bcast_epoch.wrapping_add(1);
+                cursor.round_taken = true;
+            }
             let flags = SegmentFlags { mem: &self.mem };
             let round = Round {
                 flags: &flags,
@@ -408,11 +428,15 @@ impl NodeShm {
                 root,
                 epoch: self.bcast_epoch,
             };
+            // A round waits only before it touches anything, so a wait
+            // that gives up (a non-blocking caller) is resumed by calling
+            // again with the same cursor.
             broadcast_round(&round, &mut || src(offset, &buffer), &mut || {
                 dst(offset, &buffer)
             })?;
-            offset += chunk;
-            if offset >= len {
+            cursor.round_taken = false;
+            cursor.done = offset + chunk;
+            if cursor.done >= len {
                 return Ok(());
             }
         }

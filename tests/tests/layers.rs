@@ -208,6 +208,8 @@ const HOST_LAYERS: &[&[&str]] = &[
         "sched::generate::bcast",
         "sched::generate::barrier",
         "sched::offload",
+        "sched::persist",
+        "sched::request",
         "sched::sim",
         "sched::sim::steps",
         "sched::sim::transfers",

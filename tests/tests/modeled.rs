@@ -150,6 +150,15 @@ fn trace_hashes_do_not_depend_on_the_worker_count() {
               recv: &railcoll_host::arena::SymBuffer| {
         comm.allgather_with(algos[a], send, recv)
     };
+    let start = bench::start_fn(|comm, a, send, recv| {
+        comm.icollective_with(
+            railcoll_host::Collective::Allgather,
+            algos[a],
+            send,
+            recv,
+            0,
+        )
+    });
     let bench = CollBench {
         collective: "allgather",
         algorithms: algos.iter().map(|a| a.name()).collect(),
@@ -157,6 +166,7 @@ fn trace_hashes_do_not_depend_on_the_worker_count() {
         iters: 2,
         rounds: 1,
         op: &op,
+        start: &start,
         send_len: bench::same_len,
         recv_len: bench::per_rank_len,
         synchronised: true,

@@ -232,6 +232,94 @@ fn every_algorithm_offloaded_still_verifies() {
     assert!(checked > 2000, "{checked}");
 }
 
+/// Persistent sets (the readiness guard, host-driven and compiled onto the
+/// NICs) verify on every shape, rule 10 included: no rank touches the
+/// buffers of a rank that has not started.
+#[test]
+fn every_algorithm_persistent_verifies() {
+    let mut checked = 0;
+    for shape in shapes() {
+        let n = shape.size();
+        for c in Collective::ALL {
+            for a in c.algorithms() {
+                for choice in [Choice::host(a), Choice::nic(a)] {
+                    let bytes = SIZES[checked % 7];
+                    let root = if c.rooted() { checked % n } else { 0 };
+                    checked += 1;
+                    let mut p = Params::new(c, a, shape, root, bytes).with_choice(choice);
+                    p.persistent = true;
+                    let set = match generate(&p) {
+                        Ok(set) => set,
+                        Err(e) => {
+                            assert!(refuses_clearly(&p), "{c} {choice} on {shape:?}: {e}");
+                            continue;
+                        }
+                    };
+                    if let Err(v) = verify::verify(&set, &Budget::default()) {
+                        panic!(
+                            "persistent {c} {choice} on {shape:?} root {root} block {bytes}: {v}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 4000, "{checked}");
+}
+
+/// A set started back to back without the guard is refused by rule 10 in
+/// words (the ring's first put reaches a rank that may not have started),
+/// and the guard is what makes it pass.
+#[test]
+fn an_unguarded_set_started_back_to_back_is_refused() {
+    let shape = Shape::new(4, 1, 1, 1, Placement::Block).expect("shape");
+    let p = Params::new(Collective::Allgather, Algorithm::Ring, shape, 0, 64);
+    let mut set = generate(&p).expect("ring");
+    set.params.persistent = true;
+    let v = verify::verify(&set, &Budget::default()).expect_err("unguarded");
+    assert!(
+        v.to_string().contains("before rank") && v.to_string().contains("has started"),
+        "{v}"
+    );
+    let guarded = railcoll_host::sched::persist::guard(&set).expect("guard");
+    verify::verify(&guarded, &Budget::default()).expect("guarded");
+    // One readiness notice per writer: the ring has one writer per rank.
+    let notices = |s: &railcoll_host::sched::ScheduleSet| {
+        s.ranks.iter().map(|r| r.steps.len()).sum::<usize>()
+    };
+    assert_eq!(
+        notices(&guarded),
+        notices(&set) + 2 * 4,
+        "a notice and a wait per rank"
+    );
+}
+
+/// A rank whose buffers a node peer still reads after it returned is
+/// refused by rule 9 (the caller would overwrite what the peer copies).
+#[test]
+fn a_rank_returning_while_a_peer_reads_its_buffer_is_refused() {
+    let shape = Shape::new(1, 2, 1, 1, Placement::Block).expect("shape");
+    let p = Params::new(Collective::Allgather, Algorithm::Direct, shape, 0, 64);
+    let mut set = generate(&p).expect("direct");
+    // Rank 1 pulls rank 0's send block as its very last step, after
+    // everything rank 0 waits for.
+    set.ranks[1].steps.push(railcoll_host::sched::Step {
+        op: Op::PeerCopy {
+            peer: 0,
+            dir: railcoll_host::sched::PeerDir::Pull,
+            local: railcoll_host::sched::Region::new(railcoll_host::sched::Buf::Scratch, 0, 0),
+            remote: railcoll_host::sched::Region::one(railcoll_host::sched::Buf::Send, 0),
+        },
+        after: Vec::new(),
+    });
+    let v = verify::verify(&set, &Budget::default()).expect_err("reads after return");
+    assert!(
+        v.to_string().contains("may return while rank 1")
+            && v.to_string().contains("reads its send"),
+        "{v}"
+    );
+}
+
 /// A chained put whose trigger asks for one set more than ever arrives
 /// is refused in words naming its rank, rail, step and counts (the NIC
 /// would hold it forever and the collective would never finish).

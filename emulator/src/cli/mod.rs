@@ -191,6 +191,11 @@ pub struct CollArgs {
     /// Interleaved rounds (medians are reported).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub rounds: u16,
+    /// Measure overlap instead of latency: start the non-blocking form,
+    /// compute for its duration, wait [OSU-MB]; prints overlap % per
+    /// algorithm and size.
+    #[arg(long)]
+    pub overlap: bool,
 }
 
 /// `railcoll bench barrier`.
@@ -212,6 +217,11 @@ pub struct BarrierArgs {
     /// Interleaved rounds (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub rounds: u16,
+    /// Measure overlap instead of latency: start the non-blocking form,
+    /// compute for its duration, wait [OSU-MB]; prints overlap % per
+    /// algorithm and size.
+    #[arg(long)]
+    pub overlap: bool,
 }
 
 /// `railcoll bench bcast`.
@@ -239,6 +249,11 @@ pub struct BcastArgs {
     /// Interleaved rounds (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub rounds: u16,
+    /// Measure overlap instead of latency: start the non-blocking form,
+    /// compute for its duration, wait [OSU-MB]; prints overlap % per
+    /// algorithm and size.
+    #[arg(long)]
+    pub overlap: bool,
 }
 
 /// How the emulator runs a measurement (every `bench` subcommand).
@@ -435,14 +450,18 @@ fn run_subject(
     cluster: &ClusterArgs,
     run: &ModeArgs,
     (sizes, root): (&[usize], usize),
-    (iters, rounds): (u32, u16),
+    (iters, rounds, overlap): (u32, u16, bool),
 ) -> Result<(), CliError> {
     let shape = shape_of(cluster)?;
     crate::workbench::check_root(root, &shape)?;
     let first = sizes.first().copied().unwrap_or(0);
     let set: AlgoSet = crate::workbench::select(collective, algo, shape, root, first)?;
     set.with_bench(sizes, iters as usize, rounds as usize, root, |bench| {
-        run_coll(cluster, run, bench)
+        if overlap {
+            run_overlap(cluster, run, bench)
+        } else {
+            run_coll(cluster, run, bench)
+        }
     })
 }
 
@@ -453,7 +472,7 @@ fn run_catalogue(collective: Collective, args: &CollArgs) -> Result<(), CliError
         &args.cluster,
         &args.run,
         (&args.sizes.0, args.root),
-        (args.iters, args.rounds),
+        (args.iters, args.rounds, args.overlap),
     )
 }
 
@@ -627,7 +646,7 @@ fn run_barrier(args: &BarrierArgs) -> Result<(), CliError> {
         &args.cluster,
         &args.run,
         (&[0], 0),
-        (args.iters, args.rounds),
+        (args.iters, args.rounds, args.overlap),
     )
 }
 
@@ -638,7 +657,7 @@ fn run_bcast(args: &BcastArgs) -> Result<(), CliError> {
         &args.cluster,
         &args.run,
         (&args.sizes.0, args.root),
-        (args.iters, args.rounds),
+        (args.iters, args.rounds, args.overlap),
     )
 }
 
@@ -701,6 +720,81 @@ fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> Res
     }
     write_output(cluster.json, &records, |out| {
         print_coll_table(out, &cfg, &records)
+    })
+}
+
+/// `bench ... --overlap`: overlap % per algorithm and size.
+fn run_overlap(
+    cluster: &ClusterArgs,
+    run: &ModeArgs,
+    bench: &CollBench<'_>,
+) -> Result<(), CliError> {
+    let cfg = ClusterConfig {
+        mode: run.mode,
+        seed: run.seed,
+        ..cluster.config()?
+    };
+    if run.check_determinism {
+        return Err(CliError::Usage(
+            "--check-determinism does not apply to --overlap".into(),
+        ));
+    }
+    let quiet = cluster.json;
+    let progress = move |size: usize| {
+        if !quiet {
+            eprint!("\r# measured {size} B          ");
+        }
+    };
+    let records = match run.mode {
+        Mode::Threads => crate::overlap::overlap_threads(cfg, bench, &progress),
+        Mode::Modeled => {
+            let (profile, _) = Profile::load(&run.profile)?;
+            crate::overlap::overlap_modeled(cfg, &profile, bench, &progress)
+        }
+    };
+    if !quiet {
+        eprintln!();
+    }
+    let records = records?;
+    write_output(cluster.json, &records, |out| {
+        let Some(first) = records.first() else {
+            return Ok(());
+        };
+        writeln!(
+            out,
+            "# railcoll {} overlap, {} mode{}: {} nodes x {} ranks, {} rails (means over ranks, us; overlap % as OSU: 100 x (1 - (total - compute) / pure))",
+            first.collective,
+            first.mode,
+            first
+                .profile
+                .as_deref()
+                .map(|p| format!(", profile {p}"))
+                .unwrap_or_default(),
+            cfg.shape.nodes(),
+            cfg.shape.ranks_per_node(),
+            cfg.shape.rails
+        )?;
+        writeln!(
+            out,
+            "{:>10} {:>22} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "# size", "algorithm", "pure_us", "compute_us", "total_us", "overlap%", "pure/pp"
+        )?;
+        for r in &records {
+            writeln!(
+                out,
+                "{:>10} {:>22} {:>10.3} {:>10.3} {:>10.3} {:>9.1} {:>9}",
+                r.size,
+                r.algorithm,
+                r.pure_us,
+                r.compute_us,
+                r.total_us,
+                r.overlap_pct,
+                r.pingpong_ratio
+                    .map(|x| format!("{x:.1}"))
+                    .unwrap_or_else(|| "-".into())
+            )?;
+        }
+        Ok(())
     })
 }
 

@@ -85,6 +85,10 @@ impl WaitHook for ModelWait {
         self.kernel.wake_local(self.rank, local);
     }
 
+    fn compute(&self, d: std::time::Duration) {
+        self.kernel.compute(self.rank, d);
+    }
+
     fn observer(&self) -> &dyn HostObserver {
         self
     }

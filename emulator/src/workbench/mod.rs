@@ -158,23 +158,31 @@ pub fn select(
             .filter(|&a| runs(a).is_ok())
             .collect()
     };
-    let algorithms = if algo == "all" {
-        all(Choice::host)
-    } else if algo == "all@nic" {
-        all(Choice::nic)
-    } else {
-        parse_list(algo, |name| {
-            let a = collective
-                .parse_choice(name)
-                .map_err(SpecError::UnknownAlgorithm)?;
-            runs(a).map_err(|reason| SpecError::CannotRun {
-                collective,
-                name: name.to_string(),
-                reason,
-            })?;
-            Ok(a)
-        })?
-    };
+    // `all` and `all@nic` may also be items of a list ("all,all@nic":
+    // every algorithm both ways).
+    let mut algorithms: Vec<Choice> = Vec::new();
+    for item in algo.split(',').map(str::trim) {
+        let more = match item {
+            "all" => all(Choice::host),
+            "all@nic" => all(Choice::nic),
+            name => parse_list(name, |name| {
+                let a = collective
+                    .parse_choice(name)
+                    .map_err(SpecError::UnknownAlgorithm)?;
+                runs(a).map_err(|reason| SpecError::CannotRun {
+                    collective,
+                    name: name.to_string(),
+                    reason,
+                })?;
+                Ok(a)
+            })?,
+        };
+        for a in more {
+            if !algorithms.contains(&a) {
+                algorithms.push(a);
+            }
+        }
+    }
     Ok(AlgoSet {
         collective,
         algorithms,
@@ -248,6 +256,10 @@ impl AlgoSet {
             Collective::Barrier => comm.barrier_with(algos[a]),
             _ => comm.collective_with(c, algos[a], send, recv, root),
         };
+        let start = bench::start_fn(|comm, a, send, recv| {
+            let recv = if c == Collective::Bcast { send } else { recv };
+            comm.icollective_with(c, algos[a], send, recv, root)
+        });
         let (send_len, recv_len, synchronised): (bench::LenFn, bench::LenFn, bool) = match c {
             Collective::Gather | Collective::Allgather => {
                 (bench::same_len, bench::per_rank_len, true)
@@ -263,6 +275,7 @@ impl AlgoSet {
             iters,
             rounds,
             op: &op,
+            start: &start,
             send_len,
             recv_len,
             synchronised,

@@ -4,33 +4,48 @@
 //! protocols themselves are [`crate::shm`]'s; this module hands them the
 //! rank's buffers, wait hook and cost observer.
 
-use super::state::Coll;
+use super::state::{Coll, Progress};
 use crate::arena::SymBuffer;
 use crate::error::Error;
+use crate::shm::BcastCursor;
 
 impl Coll<'_> {
+    /// Take the next node barrier epoch (once per arrival, before
+    /// [`Coll::node_arrive`]).
+    pub(crate) fn node_arrive_begin(&self) {
+        self.st.shm.borrow_mut().barrier_begin();
+    }
+
     /// Arrive at the node barrier (master: local rank 0); the master
-    /// returns once every local rank has arrived.
-    pub(crate) fn node_arrive(&self) -> Result<(), Error> {
-        let sync = self.hook_sync();
-        self.st.shm.borrow_mut().barrier_arrive(&sync, 0)
+    /// returns once every local rank has arrived. Repeatable until it
+    /// succeeds (polling).
+    pub(crate) fn node_arrive(&self, how: Progress) -> Result<(), Error> {
+        let sync = self.hook_sync(how);
+        self.st.shm.borrow().barrier_arrive(&sync, 0)
     }
 
     /// Leave the node barrier: the master releases, the others wait for
-    /// the release.
-    pub(crate) fn node_release(&self) -> Result<(), Error> {
-        let sync = self.hook_sync();
+    /// the release. Repeatable until it succeeds (polling).
+    pub(crate) fn node_release(&self, how: Progress) -> Result<(), Error> {
+        let sync = self.hook_sync(how);
         self.st.shm.borrow().barrier_release(&sync, 0)
     }
 
     /// Shared-memory broadcast of `buf` within this node from local rank
-    /// `root_local`.
-    pub(crate) fn node_bcast(&self, buf: &SymBuffer, root_local: usize) -> Result<(), Error> {
+    /// `root_local`, from where `cursor` stands (a fresh cursor starts it;
+    /// polling stops at the first wait, to be resumed with the same cursor).
+    pub(crate) fn node_bcast(
+        &self,
+        buf: &SymBuffer,
+        root_local: usize,
+        cursor: &mut BcastCursor,
+        how: Progress,
+    ) -> Result<(), Error> {
         if self.topology().ranks_per_node() == 1 {
             return Ok(());
         }
         let mine = self.local_memory(buf)?;
-        let sync = self.hook_sync();
+        let sync = self.hook_sync(how);
         let hook = self.wait_arc();
         let to_segment = |offset: usize, seg: &railcoll_mem::dma_mem::DmaMemory| {
             hook.observer().host_copy(seg.len(), false);
@@ -43,10 +58,14 @@ impl Coll<'_> {
                 .map_err(|e| crate::error::out_of_range("the buffer", e))
         };
         let (mut fill, mut drain) = (to_segment, from_segment);
-        self.st
-            .shm
-            .borrow_mut()
-            .broadcast(&sync, root_local, buf.len(), &mut fill, &mut drain)
+        self.st.shm.borrow_mut().broadcast(
+            &sync,
+            root_local,
+            buf.len(),
+            cursor,
+            &mut fill,
+            &mut drain,
+        )
     }
 
     /// Gather `send` (the same length on every rank of this node) into
@@ -84,7 +103,7 @@ impl Coll<'_> {
             None
         };
         let range_err = |e| crate::error::out_of_range("the gather buffers", e);
-        let sync = self.hook_sync();
+        let sync = self.hook_sync(Progress::Block);
         let hook = self.wait_arc();
         let mut own = |offset: usize, chunk: usize| -> Result<(), Error> {
             match &dst {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::arena::SymBuffer;
 use crate::endpoint::{DestEvent, Endpoint, InputQueue};
-use crate::env::WaitHook;
+use crate::env::{WaitHook, WordWatch};
 use crate::error::Error;
 use crate::sched::tuning::TuningTable;
 use crate::sched::{Params, ScheduleSet};
@@ -81,6 +81,9 @@ pub(crate) struct ExecState {
     pub(crate) peers: RefCell<Vec<Option<DmaMemory>>>,
     pub(crate) cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
     pub(crate) tuning: OnceCell<Arc<TuningTable>>,
+    /// The non-blocking or persistent collective in flight, by algorithm
+    /// name (one at a time: its counters and scratch are the next call's).
+    pub(crate) in_flight: Cell<Option<&'static str>>,
 }
 
 impl ExecState {
@@ -93,6 +96,7 @@ impl ExecState {
             peers: RefCell::new(vec![None; locals]),
             cache: RefCell::new(HashMap::new()),
             tuning: OnceCell::new(),
+            in_flight: Cell::new(None),
         }
     }
 }
@@ -157,14 +161,25 @@ impl Deref for Coll<'_> {
     }
 }
 
+/// How far a step may go: wait for what it needs, or only look once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// Wait through the wait hook (a blocking call, `wait`).
+    Block,
+    /// Look once; what is not ready is [`Error::WouldBlock`], after a
+    /// poll's worth of time passes for a modeled environment (`test`).
+    Poll,
+}
+
 /// The shm protocol's blocking and waking, through the rank's wait hook.
 pub(crate) struct HookSync {
     hook: Arc<dyn WaitHook>,
+    how: Progress,
 }
 
 impl crate::shm::Sync for HookSync {
     fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
-        Ok(self.hook.wait_until(ready)?)
+        await_ready(&*self.hook, self.how, ready)
     }
 
     fn wake(&self, local: usize) {
@@ -176,10 +191,36 @@ impl crate::shm::Sync for HookSync {
     }
 }
 
+/// Wait for `ready` through `hook`, or (polling) look once.
+pub(crate) fn await_ready(
+    hook: &dyn WaitHook,
+    how: Progress,
+    ready: &mut dyn FnMut() -> bool,
+) -> Result<(), Error> {
+    match how {
+        Progress::Block => Ok(hook.wait_until(ready)?),
+        Progress::Poll if ready() => Ok(()),
+        Progress::Poll => {
+            hook.observer().idle_poll();
+            Err(Error::WouldBlock)
+        }
+    }
+}
+
 impl Coll<'_> {
-    pub(crate) fn hook_sync(&self) -> HookSync {
+    pub(crate) fn hook_sync(&self, how: Progress) -> HookSync {
         HookSync {
             hook: self.wait_arc(),
+            how,
+        }
+    }
+
+    /// Wait until every watched word passes (or, polling, look once).
+    pub(crate) fn await_words(&self, how: Progress, words: &[WordWatch]) -> Result<(), Error> {
+        let hook = self.wait_arc();
+        match how {
+            Progress::Block => Ok(hook.wait_words(words)?),
+            Progress::Poll => await_ready(&*hook, how, &mut || words.iter().all(WordWatch::ready)),
         }
     }
 }

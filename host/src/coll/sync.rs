@@ -4,13 +4,13 @@
 //! and the switch's combined barrier. No algorithm lives here: the
 //! generators in `sched::generate::barrier` say which step runs when.
 
-use super::state::Coll;
+use super::state::{Coll, Progress};
 use crate::endpoint::{PutHandle, TransferOptions};
 use crate::env::{WordTest, WordWatch};
 use crate::error::Error;
 use crate::sched::{Numbers, Words};
 
-impl Coll<'_> {
+impl<'a> Coll<'a> {
     /// Advance the barrier number of `which` and write it to the barrier
     /// source word (what word puts and queued messages carry).
     pub(crate) fn next_barrier_number(&self, which: Numbers) -> Result<u64, Error> {
@@ -40,36 +40,44 @@ impl Coll<'_> {
         words: Words,
         to: usize,
         slot: usize,
-    ) -> Result<PutHandle<'_>, Error> {
+    ) -> Result<PutHandle<'a>, Error> {
         let dst = self.word_array(words).slice(slot * 8, 8)?;
         let opts = TransferOptions {
             wake: true,
             ..TransferOptions::default()
         };
-        self.put_with(&self.st.bufs.barrier_source, to, &dst, opts)
+        self.ep
+            .put_with(&self.st.bufs.barrier_source, to, &dst, opts)
     }
 
     /// Poll this rank's word `slot` of `words` until it reaches `number`
     /// (`>=` in wrapping arithmetic).
-    pub(crate) fn word_wait(&self, words: Words, slot: usize, number: u64) -> Result<(), Error> {
+    pub(crate) fn word_wait(
+        &self,
+        words: Words,
+        slot: usize,
+        number: u64,
+        how: Progress,
+    ) -> Result<(), Error> {
         let watch = WordWatch {
             mem: self.local_memory(self.word_array(words))?,
             offset: slot * 8,
             mask: u64::MAX,
             test: WordTest::Reaches(number),
         };
-        Ok(self.wait_arc().wait_words(&[watch])?)
+        self.await_words(how, &[watch])
     }
 
     /// Queue the barrier number into rank `to`'s barrier queue.
-    pub(crate) fn queue_number(&self, to: usize) -> Result<PutHandle<'_>, Error> {
-        self.queue_send(&self.st.barrier_queue, to, &self.st.bufs.barrier_source)
+    pub(crate) fn queue_number(&self, to: usize) -> Result<PutHandle<'a>, Error> {
+        self.ep
+            .queue_send(&self.st.barrier_queue, to, &self.st.bufs.barrier_source)
     }
 
     /// Receive from this rank's barrier queue until `from`'s message with
     /// `number` has come; others are kept aside for the receives they
     /// belong to.
-    pub(crate) fn recv_number(&self, from: usize, number: u64) -> Result<(), Error> {
+    pub(crate) fn recv_number(&self, from: usize, number: u64, how: Progress) -> Result<(), Error> {
         let want = (from, number);
         loop {
             let mut stash = self.st.unexpected.borrow_mut();
@@ -79,7 +87,12 @@ impl Coll<'_> {
             }
             drop(stash);
             let mut word = [0u8; 8];
-            let item = self.queue_recv(&self.st.barrier_queue, &mut word)?;
+            let item = match how {
+                Progress::Block => self.queue_recv(&self.st.barrier_queue, &mut word)?,
+                Progress::Poll => self
+                    .try_queue_recv(&self.st.barrier_queue, &mut word)?
+                    .ok_or(Error::WouldBlock)?,
+            };
             self.st
                 .unexpected
                 .borrow_mut()
@@ -87,11 +100,12 @@ impl Coll<'_> {
         }
     }
 
-    /// The switch's combined barrier among node masters (context 0 of
-    /// every node), on rail 0, with the next sequence number.
-    pub(crate) fn switch_barrier(&self) -> Result<(), Error> {
+    /// Arrive at the switch's combined barrier among node masters (context
+    /// 0 of every node), on rail 0, with the next sequence number; the
+    /// handle completes when every master has arrived.
+    pub(crate) fn switch_barrier(&self) -> Result<PutHandle<'a>, Error> {
         let seq = self.st.seq.hw_barrier.get().wrapping_add(1);
         self.st.seq.hw_barrier.set(seq);
-        self.hw_barrier(seq)
+        self.ep.hw_barrier_post(seq)
     }
 }

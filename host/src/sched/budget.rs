@@ -51,33 +51,46 @@ impl<T> Outstanding<T> {
         }
     }
 
-    /// Hand `release` the handles `after` names that are still held, in
-    /// its order.
+    /// Hand `settle` the handles `after` names that are still held, in its
+    /// order; a handle it settles (`Ok(true)`) is let go. `Ok(false)`: one
+    /// is not settled yet (a polling caller comes back later; the ones
+    /// after it are not tried).
     pub(crate) fn release_after<E>(
         &mut self,
         after: &[u32],
-        mut release: impl FnMut(T) -> Result<(), E>,
-    ) -> Result<(), E> {
+        mut settle: impl FnMut(&mut T) -> Result<bool, E>,
+    ) -> Result<bool, E> {
         for &a in after {
-            if let Some(h) = self.held.get_mut(a as usize).and_then(Option::take) {
-                release(h)?;
+            if let Some(slot) = self.held.get_mut(a as usize)
+                && let Some(h) = slot
+            {
+                if !settle(h)? {
+                    return Ok(false);
+                }
+                *slot = None;
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Make room for one more put: hand `release` the oldest handles
-    /// while [`MAX_OUTSTANDING`] are kept.
+    /// Make room for one more put: hand `settle` the oldest handles while
+    /// [`MAX_OUTSTANDING`] posts are counted (a post released earlier
+    /// still counts until it reaches the front).
     pub(crate) fn make_room<E>(
         &mut self,
-        mut release: impl FnMut(T) -> Result<(), E>,
-    ) -> Result<(), E> {
+        mut settle: impl FnMut(&mut T) -> Result<bool, E>,
+    ) -> Result<bool, E> {
         while self.order.len() >= MAX_OUTSTANDING {
-            if let Some(h) = self.order.pop_front().and_then(|j| self.held[j].take()) {
-                release(h)?;
+            let Some(&j) = self.order.front() else { break };
+            if let Some(h) = self.held[j].as_mut() {
+                if !settle(h)? {
+                    return Ok(false);
+                }
+                self.held[j] = None;
             }
+            self.order.pop_front();
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Keep the handle of step `step`'s post.
@@ -88,9 +101,21 @@ impl<T> Outstanding<T> {
         }
     }
 
-    /// The handles still held, in step order.
-    pub(crate) fn into_rest(self) -> impl Iterator<Item = T> {
-        self.held.into_iter().flatten()
+    /// Hand `settle` every handle still held, in step order (the end of a
+    /// run); `Ok(false)` as in [`Outstanding::release_after`].
+    pub(crate) fn release_all<E>(
+        &mut self,
+        mut settle: impl FnMut(&mut T) -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        for slot in &mut self.held {
+            if let Some(h) = slot {
+                if !settle(h)? {
+                    return Ok(false);
+                }
+                *slot = None;
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -102,17 +127,18 @@ pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
     let mut book: Outstanding<Option<usize>> = Outstanding::new(schedule.steps.len());
     let mut rails = [0u32; MAX_RAILS];
     let mut peak = ChainPeak::default();
-    let release = |rails: &mut [u32; MAX_RAILS], rail: Option<usize>| -> Result<(), Infallible> {
-        if let Some(r) = rail {
-            rails[r] -= 1;
-        }
-        Ok(())
-    };
+    let release =
+        |rails: &mut [u32; MAX_RAILS], rail: &mut Option<usize>| -> Result<bool, Infallible> {
+            if let Some(r) = *rail {
+                rails[r] -= 1;
+            }
+            Ok(true)
+        };
     for (i, step) in schedule.steps.iter().enumerate() {
-        let Ok(()) = book.release_after(&step.after, |rail| release(&mut rails, rail));
+        let Ok(_) = book.release_after(&step.after, |rail| release(&mut rails, rail));
         let rail = match step.op {
             Op::Put { .. } => {
-                let Ok(()) = book.make_room(|rail| release(&mut rails, rail));
+                let Ok(_) = book.make_room(|rail| release(&mut rails, rail));
                 None
             }
             Op::ChainPut { rail, .. } => {

@@ -31,8 +31,9 @@ use super::budget::Outstanding;
 use super::tuning::TuningTable;
 use super::*;
 use crate::arena::SymBuffer;
-use crate::coll::state::{CACHE_LIMIT, Coll};
-use crate::endpoint::{Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
+use crate::coll::state::{CACHE_LIMIT, Coll, Progress};
+use crate::endpoint::{ArmedWait, Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
+use crate::shm::BcastCursor;
 use railcoll_mem::dma_mem::DmaMemory;
 
 /// Schedule sets generated in this process, shared by its communicators.
@@ -86,6 +87,63 @@ impl BarrierNumbers {
     }
 }
 
+/// A step's half-done part, kept between polls of a run.
+enum Pending<'e> {
+    /// Nothing begun.
+    None,
+    /// A counter armed for its arrivals.
+    Arrivals(ArmedWait),
+    /// The switch barrier's arrival, posted.
+    Switch(PutHandle<'e>),
+    /// The node barrier's epoch, taken.
+    NodeArrive,
+    /// The node broadcast, this far.
+    NodeBcast(BcastCursor),
+}
+
+/// One rank's run of a schedule set, resumable: what [`Coll::advance`]
+/// needs to go on from where it stopped.
+pub(crate) struct Run<'e> {
+    set: Arc<ScheduleSet>,
+    send: SymBuffer,
+    recv: SymBuffer,
+    scratch: SymBuffer,
+    events: Vec<DestEvent>,
+    my_socket: usize,
+    /// The first step not done.
+    next: usize,
+    pending: Pending<'e>,
+    handles: Outstanding<PutHandle<'e>>,
+    numbers: BarrierNumbers,
+}
+
+impl std::fmt::Debug for Run<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("algorithm", &self.set.params.choice().name())
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+impl Run<'_> {
+    fn region(&self, r: &Region) -> Result<SymBuffer, Error> {
+        let base = match r.buf {
+            Buf::Send => &self.send,
+            Buf::Recv => &self.recv,
+            Buf::Scratch => &self.scratch,
+        };
+        region_of(base, r, self.set.params.block_bytes)
+    }
+
+    fn event(&self, c: Counter) -> Result<DestEvent, Error> {
+        self.events
+            .get(usize::from(c))
+            .copied()
+            .ok_or(Error::EventsExhausted("schedule counter"))
+    }
+}
+
 fn region_of(base: &SymBuffer, r: &Region, block: usize) -> Result<SymBuffer, Error> {
     base.slice(r.block as usize * block, r.count as usize * block)
 }
@@ -94,7 +152,7 @@ fn mem_err(e: railcoll_mem::dma_mem::OutOfRange) -> Error {
     crate::error::out_of_range("a schedule buffer", e)
 }
 
-impl Coll<'_> {
+impl<'a> Coll<'a> {
     /// The schedules of `collective` with `algorithm` for this
     /// communicator, `block_bytes` per block (cached).
     pub(crate) fn schedule(
@@ -104,7 +162,7 @@ impl Coll<'_> {
         block_bytes: usize,
         root: usize,
     ) -> Result<Arc<ScheduleSet>, Error> {
-        let mut params = Params::new(
+        let params = Params::new(
             collective,
             algorithm.algorithm,
             self.config().shape,
@@ -112,6 +170,12 @@ impl Coll<'_> {
             block_bytes,
         )
         .with_choice(algorithm);
+        self.schedule_for(params)
+    }
+
+    /// The schedules of `params` (cached), this communicator's striping
+    /// threshold applied.
+    fn schedule_for(&self, mut params: Params) -> Result<Arc<ScheduleSet>, Error> {
         if let crate::stripe::RailPolicy::Stripe { threshold } = self.config().policy {
             params.stripe_threshold = threshold;
         }
@@ -123,7 +187,7 @@ impl Coll<'_> {
         // posted: a set over budget would fail halfway through.
         budget::fits(&set, &budget::Budget::for_nic(self.nic_limits())).map_err(|o| {
             Error::OverBudget {
-                algorithm: algorithm.name(),
+                algorithm: params.choice().name(),
                 resource: o.resource,
                 needed: o.needed,
                 available: o.available,
@@ -214,6 +278,38 @@ impl Coll<'_> {
         Ok(send.len() / n)
     }
 
+    /// The schedule set of `collective` on these buffers: `algorithm`, or
+    /// the tuned one where `None` (a barrier's buffers are ignored);
+    /// guarded for back-to-back starts if `persistent`.
+    pub(crate) fn set_for(
+        &self,
+        collective: Collective,
+        algorithm: Option<Choice>,
+        send: &SymBuffer,
+        root: usize,
+        persistent: bool,
+    ) -> Result<Arc<ScheduleSet>, Error> {
+        let block = match collective {
+            Collective::Alltoall => self.alltoall_block(send)?,
+            Collective::Barrier => 0,
+            Collective::Gather | Collective::Allgather | Collective::Bcast => send.len(),
+        };
+        let algorithm = match algorithm {
+            Some(a) => a,
+            None => self.tuned_algorithm(collective, block)?,
+        };
+        let mut params = Params::new(
+            collective,
+            algorithm.algorithm,
+            self.config().shape,
+            root,
+            block,
+        )
+        .with_choice(algorithm);
+        params.persistent = persistent;
+        self.schedule_for(params)
+    }
+
     /// Run `collective` with `algorithm`.
     pub(crate) fn collective_with(
         &self,
@@ -223,12 +319,7 @@ impl Coll<'_> {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        let block = match collective {
-            Collective::Alltoall => self.alltoall_block(send)?,
-            Collective::Barrier => 0,
-            Collective::Gather | Collective::Allgather | Collective::Bcast => send.len(),
-        };
-        let set = self.schedule(collective, algorithm, block, root)?;
+        let set = self.set_for(collective, Some(algorithm), send, root, false)?;
         self.run_schedule(&set, send, recv)
     }
 
@@ -236,17 +327,39 @@ impl Coll<'_> {
     /// of the communicator must run the same set).
     pub(crate) fn run_schedule(
         &self,
-        set: &ScheduleSet,
+        set: &Arc<ScheduleSet>,
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
+        let mut run = self.start_run(Arc::clone(set), send, recv)?;
+        let done = self.advance(&mut run, Progress::Block)?;
+        debug_assert!(done, "a blocking run ends complete");
+        Ok(())
+    }
+
+    /// Begin this rank's part of `set` on `send` and `recv`: check the
+    /// buffers, take this call's counters and scratch. Nothing is posted
+    /// until [`Coll::advance`].
+    pub(crate) fn start_run(
+        &self,
+        set: Arc<ScheduleSet>,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<Run<'a>, Error> {
+        if let Some(name) = self.st.exec.in_flight.get() {
+            return Err(Error::CollectiveInFlight(name));
+        }
         let p = &set.params;
         let b = p.block_bytes;
         let me = self.rank();
-        let sched = set.rank(me).ok_or(Error::RankOutOfRange {
-            rank: me,
-            size: set.ranks.len(),
-        })?;
+        let steps = set
+            .rank(me)
+            .ok_or(Error::RankOutOfRange {
+                rank: me,
+                size: set.ranks.len(),
+            })?
+            .steps
+            .len();
         for (what, buf, blocks) in [
             ("the send buffer", send, p.send_blocks()),
             ("the receive buffer", recv, p.recv_blocks()),
@@ -263,7 +376,7 @@ impl Coll<'_> {
         }
         let parity = (self.st.exec.calls.get() % 2) as usize;
         if set.counters > 0 || set.scratch_blocks > 0 {
-            self.prepare(set, parity)?;
+            self.prepare(&set, parity)?;
             self.st
                 .exec
                 .calls
@@ -271,162 +384,235 @@ impl Coll<'_> {
         }
         let events = self.st.exec.events.borrow()[parity].clone();
         let scratch = self.st.exec.scratch.borrow()[parity].unwrap_or(self.st.bufs.scratch);
-        let arena = self.arena().0;
+        let my_socket = p.shape.socket_of(self.topology().locate(me)?.1);
+        Ok(Run {
+            set,
+            send: *send,
+            recv: *recv,
+            scratch,
+            events,
+            my_socket,
+            next: 0,
+            pending: Pending::None,
+            handles: Outstanding::new(steps),
+            numbers: BarrierNumbers::default(),
+        })
+    }
+
+    /// Run `run`'s steps from where it stands: `Block` waits for what each
+    /// step needs and returns complete; `Poll` goes as far as it can
+    /// without waiting (`Ok(false)`: not complete yet). An error leaves the
+    /// run, and the communicator's collectives, unusable.
+    pub(crate) fn advance(&self, run: &mut Run<'a>, how: Progress) -> Result<bool, Error> {
+        let set = Arc::clone(&run.set);
+        let me = self.rank();
+        let sched = set.rank(me).ok_or(Error::RankOutOfRange {
+            rank: me,
+            size: set.ranks.len(),
+        })?;
         let hook = self.wait_arc();
-        let socket_of = |rank: usize| -> Result<usize, Error> {
-            Ok(p.shape.socket_of(self.topology().locate(rank)?.1))
+        let settle = |h: &mut PutHandle<'_>| -> Result<bool, Error> {
+            match how {
+                Progress::Block => h.wait_in_place().map(|()| true),
+                Progress::Poll => h.test().transpose().map(|done| done.is_some()),
+            }
         };
-        let my_socket = socket_of(me)?;
-        let region = |r: &Region| -> Result<SymBuffer, Error> {
-            let base = match r.buf {
-                Buf::Send => send,
-                Buf::Recv => recv,
-                Buf::Scratch => &scratch,
-            };
-            region_of(base, r, b)
-        };
-        let event = |c: Counter| -> Result<DestEvent, Error> {
-            events
-                .get(usize::from(c))
-                .copied()
-                .ok_or(Error::EventsExhausted("schedule counter"))
-        };
-        let mut handles: Outstanding<PutHandle<'_>> = Outstanding::new(sched.steps.len());
-        let mut numbers = BarrierNumbers::default();
-        for (i, step) in sched.steps.iter().enumerate() {
+        while let Some(step) = sched.steps.get(run.next) {
+            let i = run.next;
             hook.observer().at_step(i as u32, step.op.kind());
-            handles.release_after(&step.after, PutHandle::wait)?;
-            match &step.op {
-                Op::Put {
-                    to,
-                    src,
-                    dst,
-                    lane,
-                    signal,
-                } => {
-                    handles.make_room(PutHandle::wait)?;
-                    let opts = TransferOptions {
-                        policy: Some(lane.policy(p.stripe_threshold)),
-                        dest_event: signal.map(event).transpose()?,
-                        wake: false,
-                    };
-                    handles.hold(
-                        i,
-                        self.put_with(&region(src)?, *to as usize, &region(dst)?, opts)?,
-                    );
+            if !run.handles.release_after(&step.after, settle)? {
+                return Ok(false);
+            }
+            match self.step(run, i, &step.op, how, settle) {
+                Ok(()) => {
+                    run.next += 1;
+                    run.pending = Pending::None;
                 }
-                Op::ChainPut {
-                    trigger,
-                    count,
-                    rail,
-                    to,
-                    src,
-                    dst,
-                    signal,
-                } => {
-                    let chain = ChainedPut {
-                        trigger: event(*trigger)?,
-                        rail: usize::from(*rail),
-                        count: *count,
-                        src: region(src)?,
-                        dst_rank: *to as usize,
-                        dst: region(dst)?,
-                        dst_event: signal.map(event).transpose()?,
-                    };
-                    handles.hold(i, self.chain_put(&chain)?);
+                Err(Error::WouldBlock) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        run.handles.release_all(settle)
+    }
+
+    /// Step `i` of `run`: done (`Ok`), or, polling, not yet
+    /// ([`Error::WouldBlock`], with what it began kept in `run.pending`).
+    fn step(
+        &self,
+        run: &mut Run<'a>,
+        i: usize,
+        op: &Op,
+        how: Progress,
+        settle: impl Fn(&mut PutHandle<'_>) -> Result<bool, Error> + Copy,
+    ) -> Result<(), Error> {
+        let p = &run.set.params;
+        let hook = self.wait_arc();
+        match op {
+            Op::Put {
+                to,
+                src,
+                dst,
+                lane,
+                signal,
+            } => {
+                if !run.handles.make_room(settle)? {
+                    return Err(Error::WouldBlock);
                 }
-                Op::Wait { counter, arrivals } => {
+                let opts = TransferOptions {
+                    policy: Some(lane.policy(p.stripe_threshold)),
+                    dest_event: signal.map(|c| run.event(c)).transpose()?,
+                    wake: false,
+                };
+                let h =
+                    self.ep
+                        .put_with(&run.region(src)?, *to as usize, &run.region(dst)?, opts)?;
+                run.handles.hold(i, h);
+            }
+            Op::ChainPut {
+                trigger,
+                count,
+                rail,
+                to,
+                src,
+                dst,
+                signal,
+            } => {
+                let chain = ChainedPut {
+                    trigger: run.event(*trigger)?,
+                    rail: usize::from(*rail),
+                    count: *count,
+                    src: run.region(src)?,
+                    dst_rank: *to as usize,
+                    dst: run.region(dst)?,
+                    dst_event: signal.map(|c| run.event(c)).transpose()?,
+                };
+                let h = self.ep.chain_put(&chain)?;
+                run.handles.hold(i, h);
+            }
+            Op::Wait { counter, arrivals } => {
+                if matches!(run.pending, Pending::None) {
                     let mut a = Arrivals::new();
                     for (rail, &n) in arrivals.iter().enumerate() {
                         a.add(rail, n);
                     }
-                    self.wait_arrivals(&event(*counter)?, &a)?;
+                    run.pending = Pending::Arrivals(self.arm_arrivals(&run.event(*counter)?, &a)?);
                 }
-                Op::Copy { src, dst } => {
-                    let (s, d) = (region(src)?, region(dst)?);
-                    hook.observer().host_copy(s.len().min(d.len()), false);
-                    arena
-                        .copy_from(d.offset(), &arena, s.offset(), s.len().min(d.len()))
-                        .map_err(mem_err)?;
-                }
-                Op::PeerCopy {
-                    peer,
-                    dir,
-                    local,
-                    remote,
-                } => {
-                    let peer_mem = self.peer_memory(*peer as usize)?;
-                    let (l, r) = (region(local)?, region(remote)?);
-                    let len = l.len().min(r.len());
-                    hook.observer()
-                        .host_copy(len, socket_of(*peer as usize)? != my_socket);
-                    match dir {
-                        PeerDir::Push => peer_mem.copy_from(r.offset(), &arena, l.offset(), len),
-                        PeerDir::Pull => arena.copy_from(l.offset(), &peer_mem, r.offset(), len),
+                if let Pending::Arrivals(armed) = &run.pending {
+                    match how {
+                        Progress::Block => self.wait_armed(armed)?,
+                        Progress::Poll => self.test_armed(armed).ok_or(Error::WouldBlock)??,
                     }
-                    .map_err(mem_err)?;
-                }
-                Op::Signal { to, flag } => {
-                    let (_, local) = self.topology().locate(*to as usize)?;
-                    hook.observer().before_shared_write();
-                    self.st
-                        .shm
-                        .borrow()
-                        .sched_raise(local, usize::from(*flag))?;
-                    hook.wake_local(local);
-                }
-                Op::WaitFlag { flag, count } => {
-                    if *count == 0 {
-                        continue;
-                    }
-                    let f = usize::from(*flag);
-                    let target = {
-                        let mut consumed = self.st.exec.flag_consumed.borrow_mut();
-                        let slot = consumed
-                            .get_mut(f)
-                            .ok_or(Error::EventsExhausted("schedule flag"))?;
-                        *slot = slot.wrapping_add(u64::from(*count));
-                        *slot
-                    };
-                    let watch = self.st.shm.borrow().sched_watch(f, target)?;
-                    hook.wait_words(&[watch]).map_err(Error::from)?;
-                }
-                Op::BarrierNumber(which) => {
-                    numbers.set(*which, self.next_barrier_number(*which)?);
-                }
-                Op::WordPut { to, words, slot } => {
-                    handles.hold(i, self.word_put(*words, *to as usize, *slot as usize)?);
-                }
-                Op::WordWait { words, slot } => {
-                    let number = numbers.get(Numbers::Words(*words))?;
-                    self.word_wait(*words, *slot as usize, number)?;
-                }
-                Op::QueueSend { to } => {
-                    handles.hold(i, self.queue_number(*to as usize)?);
-                }
-                Op::QueueRecv { from } => {
-                    let number = numbers.get(Numbers::Queue)?;
-                    self.recv_number(*from as usize, number)?;
-                }
-                Op::NodeArrive => self.node_arrive()?,
-                Op::NodeRelease => self.node_release()?,
-                Op::HwBarrier => self.switch_barrier()?,
-                Op::NodeBcast { root, region: r } => {
-                    let (_, root_local) = self.topology().locate(*root as usize)?;
-                    self.node_bcast(&region(r)?, root_local)?;
-                }
-                Op::HwBcast { src, dst, signal } => {
-                    let h = self.hw_bcast_post(
-                        &region(src)?,
-                        &region(dst)?,
-                        signal.map(event).transpose()?,
-                    )?;
-                    handles.hold(i, h);
                 }
             }
-        }
-        for h in handles.into_rest() {
-            h.wait()?;
+            Op::Copy { src, dst } => {
+                let (s, d) = (run.region(src)?, run.region(dst)?);
+                let arena = self.arena().0;
+                hook.observer().host_copy(s.len().min(d.len()), false);
+                arena
+                    .copy_from(d.offset(), &arena, s.offset(), s.len().min(d.len()))
+                    .map_err(mem_err)?;
+            }
+            Op::PeerCopy {
+                peer,
+                dir,
+                local,
+                remote,
+            } => {
+                let peer_mem = self.peer_memory(*peer as usize)?;
+                let arena = self.arena().0;
+                let (l, r) = (run.region(local)?, run.region(remote)?);
+                let len = l.len().min(r.len());
+                let peer_socket = p.shape.socket_of(self.topology().locate(*peer as usize)?.1);
+                hook.observer().host_copy(len, peer_socket != run.my_socket);
+                match dir {
+                    PeerDir::Push => peer_mem.copy_from(r.offset(), &arena, l.offset(), len),
+                    PeerDir::Pull => arena.copy_from(l.offset(), &peer_mem, r.offset(), len),
+                }
+                .map_err(mem_err)?;
+            }
+            Op::Signal { to, flag } => {
+                let (_, local) = self.topology().locate(*to as usize)?;
+                hook.observer().before_shared_write();
+                self.st
+                    .shm
+                    .borrow()
+                    .sched_raise(local, usize::from(*flag))?;
+                hook.wake_local(local);
+            }
+            Op::WaitFlag { flag, count } => {
+                if *count == 0 {
+                    return Ok(());
+                }
+                let f = usize::from(*flag);
+                // The count is taken only once the raises are in, so a poll
+                // that finds them missing takes nothing.
+                let target = self
+                    .st
+                    .exec
+                    .flag_consumed
+                    .borrow()
+                    .get(f)
+                    .ok_or(Error::EventsExhausted("schedule flag"))?
+                    .wrapping_add(u64::from(*count));
+                let watch = self.st.shm.borrow().sched_watch(f, target)?;
+                self.await_words(how, &[watch])?;
+                self.st.exec.flag_consumed.borrow_mut()[f] = target;
+            }
+            Op::BarrierNumber(which) => {
+                run.numbers.set(*which, self.next_barrier_number(*which)?);
+            }
+            Op::WordPut { to, words, slot } => {
+                let h = self.word_put(*words, *to as usize, *slot as usize)?;
+                run.handles.hold(i, h);
+            }
+            Op::WordWait { words, slot } => {
+                let number = run.numbers.get(Numbers::Words(*words))?;
+                self.word_wait(*words, *slot as usize, number, how)?;
+            }
+            Op::QueueSend { to } => {
+                let h = self.queue_number(*to as usize)?;
+                run.handles.hold(i, h);
+            }
+            Op::QueueRecv { from } => {
+                let number = run.numbers.get(Numbers::Queue)?;
+                self.recv_number(*from as usize, number, how)?;
+            }
+            Op::NodeArrive => {
+                if matches!(run.pending, Pending::None) {
+                    self.node_arrive_begin();
+                    run.pending = Pending::NodeArrive;
+                }
+                self.node_arrive(how)?;
+            }
+            Op::NodeRelease => self.node_release(how)?,
+            Op::HwBarrier => {
+                if matches!(run.pending, Pending::None) {
+                    run.pending = Pending::Switch(self.switch_barrier()?);
+                }
+                if let Pending::Switch(h) = &mut run.pending
+                    && !settle(h)?
+                {
+                    return Err(Error::WouldBlock);
+                }
+            }
+            Op::NodeBcast { root, region: r } => {
+                let (_, root_local) = self.topology().locate(*root as usize)?;
+                if matches!(run.pending, Pending::None) {
+                    run.pending = Pending::NodeBcast(BcastCursor::default());
+                }
+                let buf = run.region(r)?;
+                if let Pending::NodeBcast(cursor) = &mut run.pending {
+                    self.node_bcast(&buf, root_local, cursor, how)?;
+                }
+            }
+            Op::HwBcast { src, dst, signal } => {
+                let h = self.ep.hw_bcast_post(
+                    &run.region(src)?,
+                    &run.region(dst)?,
+                    signal.map(|c| run.event(c)).transpose()?,
+                )?;
+                run.handles.hold(i, h);
+            }
         }
         Ok(())
     }

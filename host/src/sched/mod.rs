@@ -14,7 +14,8 @@
 //!
 //! One [`ScheduleSet`] serves four uses:
 //! - [`exec`]: the host executor runs a rank's schedule on the driver and
-//!   the node segment;
+//!   the node segment, as a resumable run: blocking calls, and the
+//!   non-blocking and persistent collectives of [`request`];
 //! - [`verify`]: proves a set correct without running it (no unsatisfiable
 //!   wait, no signal counted twice or ambiguously, every output block
 //!   written exactly once with the right source block, no unordered
@@ -28,11 +29,16 @@
 //! rank that has entered the same call; a program that reads or rewrites
 //! a collective's buffers and then runs another collective on them must
 //! separate the two with a barrier (the benchmarks do, as \[QA08\]'s did).
+//! On return, nobody touches the rank's buffers any more (verified). A
+//! persistent collective's set carries the readiness guard of [`persist`]
+//! instead, so its starts need no barrier between them.
 //!
 //! Submodules: [`algo`] (names), [`budget`] (what a schedule takes from
 //! the NICs, proved before posting), [`catalogue`] (one entry per algorithm:
 //! reference, constraints, generator, closed form), [`mod@generate`] (generators),
-//! [`offload`] (puts moved onto the NICs as chained puts),
+//! [`offload`] (puts moved onto the NICs as chained puts), [`persist`]
+//! (the readiness guard of persistent collectives), [`request`]
+//! (non-blocking and persistent collectives),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
 
 pub mod algo;
@@ -42,6 +48,8 @@ pub mod cost;
 pub mod exec;
 pub mod generate;
 pub mod offload;
+pub mod persist;
+pub mod request;
 pub mod sim;
 pub mod tuning;
 pub mod verify;
@@ -352,6 +360,10 @@ pub struct Params {
     pub stripe_threshold: usize,
     /// Host-driven, or compiled onto the NICs ([`offload`]).
     pub drive: Drive,
+    /// Started back to back as a persistent collective: guarded so that no
+    /// rank touches the buffers of a rank that has not started yet
+    /// ([`persist::guard`]).
+    pub persistent: bool,
 }
 
 impl Params {
@@ -371,6 +383,7 @@ impl Params {
             block_bytes,
             stripe_threshold: stripe::DEFAULT_STRIPE_THRESHOLD,
             drive: Drive::Host,
+            persistent: false,
         }
     }
 
@@ -590,21 +603,27 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
             reason: format!("it is not a {} algorithm", params.collective),
         }
     })?;
-    let set = generate::run(
+    let mut set = generate::run(
         &Params {
             drive: Drive::Host,
+            persistent: false,
             ..*params
         },
         entry.generator,
     )?;
-    match params.drive {
-        Drive::Host => Ok(set),
-        Drive::Nic => {
-            let mut set = offload::compile(&set, &budget::Budget::default())?.set;
-            set.params.drive = Drive::Nic;
-            Ok(set)
-        }
+    if params.drive == Drive::Nic {
+        set = offload::compile(&set, &budget::Budget::default())?.set;
+        set.params.drive = Drive::Nic;
     }
+    // The guard goes last: its waits then come before the arming of any
+    // chained put that touches another rank, so every NIC-started put is
+    // after the readiness it needs (compiled after the guard, a put
+    // chained on a later counter would no longer wait for it).
+    if params.persistent {
+        set = persist::guard(&set)?;
+        set.params.persistent = true;
+    }
+    Ok(set)
 }
 
 impl fmt::Display for Buf {

@@ -22,7 +22,14 @@
 //!    written);
 //! 7. in-flight puts per rail stay within budget;
 //! 8. a barrier synchronises: every rank's last step happens after every
-//!    other rank's first.
+//!    other rank's first;
+//! 9. a rank's buffers are its own again when it returns: every access
+//!    another rank makes to them (a put into them, a node peer's copy
+//!    from or into them) is over before that rank's last step, so the
+//!    caller may reuse them at once;
+//! 10. (persistent sets, started back to back on the same buffers) no rank
+//!     touches another's buffers before that rank has started: its first
+//!     step happens before every such access ([`super::persist`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -182,6 +189,10 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
     }
     if p.collective == Collective::Barrier {
         synchronises(set, &replay, &anc)?;
+    }
+    returns_its_buffers(set, &replay, &anc)?;
+    if p.persistent {
+        touches_only_started_ranks(set, &replay, &anc)?;
     }
     Ok(Report {
         steps: set.ranks.iter().map(|s| s.steps.len()).sum(),
@@ -363,16 +374,7 @@ pub fn expected(p: &Params, rank: usize, i: usize) -> Option<u64> {
 /// A barrier's promise: no rank's last step can happen before every
 /// rank's first (so none can leave before all have entered).
 fn synchronises(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Violation> {
-    let n = set.ranks.len();
-    let mut first: Vec<Option<NodeId>> = vec![None; n];
-    let mut last: Vec<Option<NodeId>> = vec![None; n];
-    for (id, node) in replay.nodes.iter().enumerate() {
-        if let sim::NodeKind::Step { rank, .. } = node.kind {
-            let r = rank as usize;
-            first[r] = first[r].or(Some(id as NodeId));
-            last[r] = Some(id as NodeId);
-        }
-    }
+    let (first, last) = first_and_last_steps(set, replay);
     for (a, &enter) in first.iter().enumerate() {
         for (b, &leave) in last.iter().enumerate().filter(|&(b, _)| b != a) {
             let ordered = match (enter, leave) {
@@ -389,6 +391,84 @@ fn synchronises(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(
         }
     }
     Ok(())
+}
+
+fn returns_its_buffers(
+    set: &ScheduleSet,
+    replay: &Replay,
+    anc: &Ancestors,
+) -> Result<(), Violation> {
+    // A rank returns after its last step and after every put it issued
+    // or armed has completed (the executor waits for them all).
+    let (_, last) = first_and_last_steps(set, replay);
+    let mut ends: Vec<Vec<NodeId>> = last.iter().map(|l| l.iter().copied().collect()).collect();
+    for p in replay.puts.iter().filter(|p| p.node != u32::MAX) {
+        if let Some(e) = ends.get_mut(p.from as usize) {
+            e.push(p.node);
+        }
+    }
+    for a in replay.accesses.iter().filter(|a| a.mem.rank != a.rank) {
+        let over = ends
+            .get(a.mem.rank as usize)
+            .is_some_and(|e| e.iter().any(|&end| a.end == end || anc.before(a.end, end)));
+        if !over {
+            return Err(fail(
+                Some(a.mem.rank),
+                None,
+                format!(
+                    "may return while {} still {} its {} (its buffers are the caller's again once it returns)",
+                    describe(set, a),
+                    if a.write { "writes" } else { "reads" },
+                    a.mem.buf
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn touches_only_started_ranks(
+    set: &ScheduleSet,
+    replay: &Replay,
+    anc: &Ancestors,
+) -> Result<(), Violation> {
+    let (first, _) = first_and_last_steps(set, replay);
+    for a in replay.accesses.iter().filter(|a| a.mem.rank != a.rank) {
+        let started = first
+            .get(a.mem.rank as usize)
+            .copied()
+            .flatten()
+            .is_some_and(|enter| a.start == enter || anc.before(enter, a.start));
+        if !started {
+            return Err(fail(
+                Some(a.rank),
+                Some(a.step),
+                format!(
+                    "started back to back, it may touch rank {}'s {} before rank {} has started (it could still be reading the last start's results)",
+                    a.mem.rank, a.mem.buf, a.mem.rank
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each rank's first and last step nodes.
+fn first_and_last_steps(
+    set: &ScheduleSet,
+    replay: &Replay,
+) -> (Vec<Option<NodeId>>, Vec<Option<NodeId>>) {
+    let n = set.ranks.len();
+    let mut first: Vec<Option<NodeId>> = vec![None; n];
+    let mut last: Vec<Option<NodeId>> = vec![None; n];
+    for (id, node) in replay.nodes.iter().enumerate() {
+        if let sim::NodeKind::Step { rank, .. } = node.kind {
+            let r = rank as usize;
+            first[r] = first[r].or(Some(id as NodeId));
+            last[r] = Some(id as NodeId);
+        }
+    }
+    (first, last)
 }
 
 fn show(v: u64) -> String {

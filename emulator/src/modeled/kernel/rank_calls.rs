@@ -134,6 +134,30 @@ impl Kernel {
         let _ = self.sync(rank);
     }
 
+    /// `rank` computes for `d`: its clock moves on by that much, and the
+    /// model runs meanwhile (NICs progress, other ranks go on).
+    pub(crate) fn compute(&self, rank: usize, d: std::time::Duration) {
+        if self.sync(rank).is_err() {
+            return;
+        }
+        let ps = u64::try_from(d.as_nanos().saturating_mul(1000)).unwrap_or(u64::MAX);
+        {
+            let mut w = self.lock();
+            let now = w.now;
+            w.ranks.slots[rank].time = now.saturating_add(ps);
+            if let Some(tl) = w.timeline.as_ref() {
+                tl.rank_span(
+                    rank,
+                    "host",
+                    "compute".into(),
+                    ns(now),
+                    ns(now.saturating_add(ps)),
+                );
+            }
+        }
+        let _ = self.sync(rank);
+    }
+
     /// `rank` raised a flag local rank `local` of its node may poll.
     pub(crate) fn wake_local(&self, rank: usize, local: usize) {
         let mut w = self.lock();

@@ -1,0 +1,213 @@
+//! The overlap benchmark behind `railcoll bench COLLECTIVE --overlap`: how
+//! much of a non-blocking collective the host's own work can hide, measured
+//! the way the OSU non-blocking collective benchmarks do it [OSU-MB]:
+//!
+//! 1. `t_pure`: start the collective and wait for it at once (each call
+//!    after a barrier), mean per call;
+//! 2. `t_total`: start it, compute for `t_pure` (`Comm::compute`: the CPU
+//!    spins in threads mode, virtual time passes in modeled mode), then
+//!    wait; `t_compute` is the time spent in the compute alone;
+//! 3. overlap % = 100 x (1 - (t_total - t_compute) / t_pure), clamped to
+//!    0..=100: 100 when the collective finished entirely behind the
+//!    compute, 0 when none of it did.
+//!
+//! A host-driven algorithm progresses only in `test`/`wait` (no progress
+//! thread), so little of it overlaps; an `@nic` algorithm goes on in the
+//! NICs once started. Figures are means over ranks of per-rank means.
+//! Threads mode reports `t_pure` against a cache-line ping-pong measured
+//! in the same run (the suite's baseline); in modeled mode every point
+//! runs on a fresh cluster, so it depends on nothing else that ran.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::bench::{CollBench, pingpong_rtt_seconds, warm_up};
+use crate::cluster::{Cluster, ClusterConfig, EmuError};
+
+/// One line of `railcoll bench ... --overlap`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OverlapRecord {
+    /// Collective.
+    pub collective: &'static str,
+    /// Algorithm (`name@nic` when compiled onto the NICs).
+    pub algorithm: &'static str,
+    /// Block bytes.
+    pub size: usize,
+    /// Nodes.
+    pub nodes: usize,
+    /// Ranks per node.
+    pub ranks_per_node: usize,
+    /// Rails.
+    pub rails: usize,
+    /// "threads" or "modeled".
+    pub mode: &'static str,
+    /// Modeled mode: the profile.
+    pub profile: Option<String>,
+    /// Start and wait at once, us per call.
+    pub pure_us: f64,
+    /// The compute alone, us per call.
+    pub compute_us: f64,
+    /// Start, compute, wait, us per call.
+    pub total_us: f64,
+    /// 100 x (1 - (total - compute) / pure), clamped to 0..=100.
+    pub overlap_pct: f64,
+    /// Threads mode: `pure_us` / a cache-line ping-pong round trip of the
+    /// same run.
+    pub pingpong_ratio: Option<f64>,
+}
+
+/// Overlap % from the three times (clamped: a compute that ran long, or a
+/// wait that cost more than the collective, is neither more than all nor
+/// less than none).
+pub fn overlap_pct(pure: f64, compute: f64, total: f64) -> f64 {
+    if pure <= 0.0 {
+        return 0.0;
+    }
+    (100.0 * (1.0 - (total - compute) / pure)).clamp(0.0, 100.0)
+}
+
+/// Per rank: (t_pure, t_compute, t_total), ns per call.
+type RankTimes = Result<(f64, f64, f64), railcoll_host::Error>;
+
+/// Measure algorithm `a` of `bench` at `size` on every rank of `cluster`,
+/// every call after a barrier of kind `barrier`.
+fn measure(
+    cluster: &Cluster,
+    bench: &CollBench<'_>,
+    a: usize,
+    size: usize,
+    barrier: railcoll_host::Algorithm,
+) -> Result<(f64, f64, f64), EmuError> {
+    let iters = bench.iters.max(1);
+    let per_rank = cluster.run(|comm| -> RankTimes {
+        let (send, recv) = warm_up(comm, bench, a, size)?;
+        let mut pure = 0.0;
+        for _ in 0..iters {
+            comm.barrier_with(barrier)?;
+            let start = cluster.now_ns();
+            (bench.start)(comm, a, &send, &recv)?.wait()?;
+            pure += cluster.now_ns() - start;
+        }
+        pure /= iters as f64;
+        let work = Duration::from_nanos(pure as u64);
+        let (mut compute, mut total) = (0.0, 0.0);
+        for _ in 0..iters {
+            comm.barrier_with(barrier)?;
+            let start = cluster.now_ns();
+            let request = (bench.start)(comm, a, &send, &recv)?;
+            let before = cluster.now_ns();
+            comm.compute(work);
+            compute += cluster.now_ns() - before;
+            request.wait()?;
+            total += cluster.now_ns() - start;
+        }
+        comm.barrier()?;
+        comm.reset_arena();
+        Ok((pure, compute / iters as f64, total / iters as f64))
+    });
+    let mut sum = (0.0, 0.0, 0.0);
+    let mut ranks = 0.0;
+    for r in per_rank {
+        let (p, c, t) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
+        sum = (sum.0 + p, sum.1 + c, sum.2 + t);
+        ranks += 1.0;
+    }
+    let ranks = f64::max(ranks, 1.0);
+    Ok((sum.0 / ranks, sum.1 / ranks, sum.2 / ranks))
+}
+
+fn record(
+    bench: &CollBench<'_>,
+    a: usize,
+    size: usize,
+    cfg: &ClusterConfig,
+    (pure, compute, total): (f64, f64, f64),
+) -> OverlapRecord {
+    OverlapRecord {
+        collective: bench.collective,
+        algorithm: bench.algorithms[a],
+        size,
+        nodes: cfg.shape.nodes(),
+        ranks_per_node: cfg.shape.ranks_per_node(),
+        rails: cfg.shape.rails,
+        mode: cfg.mode.name(),
+        profile: None,
+        pure_us: pure / 1e3,
+        compute_us: compute / 1e3,
+        total_us: total / 1e3,
+        overlap_pct: overlap_pct(pure, compute, total),
+        pingpong_ratio: None,
+    }
+}
+
+/// Threads mode: every algorithm and size of `bench` on one cluster of
+/// `cfg`, a ping-pong measured before each point.
+pub fn overlap_threads(
+    cfg: ClusterConfig,
+    bench: &CollBench<'_>,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<OverlapRecord>, EmuError> {
+    let cfg = crate::bench::coll_config(cfg, bench);
+    let cluster = Cluster::new(cfg)?;
+    let mut out = Vec::new();
+    for &size in &bench.sizes {
+        for a in 0..bench.algorithms.len() {
+            std::thread::sleep(Duration::from_millis(25));
+            let pingpong = (0..3)
+                .map(|_| pingpong_rtt_seconds())
+                .fold(f64::INFINITY, f64::min);
+            let times = measure(&cluster, bench, a, size, railcoll_host::Algorithm::Smp)?;
+            let mut r = record(bench, a, size, &cfg, times);
+            r.pingpong_ratio = Some(times.0 / (pingpong * 1e9));
+            out.push(r);
+        }
+        progress(size);
+    }
+    Ok(out)
+}
+
+/// Modeled mode: every algorithm and size of `bench` under `profile`, a
+/// fresh cluster per point (the switch's barrier between calls releases
+/// every node at one instant).
+pub fn overlap_modeled(
+    cfg: ClusterConfig,
+    profile: &crate::modeled::Profile,
+    bench: &CollBench<'_>,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<OverlapRecord>, EmuError> {
+    let mut out = Vec::new();
+    for &size in &bench.sizes {
+        for a in 0..bench.algorithms.len() {
+            let cfg = crate::bench::coll_config(cfg, bench);
+            let cluster = Cluster::modeled(cfg, profile.clone())?;
+            let times = measure(&cluster, bench, a, size, railcoll_host::Algorithm::Hardware)?;
+            if let Some(stalled) = cluster.kernel().and_then(|k| k.failure()) {
+                return Err(EmuError::Config(stalled.0));
+            }
+            let mut r = record(bench, a, size, &cfg, times);
+            r.profile = Some(profile.name.clone());
+            out.push(r);
+        }
+        progress(size);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlap_pct;
+
+    #[test]
+    fn overlap_is_the_hidden_share_of_the_collective() {
+        // Fully hidden: total is the compute alone.
+        assert_eq!(overlap_pct(10.0, 10.0, 10.0), 100.0);
+        // Not hidden at all: total is compute + the whole collective.
+        assert_eq!(overlap_pct(10.0, 10.0, 20.0), 0.0);
+        // Half hidden.
+        assert_eq!(overlap_pct(10.0, 10.0, 15.0), 50.0);
+        // A wait that cost more than the collective is still none.
+        assert_eq!(overlap_pct(10.0, 10.0, 25.0), 0.0);
+        assert_eq!(overlap_pct(0.0, 1.0, 1.0), 0.0);
+    }
+}

@@ -1,0 +1,313 @@
+//! Non-blocking and persistent collectives [MPI4 §6.12, §6.13] on the
+//! emulator, in the suite's mode (threads, or modeled with
+//! `RAILCOLL_TEST_MODE=modeled`):
+//!
+//! - persistent collectives started a thousand times back to back, no
+//!   barrier between starts, the data rewritten before every start and
+//!   every start's output checked byte for byte;
+//! - an offloaded collective completes while every rank's host is away
+//!   (blocked on something unrelated in threads mode, computing in
+//!   modeled mode); the host-driven form of the same algorithm does not
+//!   (modeled mode, where that is deterministic);
+//! - one collective in flight per communicator: a second start is a typed
+//!   error, and nothing is lost by it.
+//!
+//! Polling with `test` and completing with `wait` on every algorithm and
+//! shape is in `collectives.rs` (the call form rotates over its cases).
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use railcoll_emu::Mode;
+use railcoll_host::dma_mem::DmaMemory;
+use railcoll_host::sched::{Algorithm, Choice, Collective};
+use railcoll_host::{Comm, Error, Placement};
+use railcoll_tests::pattern;
+
+/// Rank `rank`'s block `block` of start `start`.
+fn data(rank: usize, start: usize, block: usize, bytes: usize) -> Vec<u8> {
+    pattern(bytes, ((start * 1_000_003 + rank) * 131 + block) as u64 + 1)
+}
+
+/// Write this start's input, and check the output of the start before.
+fn check_output(
+    comm: &Comm,
+    c: Collective,
+    recv: &railcoll_host::arena::SymBuffer,
+    bytes: usize,
+    root: usize,
+    start: usize,
+) -> Result<(), String> {
+    let (n, me) = (comm.size(), comm.rank());
+    let mut got = vec![0u8; recv.len()];
+    comm.read_local(recv, 0, &mut got)
+        .map_err(|e| e.to_string())?;
+    for i in 0..n {
+        let want = match c {
+            Collective::Gather if me != root => return Ok(()),
+            Collective::Gather | Collective::Allgather => data(i, start, 0, bytes),
+            Collective::Alltoall => data(i, start, me, bytes),
+            Collective::Bcast if i == 0 => data(root, start, 0, bytes),
+            Collective::Bcast | Collective::Barrier => return Ok(()),
+        };
+        if got[i * bytes..(i + 1) * bytes] != want[..] {
+            return Err(format!(
+                "{c}: start {start}: rank {me} block {i} is not rank {i}'s data of that start"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn persistent_collectives_restart_a_thousand_times_on_changing_data() {
+    const STARTS: usize = 1000;
+    let bytes = 48;
+    let cases = [
+        (Collective::Allgather, Choice::nic(Algorithm::Ring), 0),
+        (Collective::Allgather, Choice::host(Algorithm::SmpDirect), 0),
+        (Collective::Alltoall, Choice::host(Algorithm::Pairwise), 0),
+        (Collective::Gather, Choice::nic(Algorithm::Binomial), 3),
+        (Collective::Bcast, Choice::nic(Algorithm::Binomial), 2),
+        (Collective::Barrier, Choice::host(Algorithm::Rdma), 0),
+    ];
+    let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+        shape: railcoll_tests::shape(3, 2, 1, 2, Placement::Cyclic),
+        mode: railcoll_tests::mode(),
+        arena_size: 4 << 20,
+        packet_size: 2048,
+        wait_timeout: Duration::from_secs(30),
+        ..railcoll_emu::ClusterConfig::default()
+    })
+    .expect("cluster");
+    let results = cluster.run(|comm| -> Result<u64, String> {
+        let (n, me) = (comm.size(), comm.rank());
+        let mut started = 0;
+        for (c, choice, root) in cases {
+            let send_blocks = if c == Collective::Alltoall { n } else { 1 };
+            let send = comm.alloc(send_blocks * bytes).map_err(|e| e.to_string())?;
+            let recv = if c == Collective::Bcast {
+                send
+            } else {
+                comm.alloc(n * bytes).map_err(|e| e.to_string())?
+            };
+            let mut p = comm
+                .collective_init_with(c, choice, &send, &recv, root)
+                .map_err(|e| format!("{c} {choice}: {e}"))?;
+            for start in 0..STARTS {
+                // New data, written while other ranks may already be in
+                // this start (the guard keeps them off our buffers).
+                if c != Collective::Bcast || me == root {
+                    for j in 0..send_blocks {
+                        comm.write_local(&send, j * bytes, &data(me, start, j, bytes))
+                            .map_err(|e| e.to_string())?;
+                    }
+                }
+                p.start()
+                    .map_err(|e| format!("{c} {choice} start {start}: {e}"))?;
+                p.wait()
+                    .map_err(|e| format!("{c} {choice} start {start}: {e}"))?;
+                check_output(comm, c, &recv, bytes, root, start)
+                    .map_err(|e| format!("{choice} {e}"))?;
+            }
+            started += p.starts();
+            drop(p);
+            comm.barrier().map_err(|e| e.to_string())?;
+            comm.reset_arena();
+        }
+        Ok(started)
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        let started = r
+            .expect("started")
+            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+        assert_eq!(started, (STARTS * cases.len()) as u64);
+    }
+}
+
+/// The ring all-gather on one rail, compiled onto the NICs: once started,
+/// the NICs forward every block by themselves.
+fn ring_cluster() -> railcoll_emu::Cluster {
+    railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+        shape: railcoll_tests::shape(6, 1, 1, 1, Placement::Block),
+        mode: railcoll_tests::mode(),
+        arena_size: 1 << 20,
+        packet_size: 2048,
+        wait_timeout: Duration::from_secs(30),
+        ..railcoll_emu::ClusterConfig::default()
+    })
+    .expect("cluster")
+}
+
+const RING_BYTES: usize = 256;
+
+/// Has every block of an all-gather landed in `mem`?
+fn all_landed(mem: &DmaMemory, n: usize) -> bool {
+    let mut got = vec![0u8; RING_BYTES];
+    (0..n).all(|i| mem.read(i * RING_BYTES, &mut got).is_ok() && got == data(i, 0, 0, RING_BYTES))
+}
+
+/// Threads mode: every rank, once it has started the offloaded ring, blocks
+/// on a channel; a watcher outside the ranks reads every rank's receive
+/// buffer and lets them go only once every block has landed everywhere.
+/// The NICs must have finished the collective by themselves.
+#[test]
+fn an_offloaded_collective_completes_while_every_host_is_blocked() {
+    if railcoll_tests::mode() != Mode::Threads {
+        // Modeled mode: `offloaded_collective_overlaps_host_compute` below
+        // (a rank blocked outside the model would stop virtual time).
+        return;
+    }
+    let cluster = ring_cluster();
+    let n = 6;
+    let (to_watcher, from_ranks) = mpsc::channel::<(DmaMemory, mpsc::Sender<bool>)>();
+    let watcher = std::thread::spawn(move || {
+        let mut ranks = Vec::new();
+        while ranks.len() < n {
+            ranks.push(from_ranks.recv().expect("every rank reports"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut done = false;
+        while !done && Instant::now() < deadline {
+            done = ranks.iter().all(|(mem, _)| all_landed(mem, n));
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for (_, release) in &ranks {
+            let _ = release.send(done);
+        }
+        done
+    });
+    let to_watcher = std::sync::Mutex::new(to_watcher);
+    let results = cluster.run(|comm| -> Result<(), String> {
+        let me = comm.rank();
+        let send = comm.alloc(RING_BYTES).map_err(|e| e.to_string())?;
+        let recv = comm.alloc(n * RING_BYTES).map_err(|e| e.to_string())?;
+        comm.write_local(&send, 0, &data(me, 0, 0, RING_BYTES))
+            .map_err(|e| e.to_string())?;
+        comm.barrier().map_err(|e| e.to_string())?;
+        let req = comm
+            .icollective_with(
+                Collective::Allgather,
+                Choice::nic(Algorithm::Ring),
+                &send,
+                &recv,
+                0,
+            )
+            .map_err(|e| e.to_string())?;
+        let (release_tx, release_rx) = mpsc::channel();
+        let mem = comm.local_memory(&recv).map_err(|e| e.to_string())?;
+        to_watcher
+            .lock()
+            .map_err(|_| "watcher channel poisoned".to_string())?
+            .send((mem, release_tx))
+            .map_err(|e| e.to_string())?;
+        // Blocked on something unrelated to the collective.
+        let landed = release_rx.recv().map_err(|e| e.to_string())?;
+        if !landed {
+            return Err(format!(
+                "rank {me}: the blocks never all landed while the hosts were blocked"
+            ));
+        }
+        req.wait().map_err(|e| e.to_string())?;
+        check_output(comm, Collective::Allgather, &recv, RING_BYTES, 0, 0)
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        r.expect("started")
+            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+    assert!(watcher.join().expect("watcher"), "every block landed");
+}
+
+/// Modeled mode: every rank starts the ring and computes for far longer
+/// than the collective takes, then looks at its receive buffer without a
+/// library call. Offloaded, every block is there; host-driven (progress
+/// only inside `test`/`wait`), the host has forwarded nothing, so at most
+/// the neighbour's own block is.
+#[test]
+fn offloaded_collective_overlaps_host_compute() {
+    if railcoll_tests::mode() != Mode::Modeled {
+        return; // threads mode: the test above
+    }
+    let cluster = ring_cluster();
+    let n = 6;
+    for drive in [Choice::nic(Algorithm::Ring), Choice::host(Algorithm::Ring)] {
+        let results = cluster.run(|comm| -> Result<bool, String> {
+            let me = comm.rank();
+            let send = comm.alloc(RING_BYTES).map_err(|e| e.to_string())?;
+            let recv = comm.alloc(n * RING_BYTES).map_err(|e| e.to_string())?;
+            comm.write_local(&send, 0, &data(me, 0, 0, RING_BYTES))
+                .map_err(|e| e.to_string())?;
+            comm.barrier().map_err(|e| e.to_string())?;
+            let req = comm
+                .icollective_with(Collective::Allgather, drive, &send, &recv, 0)
+                .map_err(|e| e.to_string())?;
+            comm.compute(Duration::from_millis(5));
+            let mem = comm.local_memory(&recv).map_err(|e| e.to_string())?;
+            let landed = all_landed(&mem, n);
+            req.wait().map_err(|e| e.to_string())?;
+            check_output(comm, Collective::Allgather, &recv, RING_BYTES, 0, 0)?;
+            comm.barrier().map_err(|e| e.to_string())?;
+            comm.reset_arena();
+            Ok(landed)
+        });
+        for (rank, r) in results.into_iter().enumerate() {
+            let landed = r
+                .expect("started")
+                .unwrap_or_else(|e| panic!("{drive}: rank {rank}: {e}"));
+            assert_eq!(
+                landed,
+                drive.drive == railcoll_host::Drive::Nic,
+                "{drive}: rank {rank}: every block landed during the compute?"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_second_collective_while_one_is_in_flight_is_refused_and_nothing_is_lost() {
+    let cluster = railcoll_tests::cluster(2, 2, 2, 1 << 20);
+    let results = cluster.run(|comm| -> Result<(), String> {
+        let (n, me) = (comm.size(), comm.rank());
+        let send = comm.alloc(64).map_err(|e| e.to_string())?;
+        let recv = comm.alloc(n * 64).map_err(|e| e.to_string())?;
+        comm.write_local(&send, 0, &data(me, 0, 0, 64))
+            .map_err(|e| e.to_string())?;
+        let mut req = comm.iallgather(&send, &recv).map_err(|e| e.to_string())?;
+        match comm.barrier() {
+            Err(Error::CollectiveInFlight(_)) => {}
+            other => return Err(format!("a barrier during an all-gather: {other:?}")),
+        }
+        match comm.ibarrier() {
+            Err(Error::CollectiveInFlight(_)) => {}
+            other => return Err(format!("an ibarrier during an all-gather: {other:?}")),
+        }
+        while !req.test().map_err(|e| e.to_string())? {
+            if railcoll_tests::mode() == Mode::Threads {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+        check_output(comm, Collective::Allgather, &recv, 64, 0, 0)?;
+        // Free again: a persistent barrier started twice in a row is
+        // refused while active, and runs after `wait`.
+        let mut b = comm.barrier_init().map_err(|e| e.to_string())?;
+        b.start().map_err(|e| e.to_string())?;
+        match b.start() {
+            Err(Error::CollectiveInFlight(_)) => {}
+            other => return Err(format!("a second start while active: {other:?}")),
+        }
+        b.wait().map_err(|e| e.to_string())?;
+        b.start().map_err(|e| e.to_string())?;
+        b.wait().map_err(|e| e.to_string())?;
+        if b.starts() != 2 {
+            return Err(format!("{} starts counted", b.starts()));
+        }
+        drop(b);
+        comm.ibarrier()
+            .and_then(|r| r.wait())
+            .map_err(|e| e.to_string())
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        r.expect("started")
+            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+}
