@@ -13,7 +13,8 @@
 //!
 //! A host-driven algorithm progresses only in `test`/`wait` (no progress
 //! thread), so little of it overlaps; an `@nic` algorithm goes on in the
-//! NICs once started. Figures are means over ranks of per-rank means.
+//! NICs once started. Figures are the slowest rank's means over calls,
+//! and every rank computes for the slowest rank's `t_pure`.
 //! Threads mode reports `t_pure` against a cache-line ping-pong measured
 //! in the same run (the suite's baseline); in modeled mode every point
 //! runs on a fresh cluster, so it depends on nothing else that ran.
@@ -52,8 +53,8 @@ pub struct OverlapRecord {
     pub total_us: f64,
     /// 100 x (1 - (total - compute) / pure), clamped to 0..=100.
     pub overlap_pct: f64,
-    /// Threads mode: `pure_us` / a cache-line ping-pong round trip of the
-    /// same run.
+    /// Threads mode: `pure_us` / the fastest cache-line ping-pong round
+    /// trip of the same run.
     pub pingpong_ratio: Option<f64>,
 }
 
@@ -67,11 +68,12 @@ pub fn overlap_pct(pure: f64, compute: f64, total: f64) -> f64 {
     (100.0 * (1.0 - (total - compute) / pure)).clamp(0.0, 100.0)
 }
 
-/// Per rank: (t_pure, t_compute, t_total), ns per call.
-type RankTimes = Result<(f64, f64, f64), railcoll_host::Error>;
-
 /// Measure algorithm `a` of `bench` at `size` on every rank of `cluster`,
-/// every call after a barrier of kind `barrier`.
+/// every call after a barrier of kind `barrier`: (t_pure, t_compute,
+/// t_total) in ns per call, each the slowest rank's (the collective is
+/// over when its last rank is done: a gather's leaves leave at once).
+/// Every rank computes for the same time, the slowest rank's `t_pure`,
+/// learnt from a first run.
 fn measure(
     cluster: &Cluster,
     bench: &CollBench<'_>,
@@ -80,7 +82,16 @@ fn measure(
     barrier: railcoll_host::Algorithm,
 ) -> Result<(f64, f64, f64), EmuError> {
     let iters = bench.iters.max(1);
-    let per_rank = cluster.run(|comm| -> RankTimes {
+    let slowest = |per_rank: Vec<Result<Result<(f64, f64), railcoll_host::Error>, railcoll_host::Error>>|
+     -> Result<(f64, f64), EmuError> {
+        let mut worst = (0.0f64, 0.0f64);
+        for r in per_rank {
+            let (x, y) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
+            worst = (worst.0.max(x), worst.1.max(y));
+        }
+        Ok(worst)
+    };
+    let (pure, _) = slowest(cluster.run(|comm| {
         let (send, recv) = warm_up(comm, bench, a, size)?;
         let mut pure = 0.0;
         for _ in 0..iters {
@@ -89,8 +100,13 @@ fn measure(
             (bench.start)(comm, a, &send, &recv)?.wait()?;
             pure += cluster.now_ns() - start;
         }
-        pure /= iters as f64;
-        let work = Duration::from_nanos(pure as u64);
+        comm.barrier()?;
+        comm.reset_arena();
+        Ok((pure / iters as f64, 0.0))
+    }))?;
+    let work = Duration::from_nanos(pure as u64);
+    let (compute, total) = slowest(cluster.run(|comm| {
+        let (send, recv) = warm_up(comm, bench, a, size)?;
         let (mut compute, mut total) = (0.0, 0.0);
         for _ in 0..iters {
             comm.barrier_with(barrier)?;
@@ -104,17 +120,9 @@ fn measure(
         }
         comm.barrier()?;
         comm.reset_arena();
-        Ok((pure, compute / iters as f64, total / iters as f64))
-    });
-    let mut sum = (0.0, 0.0, 0.0);
-    let mut ranks = 0.0;
-    for r in per_rank {
-        let (p, c, t) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
-        sum = (sum.0 + p, sum.1 + c, sum.2 + t);
-        ranks += 1.0;
-    }
-    let ranks = f64::max(ranks, 1.0);
-    Ok((sum.0 / ranks, sum.1 / ranks, sum.2 / ranks))
+        Ok((compute / iters as f64, total / iters as f64))
+    }))?;
+    Ok((pure, compute, total))
 }
 
 fn record(
@@ -142,7 +150,9 @@ fn record(
 }
 
 /// Threads mode: every algorithm and size of `bench` on one cluster of
-/// `cfg`, a ping-pong measured before each point.
+/// `cfg`, a ping-pong measured before each point; the ratios use the
+/// fastest ping-pong of the run (a slow one measures vCPUs that could not
+/// run two threads at once, not the cache line; as `bench` does).
 pub fn overlap_threads(
     cfg: ClusterConfig,
     bench: &CollBench<'_>,
@@ -151,18 +161,20 @@ pub fn overlap_threads(
     let cfg = crate::bench::coll_config(cfg, bench);
     let cluster = Cluster::new(cfg)?;
     let mut out = Vec::new();
+    let mut fastest = f64::INFINITY;
     for &size in &bench.sizes {
         for a in 0..bench.algorithms.len() {
             std::thread::sleep(Duration::from_millis(25));
-            let pingpong = (0..3)
+            fastest = (0..3)
                 .map(|_| pingpong_rtt_seconds())
-                .fold(f64::INFINITY, f64::min);
+                .fold(fastest, f64::min);
             let times = measure(&cluster, bench, a, size, railcoll_host::Algorithm::Smp)?;
-            let mut r = record(bench, a, size, &cfg, times);
-            r.pingpong_ratio = Some(times.0 / (pingpong * 1e9));
-            out.push(r);
+            out.push(record(bench, a, size, &cfg, times));
         }
         progress(size);
+    }
+    for r in &mut out {
+        r.pingpong_ratio = Some(r.pure_us * 1e3 / (fastest * 1e9));
     }
     Ok(out)
 }
