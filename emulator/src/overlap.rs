@@ -68,6 +68,9 @@ pub fn overlap_pct(pure: f64, compute: f64, total: f64) -> f64 {
     (100.0 * (1.0 - (total - compute) / pure)).clamp(0.0, 100.0)
 }
 
+/// What one rank reports from one run (outer error: it did not start).
+type RankPair = Result<(f64, f64), railcoll_host::Error>;
+
 /// Measure algorithm `a` of `bench` at `size` on every rank of `cluster`,
 /// every call after a barrier of kind `barrier`: (t_pure, t_compute,
 /// t_total) in ns per call, each the slowest rank's (the collective is
@@ -82,15 +85,15 @@ fn measure(
     barrier: railcoll_host::Algorithm,
 ) -> Result<(f64, f64, f64), EmuError> {
     let iters = bench.iters.max(1);
-    let slowest = |per_rank: Vec<Result<Result<(f64, f64), railcoll_host::Error>, railcoll_host::Error>>|
-     -> Result<(f64, f64), EmuError> {
-        let mut worst = (0.0f64, 0.0f64);
-        for r in per_rank {
-            let (x, y) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
-            worst = (worst.0.max(x), worst.1.max(y));
-        }
-        Ok(worst)
-    };
+    let slowest =
+        |per_rank: Vec<Result<RankPair, railcoll_host::Error>>| -> Result<(f64, f64), EmuError> {
+            let mut worst = (0.0f64, 0.0f64);
+            for r in per_rank {
+                let (x, y) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
+                worst = (worst.0.max(x), worst.1.max(y));
+            }
+            Ok(worst)
+        };
     let (pure, _) = slowest(cluster.run(|comm| {
         let (send, recv) = warm_up(comm, bench, a, size)?;
         let mut pure = 0.0;

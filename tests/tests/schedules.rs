@@ -232,6 +232,62 @@ fn every_algorithm_offloaded_still_verifies() {
     assert!(checked > 2000, "{checked}");
 }
 
+/// Two NICs that each wait for the other's chained put before starting
+/// their own: the verifier names the cycle (ranks and steps), not just a
+/// chain that never starts.
+#[test]
+fn a_cycle_of_chained_puts_is_named() {
+    use railcoll_host::sched::{Buf, Region, ScheduleSet, Step};
+    let shape = Shape::new(2, 1, 1, 1, Placement::Block).expect("shape");
+    let p = Params::new(Collective::Allgather, Algorithm::Direct, shape, 0, 64)
+        .with_choice(Choice::nic(Algorithm::Direct));
+    // Rank r: copy its block into place, then chain a put of it to the
+    // other rank, triggered by the other rank's chained put: a cycle.
+    let ranks = (0..2u32)
+        .map(|r| railcoll_host::sched::Schedule {
+            rank: r,
+            steps: vec![
+                Step {
+                    op: Op::Copy {
+                        src: Region::one(Buf::Send, 0),
+                        dst: Region::one(Buf::Recv, r),
+                    },
+                    after: Vec::new(),
+                },
+                Step {
+                    op: Op::ChainPut {
+                        trigger: 0,
+                        count: 0,
+                        rail: 0,
+                        to: 1 - r,
+                        src: Region::one(Buf::Recv, r),
+                        dst: Region::one(Buf::Recv, r),
+                        signal: Some(0),
+                    },
+                    after: Vec::new(),
+                },
+            ],
+        })
+        .collect();
+    let set = ScheduleSet {
+        params: p,
+        scratch_blocks: 0,
+        counters: 0,
+        flags: 0,
+        ranks,
+    }
+    .seal()
+    .expect("seals");
+    let v = verify::verify(&set, &Budget::default()).expect_err("cycle");
+    let text = v.to_string();
+    assert!(
+        text.contains("a cycle of chained puts")
+            && text.contains("rank 0 step 1")
+            && text.contains("rank 1 step 1"),
+        "{text}"
+    );
+}
+
 /// Persistent sets (the readiness guard, host-driven and compiled onto the
 /// NICs) verify on every shape, rule 10 included: no rank touches the
 /// buffers of a rank that has not started.

@@ -8,7 +8,8 @@
 //!    and chain queue entries per NIC, scratch bytes per node;
 //! 2. every region lies in its buffer, shm partners share a node;
 //! 3. every chained put's trigger fills (a chain the NIC would never
-//!    start is named with its rank, rail and step), every wait can be
+//!    start is named with its rank, rail and step; chains that wait for
+//!    each other's puts are named as a cycle), every wait can be
 //!    satisfied (no deadlock) and every signal is consumed (none is left
 //!    to be counted by a later operation);
 //! 4. a wait consumes all rail parts of a put or none, and where several
@@ -117,6 +118,21 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
     let replay = sim::replay(set, &sim::Untimed);
     if let Some(f) = replay.faults.first() {
         return Err(fail(Some(f.rank), Some(f.step), f.what.clone()));
+    }
+    if let Some(cycle) = chain_cycle(set, &replay.stuck_chains) {
+        let (r, step) = cycle[0];
+        let path: Vec<String> = cycle
+            .iter()
+            .map(|(r, s)| format!("rank {r} step {s}"))
+            .collect();
+        return Err(fail(
+            Some(r),
+            Some(step),
+            format!(
+                "a cycle of chained puts: each waits for the next one's put ({} -> back to the first), so no NIC can start any of them",
+                path.join(" -> ")
+            ),
+        ));
     }
     if let Some(s) = replay.stuck_chains.first() {
         return Err(fail(
@@ -391,6 +407,44 @@ fn synchronises(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(
         }
     }
     Ok(())
+}
+
+/// A cycle among the chained puts that never started, if there is one:
+/// each one's trigger is fed by the next one's put (on its rail), so none
+/// can ever start. Returned as (rank, arming step), starting anywhere on
+/// the cycle.
+fn chain_cycle(set: &ScheduleSet, stuck: &[sim::StuckChain]) -> Option<Vec<(Rank, u32)>> {
+    // Edges: a stuck chain -> the stuck chains whose puts would set its
+    // trigger on its rail.
+    let feeds = |from: &sim::StuckChain, to: &sim::StuckChain| {
+        set.ranks
+            .get(from.rank as usize)
+            .and_then(|s| s.steps.get(from.step as usize))
+            .is_some_and(|step| {
+                matches!(step.op, Op::ChainPut { to: t, rail, signal: Some(c), .. }
+                    if t == to.rank && usize::from(rail) == to.rail && c == to.trigger)
+            })
+    };
+    let n = stuck.len();
+    // Follow any feeder from each chain; with every chain on the walk
+    // stuck, coming back to a visited one closes a cycle.
+    for start in 0..n {
+        let mut path = vec![start];
+        let mut at = start;
+        while let Some(next) = (0..n).find(|&j| feeds(&stuck[j], &stuck[at])) {
+            if let Some(pos) = path.iter().position(|&p| p == next) {
+                return Some(
+                    path[pos..]
+                        .iter()
+                        .map(|&i| (stuck[i].rank, stuck[i].step))
+                        .collect(),
+                );
+            }
+            path.push(next);
+            at = next;
+        }
+    }
+    None
 }
 
 fn returns_its_buffers(
