@@ -428,15 +428,31 @@ impl Cluster {
         let worker_of = |rail: usize| rail % workers;
         let mut factories: Vec<Vec<EngineFactory>> = (0..workers).map(|_| Vec::new()).collect();
         let mut registers: Vec<Vec<Arc<SharedRegisters>>> = vec![Vec::new(); cfg.shape.nodes()];
-        for rail_index in 0..cfg.shape.rails {
-            let signal = &signals[worker_of(rail_index)];
-            let notifiers: Vec<Notifier> = (0..cfg.shape.nodes())
-                .map(|_| Notifier::new(Arc::clone(signal)))
-                .collect();
-            let (rail, inboxes) = Rail::new(notifiers.clone());
+        // Every NIC's notifier and register file first: a board reaches
+        // its node's other NICs' files (the NIC-to-NIC path).
+        let notifiers: Vec<Vec<Notifier>> = (0..cfg.shape.rails)
+            .map(|rail| {
+                (0..cfg.shape.nodes())
+                    .map(|_| Notifier::new(Arc::clone(&signals[worker_of(rail)])))
+                    .collect()
+            })
+            .collect();
+        let node_regs: Vec<Arc<[Arc<SharedRegisters>]>> = (0..cfg.shape.nodes())
+            .map(|node| {
+                notifiers
+                    .iter()
+                    .map(|by_node| SharedRegisters::new(Some(by_node[node].clone())))
+                    .collect()
+            })
+            .collect();
+        for (rail_index, rail_notifiers) in notifiers.iter().enumerate() {
+            let (rail, inboxes) = Rail::new(rail_notifiers.clone());
             let rail = Arc::new(rail);
-            for (node, (inbox, notifier)) in inboxes.into_iter().zip(notifiers).enumerate() {
-                let regs = SharedRegisters::new(Some(notifier.clone()));
+            for (node, (inbox, notifier)) in
+                inboxes.into_iter().zip(rail_notifiers.clone()).enumerate()
+            {
+                let siblings = Arc::clone(&node_regs[node]);
+                let regs = Arc::clone(&siblings[rail_index]);
                 registers[node].push(Arc::clone(&regs));
                 let (views, rail, wakers, timeline) = (
                     Arc::clone(&views),
@@ -447,6 +463,7 @@ impl Cluster {
                 factories[worker_of(rail_index)].push(Box::new(move || {
                     let board = EmuBoard::new(node as u16, views, regs, rail, inbox, wakers, epoch)
                         .expect("node memory exists for every node")
+                        .with_siblings(rail_index as u8, siblings)
                         .traced(rail_index, timeline);
                     let loc = Location {
                         node: node as u16,

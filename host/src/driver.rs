@@ -738,6 +738,7 @@ impl Driver {
                         action: EventAction {
                             kind: ActionKind::Copy {
                                 src: CONTROL_VA + self.chain_block_offset(block) as u64,
+                                blocks: 1,
                             },
                             wake: false,
                         },
@@ -1051,6 +1052,7 @@ mod tests {
         let arm = Command::SetEvent {
             event: EventId(1),
             count: 1,
+            rail: None,
         };
         assert!(matches!(with_completion(arm, ev), Err(Error::Config(_))));
     }

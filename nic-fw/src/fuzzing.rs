@@ -71,10 +71,11 @@ fn round_trip_failed() {
 pub static ROUND_TRIP_FAILURES: core::sync::atomic::AtomicUsize =
     core::sync::atomic::AtomicUsize::new(0);
 
+use crate::abi::error::ErrorCode;
 use crate::abi::regs::{self, MailboxOp, Placement, QueuePerms, RegionPerms};
 use crate::engine::hw::{
-    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, PayloadSource,
-    RegisterFile,
+    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet,
+    RegisterFile, Siblings,
 };
 use crate::engine::{Engine, Location};
 
@@ -278,3 +279,19 @@ pub fn run_engine(data: &[u8]) -> u64 {
 }
 
 impl Meter for SimBoard {}
+
+/// One NIC per node: a sibling set has nowhere to go (the engine reports
+/// it), and none arrives.
+impl Siblings for SimBoard {
+    fn peer_set(&mut self, _rail: u8, _set: PeerSet) -> Result<(), ErrorCode> {
+        Err(ErrorCode::PeerUnreachable)
+    }
+
+    fn peer_fifo_depth(&self) -> u8 {
+        0
+    }
+
+    fn take_peer_set(&mut self) -> Option<PeerSet> {
+        None
+    }
+}

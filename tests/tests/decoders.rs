@@ -31,6 +31,7 @@ fn valid_commands_and_packets_are_accepted_by_decode_all() {
     let block = Command::SetEvent {
         event: EventId(3),
         count: 1,
+        rail: None,
     }
     .emit(5)
     .to_bytes();
@@ -51,6 +52,7 @@ fn engine_entry_point_executes_posted_commands() {
         &Command::SetEvent {
             event: EventId(3),
             count: 1,
+            rail: None,
         }
         .emit(5)
         .to_bytes(),

@@ -190,6 +190,7 @@ fn malformed_commands_fail_alone_and_the_nic_keeps_serving() {
             let bad_event = Command::SetEvent {
                 event: EventId(100_000),
                 count: 1,
+                rail: None,
             }
             .emit(16);
             let zeroed = CommandBlock::from_bytes(&[0; 64]);
@@ -365,4 +366,72 @@ fn handle_test_polls_to_completion() {
     });
     let polls = out[0].as_ref().expect("ran").as_ref().expect("no error");
     assert!(*polls >= 1);
+}
+
+/// ABI 1.2's NIC-to-NIC path and multi-block COPY, through the host API:
+/// rank 0 puts to rank 1 once on each rail. On rank 1, the rail-0 arrival's
+/// event injects `SET_EVENT(J)` naming rail 1 (a sibling set: a cross-rail
+/// trigger), the rail-1 arrival's event a local `SET_EVENT(J)`, and J on
+/// rail 1 waits for both (a combined trigger). J completes only if both
+/// paths ran.
+#[test]
+fn an_arrival_on_one_rail_sets_an_event_on_the_other() {
+    use railcoll_fw::abi::event::{ActionKind, EventAction};
+    let c = cluster(2, 1, 2, 1 << 20);
+    let out = c.run(|comm| -> Result<(), Error> {
+        let data = comm.alloc(64)?;
+        let blocks = comm.alloc(128)?;
+        let (a, on_1, join) = (
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+        );
+        let start = comm.alloc_dest_event()?;
+        if comm.rank() == 1 {
+            let set_join = |rail| Command::SetEvent {
+                event: join.id(),
+                count: 1,
+                rail,
+            };
+            comm.write_local(&blocks, 0, &set_join(Some(1)).emit(1).to_bytes())?;
+            comm.write_local(&blocks, 64, &set_join(None).emit(2).to_bytes())?;
+            let arm = |event: EventId, offset: usize| Command::ArmEvent {
+                event,
+                count: 1,
+                action: EventAction {
+                    kind: ActionKind::Copy {
+                        src: ARENA_VA + (blocks.offset() + offset) as u64,
+                        blocks: 1,
+                    },
+                    wake: false,
+                },
+            };
+            comm.post_raw(0, &arm(a.id(), 0).emit(3))?;
+            comm.post_raw(1, &arm(on_1.id(), 64).emit(4))?;
+            // Armed: let rank 0 send.
+            comm.notify(0, &start, &data)?;
+            comm.wait_arrivals(&join, &on_rail(1, 2))?;
+            // Neither NIC reported an error (a refused sibling set would).
+            assert_eq!(comm.take_nic_errors()?, Vec::new());
+        } else {
+            comm.wait_arrivals(&start, &on_rail(0, 1))?;
+            for (rail, ev) in [(0, a), (1, on_1)] {
+                comm.put_with(
+                    &data,
+                    1,
+                    &data,
+                    TransferOptions {
+                        policy: Some(RailPolicy::Rail(rail)),
+                        dest_event: Some(ev),
+                        wake: false,
+                    },
+                )?
+                .wait()?;
+            }
+        }
+        Ok(())
+    });
+    for r in out {
+        r.expect("started").expect("both paths set the join event");
+    }
 }

@@ -1,9 +1,14 @@
-//! What an emulated NIC is in both modes: its table sizes, and how a
-//! received payload lands in node memory (the one copy of the put path).
+//! What an emulated NIC is in both modes: its table sizes, how a received
+//! payload lands in node memory (the one copy of the put path), and the
+//! node's NIC-to-NIC path (`PEER_SET`).
 
+use std::sync::Arc;
+
+use railcoll_fw::abi::error::ErrorCode;
 use railcoll_fw::engine::hw::BusError;
 use railcoll_mem::dma_mem::DmaMemory;
 
+use crate::hw::registers::{PEER_FIFO_DEPTH, SharedRegisters};
 use crate::hw::wire::PayloadRef;
 
 /// Largest node count an emulated NIC serves (its flow tables).
@@ -46,4 +51,34 @@ pub(crate) fn deliver_payload(
     memory
         .copy_from(dst_off, src, src_off, p.len as usize)
         .map_err(|_| BusError)
+}
+
+/// Reserve an entry of the `PEER_SET` FIFO of this node's NIC on rail `to`
+/// for the NIC on rail `from`; `siblings` holds the node's register files
+/// by rail. `PeerUnreachable`: no NIC there, or it is the sender;
+/// `Busy`: its FIFO is full.
+pub(crate) fn reserve_peer_set(
+    siblings: &[Arc<SharedRegisters>],
+    from: u8,
+    to: u8,
+) -> Result<&SharedRegisters, ErrorCode> {
+    if to == from {
+        return Err(ErrorCode::PeerUnreachable);
+    }
+    let target = siblings
+        .get(usize::from(to))
+        .ok_or(ErrorCode::PeerUnreachable)?;
+    if !target.peer_reserve() {
+        return Err(ErrorCode::Busy);
+    }
+    Ok(target)
+}
+
+/// The `PEER_SET` depth a NIC with these siblings reports: none alone.
+pub(crate) fn peer_fifo_depth(siblings: &[Arc<SharedRegisters>]) -> u8 {
+    if siblings.len() > 1 {
+        PEER_FIFO_DEPTH
+    } else {
+        0
+    }
 }

@@ -4,9 +4,17 @@
 //! write orders every command block written before it. Writes to a
 //! doorbell register (`CQ_TAIL`, `MBOX_CMD`) also set a bit in the pending
 //! doorbell mask and wake the NIC's worker.
+//!
+//! The file also holds the NIC's `PEER_SET` FIFO (ABI 1.2): the node's
+//! other NICs post [`railcoll_fw::abi::event::PeerSet`] words into it
+//! (a PCIe peer-to-peer write on hardware), [`PEER_FIFO_DEPTH`] deep. A
+//! sender reserves an entry first, so a set still on its way (modeled
+//! mode's bus latency) counts against the depth and a full FIFO refuses
+//! the sender (`Busy`) instead of dropping a set.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use railcoll_fw::abi::regs::{self, Access, Reg};
 use railcoll_fw::engine::hw::DOORBELL_MAILBOX;
@@ -34,12 +42,24 @@ impl<A: Access> NicOffset for Reg<u64, A> {
     }
 }
 
+/// Entries of an emulated NIC's `PEER_SET` FIFO.
+pub const PEER_FIFO_DEPTH: u8 = 64;
+
 /// One NIC's BAR0.
 #[derive(Debug)]
 pub struct SharedRegisters {
     words: Vec<AtomicU64>,
     doorbells: AtomicU64,
     notifier: Option<Notifier>,
+    peer: Mutex<PeerFifo>,
+}
+
+/// The `PEER_SET` FIFO: the words posted, and the entries reserved by
+/// senders (posted or still on their way).
+#[derive(Debug, Default)]
+struct PeerFifo {
+    words: VecDeque<u64>,
+    reserved: usize,
 }
 
 impl SharedRegisters {
@@ -52,7 +72,39 @@ impl SharedRegisters {
                 .collect(),
             doorbells: AtomicU64::new(0),
             notifier,
+            peer: Mutex::new(PeerFifo::default()),
         })
+    }
+
+    fn peer(&self) -> std::sync::MutexGuard<'_, PeerFifo> {
+        self.peer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A sibling NIC: reserve a `PEER_SET` entry (false: the FIFO is full).
+    pub fn peer_reserve(&self) -> bool {
+        let mut fifo = self.peer();
+        if fifo.reserved >= usize::from(PEER_FIFO_DEPTH) {
+            return false;
+        }
+        fifo.reserved += 1;
+        true
+    }
+
+    /// A sibling NIC: the reserved entry's word arrives; the NIC's worker
+    /// is woken (threads mode).
+    pub fn peer_push(&self, word: u64) {
+        self.peer().words.push_back(word);
+        if let Some(n) = &self.notifier {
+            n.notify();
+        }
+    }
+
+    /// Firmware-side: take the oldest posted word, freeing its entry.
+    pub fn peer_take(&self) -> Option<u64> {
+        let mut fifo = self.peer();
+        let word = fifo.words.pop_front()?;
+        fifo.reserved = fifo.reserved.saturating_sub(1);
+        Some(word)
     }
 
     fn word(&self, offset: u32) -> Option<&AtomicU64> {

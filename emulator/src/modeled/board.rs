@@ -14,10 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use railcoll_fw::abi::ContextIndex;
+use railcoll_fw::abi::error::ErrorCode;
 use railcoll_fw::abi::packet::PacketHeader;
 use railcoll_fw::engine::Engine;
 use railcoll_fw::engine::hw::{
-    Activity, BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, RegisterFile,
+    Activity, BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet,
+    RegisterFile, Siblings,
 };
 use railcoll_mem::dma_mem::DmaMemory;
 
@@ -47,6 +49,9 @@ pub(crate) enum Effect {
     RegChanged { at: Ps },
     /// The host threads of context `ctx` are woken at `at`.
     Wake { ctx: ContextIndex, at: Ps },
+    /// A `PEER_SET` word reaches this node's NIC on `rail` at `at` (its
+    /// FIFO entry is already reserved).
+    PeerSet { rail: u8, word: u64, at: Ps },
 }
 
 /// One NIC's board in modeled mode.
@@ -70,6 +75,10 @@ pub struct ModelBoard {
     /// Processor activity (start, end or None for an instant, what), kept
     /// only while a timeline is attached.
     pub(crate) spans: Option<Vec<(Ps, Option<Ps>, &'static str)>>,
+    /// This NIC's rail, and its node's register files by rail (the
+    /// NIC-to-NIC path).
+    rail: u8,
+    siblings: Arc<[Arc<SharedRegisters>]>,
 }
 
 impl ModelBoard {
@@ -93,7 +102,17 @@ impl ModelBoard {
             last_ser: 0,
             effects: Vec::new(),
             spans: None,
+            rail: 0,
+            siblings: Arc::from([]),
         })
+    }
+
+    /// Give the board its rail and its node's NICs' register files by rail
+    /// (itself included), for `SET_EVENT` on a sibling rail.
+    pub(crate) fn with_siblings(mut self, rail: u8, siblings: Arc<[Arc<SharedRegisters>]>) -> Self {
+        self.rail = rail;
+        self.siblings = siblings;
+        self
     }
 
     /// Start a poll at `now`: the processor resumes when it is free.
@@ -231,6 +250,28 @@ impl HostWake for ModelBoard {
             ctx,
             at: self.cursor + self.costs.pci_latency,
         });
+    }
+}
+
+/// A sibling set is a posted write across the host bridge: it reaches the
+/// other NIC one `pci.latency_ns` after the command that made it.
+impl Siblings for ModelBoard {
+    fn peer_set(&mut self, rail: u8, set: PeerSet) -> Result<(), ErrorCode> {
+        crate::hw::nic::reserve_peer_set(&self.siblings, self.rail, rail)?;
+        self.effects.push(Effect::PeerSet {
+            rail,
+            word: set.to_word(),
+            at: self.cursor + self.costs.pci_latency,
+        });
+        Ok(())
+    }
+
+    fn take_peer_set(&mut self) -> Option<PeerSet> {
+        self.regs.peer_take().map(PeerSet::from_word)
+    }
+
+    fn peer_fifo_depth(&self) -> u8 {
+        crate::hw::nic::peer_fifo_depth(&self.siblings)
     }
 }
 

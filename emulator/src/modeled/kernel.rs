@@ -97,6 +97,11 @@ enum Action {
         rail: usize,
         packet: WirePacket,
     },
+    /// A sibling's `PEER_SET` word reaches NIC `nic`.
+    PeerSet {
+        nic: usize,
+        word: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -181,15 +186,17 @@ impl Kernel {
         let mut specs = Vec::new();
         for (node, node_regs) in regs_by_node.iter_mut().enumerate() {
             let pci = Arc::new(AtomicU64::new(0));
-            for rail in 0..rails {
-                let regs = SharedRegisters::new(None);
-                node_regs.push(Arc::clone(&regs));
+            for _ in 0..rails {
+                node_regs.push(SharedRegisters::new(None));
+            }
+            let siblings: Arc<[Arc<SharedRegisters>]> = node_regs.iter().cloned().collect();
+            for (rail, regs) in node_regs.iter().enumerate() {
                 let pci = if costs.pci_shared {
                     Arc::clone(&pci)
                 } else {
                     Arc::new(AtomicU64::new(0))
                 };
-                specs.push((node, rail, regs, pci));
+                specs.push((node, rail, Arc::clone(regs), pci, Arc::clone(&siblings)));
             }
         }
         // Engines are large: build them on a thread with a big stack.
@@ -200,7 +207,7 @@ impl Kernel {
             .spawn(move || {
                 specs
                     .into_iter()
-                    .map(|(node, rail, regs, pci)| {
+                    .map(|(node, rail, regs, pci, siblings)| {
                         let board = ModelBoard::new(
                             node as u16,
                             Arc::clone(&mems),
@@ -208,7 +215,8 @@ impl Kernel {
                             costs,
                             pci,
                         )
-                        .expect("node memory exists for every node");
+                        .expect("node memory exists for every node")
+                        .with_siblings(rail as u8, siblings);
                         let loc = Location {
                             node: node as u16,
                             rail: rail as u8,
@@ -448,6 +456,7 @@ impl Kernel {
                 self.poll(w, nic);
             }
             Action::Arrive { nic, packet } => self.arrive(w, nic, packet),
+            Action::PeerSet { nic, word } => self.peer_set_arrives(w, nic, word),
             Action::ArriveData { nic } => {
                 let Some(packet) = w.arrivals.pop(nic) else {
                     return Next::Continue;

@@ -5,11 +5,13 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crossbeam_channel::Receiver;
+use railcoll_fw::abi::error::ErrorCode;
 use railcoll_fw::abi::packet::PacketHeader;
 use railcoll_fw::abi::{ContextIndex, MAX_CONTEXTS};
 use railcoll_fw::engine::Engine;
 use railcoll_fw::engine::hw::{
-    BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, RegisterFile,
+    BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet, RegisterFile,
+    Siblings,
 };
 use railcoll_host::env::Waker;
 use railcoll_mem::dma_mem::DmaMemory;
@@ -36,6 +38,10 @@ pub struct EmuBoard {
     wakers: Arc<[Waker]>,
     epoch: Instant,
     trace: Option<BoardTrace>,
+    /// This NIC's rail, and its node's register files by rail (the
+    /// NIC-to-NIC path).
+    rail_index: u8,
+    siblings: Arc<[Arc<SharedRegisters>]>,
 }
 
 /// Where a threads-mode board reports its activity when the cluster is
@@ -70,7 +76,17 @@ impl EmuBoard {
             wakers,
             epoch,
             trace: None,
+            rail_index: 0,
+            siblings: Arc::from([]),
         })
+    }
+
+    /// Give the board its rail and its node's NICs' register files by rail
+    /// (itself included), for `SET_EVENT` on a sibling rail.
+    pub fn with_siblings(mut self, rail: u8, siblings: Arc<[Arc<SharedRegisters>]>) -> Self {
+        self.rail_index = rail;
+        self.siblings = siblings;
+        self
     }
 
     /// Report activity to the cluster's timeline once one is attached.
@@ -169,6 +185,22 @@ impl HostWake for EmuBoard {
         if let Some(w) = self.wakers.get(index) {
             w.wake();
         }
+    }
+}
+
+impl Siblings for EmuBoard {
+    fn peer_set(&mut self, rail: u8, set: PeerSet) -> Result<(), ErrorCode> {
+        crate::hw::nic::reserve_peer_set(&self.siblings, self.rail_index, rail)?
+            .peer_push(set.to_word());
+        Ok(())
+    }
+
+    fn take_peer_set(&mut self) -> Option<PeerSet> {
+        self.registers.peer_take().map(PeerSet::from_word)
+    }
+
+    fn peer_fifo_depth(&self) -> u8 {
+        crate::hw::nic::peer_fifo_depth(&self.siblings)
     }
 }
 

@@ -10,16 +10,19 @@
 //! | `0x1002_0000` | MAC TX | `+0x000..0x040` header, `+0x40/44` payload host addr lo/hi, `+0x48` payload len, `+0x4c` go (reads 0 when the FIFO is full) |
 //! | `0x1003_0000` | MAC RX | `+0x000..0x040` header, `+0x40` payload len, `+0x44` status (bit 0 packet present), `+0x48/4c` deliver host addr lo/hi, `+0x50` deliver go, `+0x54` deliver status (bit 0 busy, bit 1 error), `+0x58` pop |
 //! | `0x1004_0000` | host interrupt | `+0x0` wake context (write) |
-//! | `0x1005_0000` | board | `+0x0` straps: node in 15:0, rail in 23:16 |
+//! | `0x1005_0000` | board | `+0x0` straps: node in 15:0, rail in 23:16, `PEER_SET` FIFO depth in 31:24 (0: no sibling NICs) |
+//! | `0x1006_0000` | NIC-to-NIC path | `+0x0/4` word lo/hi to post, `+0x8` post to rail (write), `+0xc` post status (bit 0 accepted, bit 1 no such sibling, bit 2 its FIFO full); `+0x10/14` oldest received word lo/hi, `+0x18` status (bit 0 a word is present), `+0x1c` pop (write) |
 //! | `0x0200_bff8` | CLINT `mtime` | 64-bit, `MTIME_HZ` ticks per second |
 //! | `0x2000_0000` | bounce SRAM | 4 KiB, for host reads/writes by the CPU |
 
 use core::ptr::NonNull;
 
 use railcoll_fw::abi::ContextIndex;
+use railcoll_fw::abi::error::ErrorCode;
 use railcoll_fw::abi::packet::{HEADER_LEN, PacketHeader};
 use railcoll_fw::engine::hw::{
-    BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, RegisterFile,
+    BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet, RegisterFile,
+    Siblings,
 };
 use volatile::VolatilePtr;
 
@@ -76,6 +79,8 @@ type Rx = Block<0x1003_0000, 0x5c>;
 type Irq = Block<0x1004_0000, 4>;
 /// Board straps.
 type Board = Block<0x1005_0000, 4>;
+/// NIC-to-NIC path (sibling `PEER_SET` FIFOs).
+type Peer = Block<0x1006_0000, 0x20>;
 /// CLINT `mtime`.
 type Mtime = Block<0x0200_bff8, 8>;
 /// Bounce SRAM for host reads and writes by the CPU.
@@ -245,6 +250,37 @@ impl Clock for SocBoard {
 impl HostWake for SocBoard {
     fn wake(&mut self, ctx: ContextIndex) {
         Irq::r32::<0>().write(ctx as u32);
+    }
+}
+
+impl Siblings for SocBoard {
+    fn peer_set(&mut self, rail: u8, set: PeerSet) -> Result<(), ErrorCode> {
+        let word = set.to_word();
+        Peer::r32::<0x0>().write(word as u32);
+        Peer::r32::<0x4>().write((word >> 32) as u32);
+        Peer::r32::<0x8>().write(u32::from(rail));
+        let status = Peer::r32::<0xc>().read();
+        if status & 1 != 0 {
+            Ok(())
+        } else if status & 4 != 0 {
+            Err(ErrorCode::Busy)
+        } else {
+            Err(ErrorCode::PeerUnreachable)
+        }
+    }
+
+    fn take_peer_set(&mut self) -> Option<PeerSet> {
+        if Peer::r32::<0x18>().read() & 1 == 0 {
+            return None;
+        }
+        let lo = u64::from(Peer::r32::<0x10>().read());
+        let hi = u64::from(Peer::r32::<0x14>().read());
+        Peer::r32::<0x1c>().write(1);
+        Some(PeerSet::from_word(lo | (hi << 32)))
+    }
+
+    fn peer_fifo_depth(&self) -> u8 {
+        (Board::r32::<0>().read() >> 24) as u8
     }
 }
 

@@ -135,13 +135,23 @@ const _: () = assert!(core::mem::size_of::<DmaDescriptor>() == 56);
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct SetEventBody {
-    /// Local event index.
+    /// Event index (of this context, on this NIC or the target sibling).
     pub event: U32,
-    /// Number of sets, `1..=i32::MAX`.
+    /// Number of sets, `1..=i32::MAX` (`1..=2^24 - 1` for a sibling).
     pub count: U32,
+    /// ABI 1.2: 0 for this NIC; [`SET_EVENT_SIBLING`] | rail for the
+    /// node's NIC on that rail (bits 30:8 reserved, zero).
+    pub target: U32,
     /// Reserved, zero.
-    pub reserved: [u8; 48],
+    pub reserved: [u8; 44],
 }
+
+/// `SET_EVENT` target flag: the event is on the sibling NIC whose rail is
+/// in bits 7:0 (ABI 1.2).
+pub const SET_EVENT_SIBLING: u32 = 1 << 31;
+
+/// Reserved bits of a `SET_EVENT` target.
+const SET_EVENT_RESERVED: u32 = 0x7fff_ff00;
 
 /// Body of WRITE_WORD.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
@@ -291,10 +301,13 @@ pub enum Command {
     Dma(DmaCommand),
     /// SET_EVENT.
     SetEvent {
-        /// Local event.
+        /// Event of this context.
         event: EventId,
         /// Sets, >= 1.
         count: u32,
+        /// The rail of the sibling NIC that holds the event (ABI 1.2); `None`:
+        /// this NIC. A set naming this NIC's own rail is a local set.
+        rail: Option<u8>,
     },
     /// WRITE_WORD.
     WriteWord {
@@ -464,7 +477,18 @@ fn parse_set_event(block: &CommandBlock, events_per_ctx: u32) -> Result<Command,
     reserved_zero(&b.reserved)?;
     let count = set_count(b.count.get(), false)?;
     let event = required_event(b.event.get(), events_per_ctx)?;
-    Ok(Command::SetEvent { event, count })
+    let target = b.target.get();
+    let rail = match target {
+        0 => None,
+        t if t & SET_EVENT_SIBLING != 0 && t & SET_EVENT_RESERVED == 0 => {
+            if count > super::event::PeerSet::MAX_COUNT {
+                return Err(ErrorCode::BadLength);
+            }
+            Some(t as u8)
+        }
+        _ => return Err(ErrorCode::ReservedNonZero),
+    };
+    Ok(Command::SetEvent { event, count, rail })
 }
 
 /// WRITE_WORD: an 8-byte aligned address.
@@ -608,12 +632,13 @@ impl Command {
                 };
                 block.body = zerocopy::transmute!(desc);
             }
-            Command::SetEvent { event, count } => {
+            Command::SetEvent { event, count, rail } => {
                 block.opcode = Opcode::SetEvent.as_raw();
                 let b = SetEventBody {
                     event: U32::new(event.0),
                     count: U32::new(count),
-                    reserved: [0; 48],
+                    target: U32::new(rail.map_or(0, |r| SET_EVENT_SIBLING | u32::from(r))),
+                    reserved: [0; 44],
                 };
                 block.body = zerocopy::transmute!(b);
             }
@@ -735,10 +760,10 @@ impl CommandBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::event::ActionKind;
+    use crate::abi::event::{ActionKind, MAX_COPY_BLOCKS};
     use proptest::prelude::*;
 
-    fn samples() -> [Command; 6] {
+    fn samples() -> [Command; 8] {
         [
             Command::Nop,
             Command::Dma(DmaCommand {
@@ -764,6 +789,12 @@ mod tests {
             Command::SetEvent {
                 event: EventId(5),
                 count: 2,
+                rail: None,
+            },
+            Command::SetEvent {
+                event: EventId(6),
+                count: 1,
+                rail: Some(1),
             },
             Command::WriteWord {
                 addr: 64,
@@ -773,11 +804,68 @@ mod tests {
                 event: EventId(0),
                 count: 3,
                 action: EventAction {
-                    kind: ActionKind::Copy { src: 0x40 },
+                    kind: ActionKind::Copy {
+                        src: 0x40,
+                        blocks: 1,
+                    },
                     wake: true,
                 },
             },
+            Command::ArmEvent {
+                event: EventId(1),
+                count: 1,
+                action: EventAction {
+                    kind: ActionKind::Copy {
+                        src: 0x80,
+                        blocks: MAX_COPY_BLOCKS,
+                    },
+                    wake: false,
+                },
+            },
         ]
+    }
+
+    #[test]
+    fn a_sibling_set_event_is_checked() {
+        let sibling = |target: u32, count: u32| {
+            let mut block = Command::SetEvent {
+                event: EventId(2),
+                count,
+                rail: None,
+            }
+            .emit(0);
+            let mut b: SetEventBody = zerocopy::transmute!(block.body);
+            b.target = U32::new(target);
+            block.body = zerocopy::transmute!(b);
+            Command::parse(&block, 16)
+        };
+        assert_eq!(
+            sibling(SET_EVENT_SIBLING | 3, 5),
+            Ok(Command::SetEvent {
+                event: EventId(2),
+                count: 5,
+                rail: Some(3)
+            })
+        );
+        // Reserved bits of the target, a target without the flag, a count
+        // a PEER_SET word cannot carry.
+        assert_eq!(
+            sibling(SET_EVENT_SIBLING | 0x100, 1),
+            Err(ErrorCode::ReservedNonZero)
+        );
+        assert_eq!(sibling(1, 1), Err(ErrorCode::ReservedNonZero));
+        assert_eq!(
+            sibling(SET_EVENT_SIBLING | 1, 1 << 24),
+            Err(ErrorCode::BadLength)
+        );
+        assert_eq!(
+            sibling(0, 1 << 24),
+            Ok(Command::SetEvent {
+                event: EventId(2),
+                count: 1 << 24,
+                rail: None
+            })
+        );
     }
 
     #[test]
@@ -807,7 +895,7 @@ mod tests {
         b.body[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(Command::parse(&b, 16), Err(ErrorCode::BadLength));
         assert_eq!(
-            Command::parse(&samples()[5].emit(0), 0),
+            Command::parse(&samples()[6].emit(0), 0),
             Err(ErrorCode::BadEvent)
         );
         let bad_write = Command::WriteWord { addr: 3, value: 0 }.emit(0);
@@ -815,6 +903,7 @@ mod tests {
         let zero_set = Command::SetEvent {
             event: EventId(0),
             count: 0,
+            rail: None,
         }
         .emit(0);
         assert_eq!(Command::parse(&zero_set, 16), Err(ErrorCode::BadLength));

@@ -12,15 +12,20 @@
 //!   the event's status) at `addr`, 8-byte aligned, in a region of the owning
 //!   context with `LOCAL_WRITE`. The store is the last thing the NIC does for
 //!   the event, and it is ordered after every byte the event covers.
-//! - `COPY(src)`: read the 64-byte command block at `src` (`LOCAL_READ`) and
-//!   append it to the NIC's chain queue, where it runs as a command of the
-//!   owning context: this is how puts are chained without the host (rule 3).
+//! - `COPY(src, blocks)`: read the `blocks` consecutive 64-byte command
+//!   blocks at `src` (`LOCAL_READ`; 1..=[`MAX_COPY_BLOCKS`], ABI 1.2; 1.0
+//!   and 1.1 copy one) and append them, all or none, to the NIC's chain
+//!   queue, where they run in order as commands of the owning context:
+//!   this is how puts are chained without the host (rule 3), and, with a
+//!   `SET_EVENT` among the blocks, how one firing feeds another event, on
+//!   this NIC or a sibling (a combined or cross-rail trigger).
 //! - either may also `WAKE` the host threads waiting on the context.
 //!
 //! An event also carries a sticky *status*: an error reported while it is
 //! counting (a failed DMA it completes, a rejected packet it was named by) is
 //! kept and delivered with the next firing, then cleared.
 
+use super::ContextIndex;
 use super::error::{ErrorCode, status_from_raw, status_to_raw};
 
 /// Event index within a context's event table. `EventId::NONE` (all ones)
@@ -53,6 +58,45 @@ impl EventId {
     }
 }
 
+/// Most command blocks one COPY action injects (ABI 1.2).
+pub const MAX_COPY_BLOCKS: u8 = 8;
+
+/// A set of an event of context `ctx` on a sibling NIC (the same context
+/// index on every NIC of the node: a context spans the rails of its rank),
+/// as one 64-bit `PEER_SET` register write: bits 7:0 `ctx`, bits 31:8 `count`
+/// (1..=[`PeerSet::MAX_COUNT`]), bits 63:32 `event`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerSet {
+    /// Context.
+    pub ctx: ContextIndex,
+    /// Event of that context.
+    pub event: EventId,
+    /// Sets to add.
+    pub count: u32,
+}
+
+impl PeerSet {
+    /// Largest count one peer set carries (24 bits).
+    pub const MAX_COUNT: u32 = (1 << 24) - 1;
+
+    /// The `PEER_SET` word.
+    pub const fn to_word(self) -> u64 {
+        (self.ctx as u64)
+            | (((self.count & Self::MAX_COUNT) as u64) << 8)
+            | ((self.event.0 as u64) << 32)
+    }
+
+    /// Decode a `PEER_SET` word (any word decodes; the target checks the
+    /// context and event like a local `SET_EVENT`).
+    pub const fn from_word(w: u64) -> Self {
+        Self {
+            ctx: w as u8 as ContextIndex,
+            event: EventId((w >> 32) as u32),
+            count: ((w >> 8) as u32) & Self::MAX_COUNT,
+        }
+    }
+}
+
 /// Largest value a WRITE action can carry (48 bits).
 pub const MAX_WRITE_VALUE: u64 = (1 << 48) - 1;
 
@@ -68,10 +112,13 @@ pub enum ActionKind {
         /// Value, at most [`MAX_WRITE_VALUE`].
         value: u64,
     },
-    /// Inject the command block at `src` into the chain queue.
+    /// Inject the command blocks at `src` into the chain queue.
     Copy {
-        /// Context virtual address of a 64-byte command block, 8-byte aligned.
+        /// Context virtual address of the first 64-byte command block,
+        /// 8-byte aligned.
         src: u64,
+        /// Consecutive blocks, 1..=[`MAX_COPY_BLOCKS`].
+        blocks: u8,
     },
 }
 
@@ -92,13 +139,16 @@ impl EventAction {
     };
 
     /// Encoding in ARM_EVENT: (`action` word, `param0`, `param1`).
-    /// `action` bits 7:0 kind (0 none, 1 write, 2 copy), bit 8 wake.
+    /// `action` bits 7:0 kind (0 none, 1 write, 2 copy), bit 8 wake. A
+    /// COPY's `param1` is its block count, 0 for one (the 1.0 encoding).
     pub const fn encode(&self) -> (u32, u64, u64) {
         let wake = (self.wake as u32) << 8;
         match self.kind {
             ActionKind::None => (wake, 0, 0),
             ActionKind::Write { addr, value } => (1 | wake, addr, value),
-            ActionKind::Copy { src } => (2 | wake, src, 0),
+            ActionKind::Copy { src, blocks } => {
+                (2 | wake, src, if blocks > 1 { blocks as u64 } else { 0 })
+            }
         }
     }
 
@@ -131,10 +181,13 @@ impl EventAction {
                 if !p0.is_multiple_of(8) {
                     return Err(ErrorCode::Misaligned);
                 }
-                if p1 != 0 {
-                    return Err(ErrorCode::ReservedNonZero);
+                if p1 > MAX_COPY_BLOCKS as u64 {
+                    return Err(ErrorCode::BadLength);
                 }
-                ActionKind::Copy { src: p0 }
+                ActionKind::Copy {
+                    src: p0,
+                    blocks: if p1 == 0 { 1 } else { p1 as u8 },
+                }
             }
             _ => return Err(ErrorCode::ReservedNonZero),
         };
@@ -188,8 +241,18 @@ mod tests {
                 wake: true,
             },
             EventAction {
-                kind: ActionKind::Copy { src: 0x4000 },
+                kind: ActionKind::Copy {
+                    src: 0x4000,
+                    blocks: 1,
+                },
                 wake: false,
+            },
+            EventAction {
+                kind: ActionKind::Copy {
+                    src: 0x4000,
+                    blocks: MAX_COPY_BLOCKS,
+                },
+                wake: true,
             },
         ] {
             let (w, p0, p1) = a.encode();
@@ -207,6 +270,13 @@ mod tests {
         assert_eq!(
             EventAction::decode(1 << 9, 0, 0),
             Err(ErrorCode::ReservedNonZero)
+        );
+        // COPY: 0 and 1 both mean one block (1.0 wrote 0); more than
+        // MAX_COPY_BLOCKS is refused.
+        assert_eq!(EventAction::decode(2, 64, 1), EventAction::decode(2, 64, 0));
+        assert_eq!(
+            EventAction::decode(2, 64, MAX_COPY_BLOCKS as u64 + 1),
+            Err(ErrorCode::BadLength)
         );
     }
 

@@ -43,8 +43,10 @@ pub use wire_enum::{Unknown, WireEnum};
 
 /// ABI version: major in bits 31:16, minor in bits 15:0. A host driver must
 /// refuse a NIC whose major version differs from the one it was built for.
-/// 1.1 added the `RESOURCES` register.
-pub const ABI_VERSION: u32 = (1 << 16) | 1;
+/// 1.1 added the `RESOURCES` register; 1.2 the node's NIC-to-NIC path
+/// (`SET_EVENT` on a sibling rail, the `PEER_SET` FIFO) and COPY actions of
+/// several blocks.
+pub const ABI_VERSION: u32 = (1 << 16) | 2;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;

@@ -172,6 +172,11 @@ pub const MBOX_RESULT: Reg<u64, ReadOnly> = Reg::at(0x070);
 /// `RESOURCES` (ABI 1.1): what the NIC offers programs that run on it
 /// without the host, see [`Resources`].
 pub const RESOURCES: Reg<u64, ReadOnly> = Reg::at(0x078);
+/// `PEER_SET` (ABI 1.2): the FIFO the node's *other NICs* write a
+/// [`super::event::PeerSet`] word into (a PCIe peer-to-peer posted write), one entry per
+/// write, [`Resources::peer_fifo`] entries deep. The host never writes it:
+/// the NIC cannot tell a host write from a sibling's.
+pub const PEER_SET: Reg<u64, WriteOnly> = Reg::at(0x080);
 
 /// First context page.
 pub const CTX_PAGE_BASE: u32 = 0x100;
@@ -607,18 +612,26 @@ impl RegionConfig {
     }
 }
 
-/// Resources reported in `RESOURCES` (ABI 1.1): bits 15:0 chain queue
-/// entries (commands that fired events' COPY actions have injected and
-/// the NIC has not run yet), bits 23:16 input queues per context; bits
-/// 63:24 read as zero. A field of zero means "not reported": a 1.0 NIC,
-/// whose values were fixed at [`super::CHAIN_DEPTH`] and
-/// [`super::command::MAX_QUEUES`] ([`Resources::ABI_1_0`]).
+/// Resources reported in `RESOURCES` (ABI 1.1, extended in 1.2): bits
+/// 15:0 chain queue entries (commands that fired events' COPY actions have
+/// injected and the NIC has not run yet), bits 23:16 input queues per
+/// context, bits 31:24 the depth of the [`PEER_SET`] FIFO (ABI 1.2; 0: no
+/// sibling path, a set naming another rail fails with `PeerUnreachable`),
+/// bits 39:32 the most blocks one COPY action injects (ABI 1.2); bits
+/// 63:40 read as zero. A zero field means "not reported": the value of
+/// the ABI that had no such field ([`Resources::ABI_1_0`]: the chain depth
+/// [`super::CHAIN_DEPTH`], [`super::command::MAX_QUEUES`] queues, no
+/// sibling path, one block per COPY).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resources {
     /// Chain queue entries.
     pub chain_depth: u16,
     /// Input (QDMA) queues per context.
     pub queues: u8,
+    /// `PEER_SET` FIFO entries (0: no sibling path).
+    pub peer_fifo: u8,
+    /// Most command blocks one COPY injects.
+    pub copy_blocks: u8,
 }
 
 impl Resources {
@@ -626,28 +639,38 @@ impl Resources {
     pub const ABI_1_0: Resources = Resources {
         chain_depth: super::CHAIN_DEPTH as u16,
         queues: super::command::MAX_QUEUES as u8,
+        peer_fifo: 0,
+        copy_blocks: 1,
     };
+
+    /// What this firmware offers on a board whose `PEER_SET` FIFO has
+    /// `peer_fifo` entries.
+    pub const fn this_firmware(peer_fifo: u8) -> Self {
+        Resources {
+            peer_fifo,
+            copy_blocks: super::event::MAX_COPY_BLOCKS,
+            ..Self::ABI_1_0
+        }
+    }
 
     /// Pack.
     pub const fn to_reg(&self) -> u64 {
-        (self.chain_depth as u64) | ((self.queues as u64) << 16)
+        (self.chain_depth as u64)
+            | ((self.queues as u64) << 16)
+            | ((self.peer_fifo as u64) << 24)
+            | ((self.copy_blocks as u64) << 32)
     }
 
     /// Unpack; a zero field takes its ABI 1.0 value.
     pub const fn from_reg(v: u64) -> Self {
-        let chain_depth = v as u16;
-        let queues = (v >> 16) as u8;
+        const fn or(x: u64, d: u64) -> u64 {
+            if x == 0 { d } else { x }
+        }
         Self {
-            chain_depth: if chain_depth == 0 {
-                Self::ABI_1_0.chain_depth
-            } else {
-                chain_depth
-            },
-            queues: if queues == 0 {
-                Self::ABI_1_0.queues
-            } else {
-                queues
-            },
+            chain_depth: or(v & 0xffff, Self::ABI_1_0.chain_depth as u64) as u16,
+            queues: or((v >> 16) & 0xff, Self::ABI_1_0.queues as u64) as u8,
+            peer_fifo: ((v >> 24) & 0xff) as u8,
+            copy_blocks: or((v >> 32) & 0xff, Self::ABI_1_0.copy_blocks as u64) as u8,
         }
     }
 }
@@ -811,6 +834,8 @@ mod tests {
         let r = Resources {
             chain_depth: 1000,
             queues: 3,
+            peer_fifo: 16,
+            copy_blocks: 4,
         };
         assert_eq!(Resources::from_reg(r.to_reg()), r);
         assert_eq!(Resources::from_reg(0), Resources::ABI_1_0);
@@ -841,6 +866,7 @@ mod tests {
                 row("MBOX_STATUS", MBOX_STATUS),
                 row("MBOX_RESULT", MBOX_RESULT),
                 row("RESOURCES", RESOURCES),
+                row("PEER_SET", PEER_SET),
             ],
             [
                 ("ID", 0x000, "RO"),
@@ -859,6 +885,7 @@ mod tests {
                 ("MBOX_STATUS", 0x068, "RO"),
                 ("MBOX_RESULT", 0x070, "RO"),
                 ("RESOURCES", 0x078, "RO"),
+                ("PEER_SET", 0x080, "WO"),
             ]
         );
         assert_eq!(

@@ -10,6 +10,7 @@ use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
 use crate::abi::regs::{self, QueuePerms, ReadOnly, Reg, RegionPerms};
 use crate::abi::ring::Ring;
+use crate::engine::hw::PeerSet;
 use zerocopy::FromBytes;
 
 /// Result of executing one command.
@@ -246,7 +247,22 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Command::Nop | Command::Dma(_) | Command::Bcast { .. } | Command::HwBarrier { .. } => {
                 Ok(())
             }
-            Command::SetEvent { event, count } => self.set_event(ctx, event, count, None),
+            Command::SetEvent {
+                event,
+                count,
+                rail: None,
+            } => self.set_event(ctx, event, count, None),
+            Command::SetEvent {
+                event,
+                count,
+                rail: Some(rail),
+            } => {
+                if rail == self.loc.rail {
+                    self.set_event(ctx, event, count, None)
+                } else {
+                    self.hw.peer_set(rail, PeerSet { ctx, event, count })
+                }
+            }
             Command::ArmEvent {
                 event,
                 count,

@@ -6,7 +6,7 @@ use super::{CHAIN_RING, ChainEntry, Engine};
 use crate::abi::ContextIndex;
 use crate::abi::command::CommandBlock;
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
-use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId};
+use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId, MAX_COPY_BLOCKS};
 use crate::abi::regs::RegionPerms;
 
 impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
@@ -102,8 +102,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     Err(code) => Some((code, addr)),
                 }
             }
-            ActionKind::Copy { src } => match error {
-                None => self.inject_chain(ctx, src).err().map(|c| (c, src)),
+            ActionKind::Copy { src, blocks } => match error {
+                None => self.inject_chain(ctx, src, blocks).err().map(|c| (c, src)),
                 Some(code) => Some((code, src)),
             },
         };
@@ -128,23 +128,74 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
     }
 
-    fn inject_chain(&mut self, ctx: ContextIndex, src: u64) -> Result<(), ErrorCode> {
-        let Some(slot) = CHAIN_RING.producer_slot(self.chain_head, self.chain_tail) else {
+    /// Append the `blocks` consecutive command blocks at `src` to the chain
+    /// queue, all or none: if the queue lacks room for all of them, or one
+    /// cannot be read, nothing is injected.
+    pub(super) fn inject_chain(
+        &mut self,
+        ctx: ContextIndex,
+        src: u64,
+        blocks: u8,
+    ) -> Result<(), ErrorCode> {
+        let n = u64::from(blocks.max(1));
+        let used = self.chain_tail.wrapping_sub(self.chain_head);
+        if used.saturating_add(n) > CHAIN_RING.entries() {
             return Err(ErrorCode::ChainOverflow);
-        };
-        let phys = self.translate(ctx, src, 64, RegionPerms::LOCAL_READ)?;
-        let mut raw = [0u8; 64];
-        self.hw
-            .read(phys, &mut raw)
-            .map_err(|_| ErrorCode::HostBus)?;
-        if let Some(s) = self.chain.get_mut(slot) {
-            *s = Some(ChainEntry {
-                ctx,
-                block: CommandBlock::from_bytes(&raw),
-            });
-            self.chain_tail = self.chain_tail.wrapping_add(1);
-            self.stats.chained = self.stats.chained.wrapping_add(1);
+        }
+        let phys = self.translate(ctx, src, n.wrapping_mul(64), RegionPerms::LOCAL_READ)?;
+        let mut read = [[0u8; 64]; MAX_COPY_BLOCKS as usize];
+        for (i, raw) in read.iter_mut().take(n as usize).enumerate() {
+            self.hw
+                .read(phys.wrapping_add((i as u64).wrapping_mul(64)), raw)
+                .map_err(|_| ErrorCode::HostBus)?;
+        }
+        for raw in read.iter().take(n as usize) {
+            let slot = CHAIN_RING.slot(self.chain_tail);
+            if let Some(s) = self.chain.get_mut(slot) {
+                *s = Some(ChainEntry {
+                    ctx,
+                    block: CommandBlock::from_bytes(raw),
+                });
+                self.chain_tail = self.chain_tail.wrapping_add(1);
+                self.stats.chained = self.stats.chained.wrapping_add(1);
+            }
         }
         Ok(())
+    }
+
+    /// Take the sets the node's other NICs posted to this one
+    /// ([`super::hw::Siblings`]) and count them like local `SET_EVENT`s; a
+    /// set naming a context that is not attached, or an event outside its
+    /// table, is reported to that context if it exists (else counted in
+    /// `STATS_ERRORS`).
+    pub(super) fn receive_peer_sets(&mut self) -> bool {
+        let mut progressed = false;
+        while let Some(set) = self.hw.take_peer_set() {
+            progressed = true;
+            let outcome = if self.context(set.ctx).is_none() {
+                Err(ErrorCode::NoContext)
+            } else if set.count == 0 {
+                Err(ErrorCode::BadLength)
+            } else {
+                self.set_event(set.ctx, set.event, set.count, None)
+            };
+            if let Err(code) = outcome {
+                self.report(
+                    set.ctx,
+                    ErrorInfo {
+                        code,
+                        kind: ErrorKind::EventAction,
+                        cookie: set.event.0,
+                        addr: 0,
+                        len: set.count,
+                        peer_node: self.loc.node,
+                        peer_ctx: set.ctx,
+                        op: crate::abi::command::Opcode::SetEvent.as_raw(),
+                        seq: 0,
+                    },
+                );
+            }
+        }
+        progressed
     }
 }

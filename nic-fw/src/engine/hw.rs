@@ -1,4 +1,4 @@
-//! The hardware the engine runs on, as five small traits.
+//! The hardware the engine runs on, as six small traits.
 //!
 //! The engine never touches memory, links or registers directly; it asks the
 //! board through these traits (the `nicbm` boundary of
@@ -23,8 +23,14 @@
 //! - [`RegisterFile::take_doorbells`] returns, and clears, the doorbells rung
 //!   since the last call: bit `c` for a write to context `c`'s `CQ_TAIL`,
 //!   [`DOORBELL_MAILBOX`] for a write to `MBOX_CMD`.
+//! - [`Siblings`] is the node-level path between the NICs of one host (a
+//!   PCIe peer-to-peer write into the target NIC's `PEER_SET` FIFO): a set
+//!   posted there is taken by the target, once, in posting order among the
+//!   sets of one sender. A board with one NIC per node has no siblings.
 
 use crate::abi::ContextIndex;
+use crate::abi::error::ErrorCode;
+pub use crate::abi::event::PeerSet;
 use crate::abi::packet::PacketHeader;
 use crate::abi::regs::{Access, Reg};
 
@@ -110,6 +116,19 @@ pub trait HostWake {
     fn wake(&mut self, ctx: ContextIndex);
 }
 
+/// The NIC-to-NIC path within a node.
+pub trait Siblings {
+    /// Post `set` to this node's NIC on `rail`: `PeerUnreachable` if there
+    /// is none (or it is this NIC), `Busy` if its `PEER_SET` FIFO is full.
+    /// Nothing is retried: the engine reports the error.
+    fn peer_set(&mut self, rail: u8, set: PeerSet) -> Result<(), ErrorCode>;
+    /// Take the next set a sibling posted to this NIC.
+    fn take_peer_set(&mut self) -> Option<PeerSet>;
+    /// Entries of this NIC's `PEER_SET` FIFO (0: a board without siblings),
+    /// reported in `RESOURCES`.
+    fn peer_fifo_depth(&self) -> u8;
+}
+
 /// What the engine just did, reported to boards that account for it: a
 /// modeled board turns each into virtual time, hardware may count them in
 /// performance counters or ignore them.
@@ -132,6 +151,6 @@ pub trait Meter {
 }
 
 /// Everything the engine needs from its board.
-pub trait Hardware: HostMemory + Link + RegisterFile + Clock + HostWake + Meter {}
+pub trait Hardware: HostMemory + Link + RegisterFile + Clock + HostWake + Meter + Siblings {}
 
-impl<T: HostMemory + Link + RegisterFile + Clock + HostWake + Meter> Hardware for T {}
+impl<T: HostMemory + Link + RegisterFile + Clock + HostWake + Meter + Siblings> Hardware for T {}

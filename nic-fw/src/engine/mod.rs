@@ -483,7 +483,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         hw.store(regs::ID, regs::ID_VALUE);
         hw.store(regs::VERSION, ABI_VERSION as u64);
         hw.store(regs::GEOMETRY, Self::GEOMETRY.to_reg());
-        hw.store(regs::RESOURCES, regs::Resources::ABI_1_0.to_reg());
+        let peer_fifo = hw.peer_fifo_depth();
+        hw.store(
+            regs::RESOURCES,
+            regs::Resources::this_firmware(peer_fifo).to_reg(),
+        );
         hw.store(
             regs::LOCATION,
             (loc.node as u64) | ((loc.rail as u64) << 16),
@@ -561,6 +565,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         self.queues_pending |= (doorbells & ((1u64 << MAX_CONTEXTS) - 1)) as u32;
 
+        progressed |= self.receive_peer_sets();
         progressed |= self.receive();
         progressed |= self.send_acks();
         progressed |= self.run_chain();

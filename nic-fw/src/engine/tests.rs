@@ -15,8 +15,8 @@ use std::vec;
 use std::vec::Vec;
 
 use super::hw::{
-    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, PayloadSource,
-    RegisterFile,
+    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet,
+    RegisterFile, Siblings,
 };
 use super::{Engine, Location};
 use crate::abi::command::{Command, DmaCommand, DmaKind};
@@ -46,6 +46,25 @@ struct Board {
     inbox: VecDeque<(PacketHeader, Vec<u8>)>,
     now: u64,
     wakes: u32,
+    /// Sets posted to siblings: (rail, set); `Net` takes NIC `rail` for
+    /// the sibling on that rail.
+    peer_out: Vec<(u8, PeerSet)>,
+    peer_in: VecDeque<PeerSet>,
+}
+
+impl Siblings for Board {
+    fn peer_set(&mut self, rail: u8, set: PeerSet) -> Result<(), ErrorCode> {
+        self.peer_out.push((rail, set));
+        Ok(())
+    }
+
+    fn peer_fifo_depth(&self) -> u8 {
+        64
+    }
+
+    fn take_peer_set(&mut self) -> Option<PeerSet> {
+        self.peer_in.pop_front()
+    }
 }
 
 impl HostMemory for Board {
@@ -158,6 +177,8 @@ impl Net {
                 inbox: VecDeque::new(),
                 now: 0,
                 wakes: 0,
+                peer_out: Vec::new(),
+                peer_in: VecDeque::new(),
             };
             net.nics.push(Engine::new(
                 board,
@@ -270,6 +291,13 @@ impl Net {
                 busy |= out.progressed || out.pending;
             }
             for i in 0..self.nics.len() {
+                let sets = core::mem::take(&mut self.nics[i].hardware_mut().peer_out);
+                for (rail, set) in sets {
+                    busy = true;
+                    if let Some(n) = self.nics.get_mut(rail as usize) {
+                        n.hardware_mut().peer_in.push_back(set);
+                    }
+                }
                 let packets = core::mem::take(&mut self.nics[i].hardware_mut().outbox);
                 for (h, p) in packets {
                     busy = true;
@@ -431,7 +459,10 @@ fn a_nic_publishes_what_a_driver_probes() {
         assert_eq!(hw.load(regs::GEOMETRY), TestEngine::GEOMETRY.to_reg());
         let raw = hw.load(regs::RESOURCES);
         assert_ne!(raw, 0, "a 1.1 NIC reports its resources");
-        assert_eq!(regs::Resources::from_reg(raw), regs::Resources::ABI_1_0);
+        assert_eq!(
+            regs::Resources::from_reg(raw),
+            regs::Resources::this_firmware(64)
+        );
     }
 }
 
@@ -574,6 +605,7 @@ fn rearm_after_early_sets_fires_immediately_and_only_once() {
         Command::SetEvent {
             event: EventId(3),
             count: 2,
+            rail: None,
         },
     );
     net.post(
@@ -591,6 +623,7 @@ fn rearm_after_early_sets_fires_immediately_and_only_once() {
         Command::SetEvent {
             event: EventId(3),
             count: 1,
+            rail: None,
         },
     );
     net.run(100);
@@ -601,6 +634,7 @@ fn rearm_after_early_sets_fires_immediately_and_only_once() {
         Command::SetEvent {
             event: EventId(3),
             count: 1,
+            rail: None,
         },
     );
     net.post(
@@ -632,6 +666,7 @@ fn chained_put_runs_without_the_host() {
             action: EventAction {
                 kind: ActionKind::Copy {
                     src: VA_WORDS + 0x100,
+                    blocks: 1,
                 },
                 wake: false,
             },
@@ -650,6 +685,169 @@ fn chained_put_runs_without_the_host() {
     assert_eq!(net.mem(2, DATA + 0x2000, 3000), data);
     assert_eq!(net.word(2, 6).value, 77);
     assert_eq!(net.nics[1].stats().chained, 1);
+}
+
+/// A combined trigger: the put leaves only once *both* events 5 and 6
+/// have fired. Each one's COPY injects a `SET_EVENT` of join event 7; 7,
+/// armed for two sets, injects the put and a second block (a local
+/// completion word write) with one COPY.
+#[test]
+fn a_combined_trigger_starts_a_put_after_both_arrivals() {
+    let mut net = Net::new(3, 11);
+    let data = pattern(512, 3);
+    net.fill(1, DATA + 0x1000, &data);
+    let set_join = Command::SetEvent {
+        event: EventId(7),
+        count: 1,
+        rail: None,
+    };
+    net.fill(1, WORDS + 0x100, &set_join.emit(0).to_bytes());
+    let forward = put(2, 0x1000, 0x2000, 512, None, Some(6));
+    let mark = Command::WriteWord {
+        addr: VA_WORDS + 8 * 12,
+        value: 0x5eed,
+    };
+    net.fill(1, WORDS + 0x140, &forward.emit(1).to_bytes());
+    net.fill(1, WORDS + 0x180, &mark.emit(2).to_bytes());
+    let copy = |src: u64, blocks: u8| EventAction {
+        kind: ActionKind::Copy {
+            src: VA_WORDS + src,
+            blocks,
+        },
+        wake: false,
+    };
+    for ev in [5, 6] {
+        net.post(
+            1,
+            Command::ArmEvent {
+                event: EventId(ev),
+                count: 1,
+                action: copy(0x100, 1),
+            },
+        );
+    }
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(7),
+            count: 2,
+            action: copy(0x140, 2),
+        },
+    );
+    net.post(
+        2,
+        Command::ArmEvent {
+            event: EventId(6),
+            count: 1,
+            action: write_action(6, 99),
+        },
+    );
+    // The first arrival alone starts nothing.
+    net.post(0, put(1, 0, 0x3000, 8, None, Some(5)));
+    net.run(100_000);
+    assert_eq!(net.mem(2, DATA + 0x2000, 512), vec![0; 512]);
+    assert_eq!(net.mem(1, WORDS + 8 * 12, 8), vec![0; 8]);
+    // The second does: the put and the word, from one COPY.
+    net.post(0, put(1, 0, 0x3008, 8, None, Some(6)));
+    net.run(100_000);
+    assert_eq!(net.mem(2, DATA + 0x2000, 512), data);
+    assert_eq!(net.word(2, 6).value, 99);
+    assert_eq!(net.mem(1, WORDS + 8 * 12, 8), 0x5eedu64.to_le_bytes());
+    assert_eq!(
+        net.nics[1].stats().chained,
+        4,
+        "two sets, then put and word"
+    );
+}
+
+/// A COPY of more blocks than the chain queue has room for injects none
+/// of them (`ChainOverflow`); one that fits injects them all.
+#[test]
+fn a_copy_that_does_not_fit_injects_nothing() {
+    let mut net = Net::new(1, 12);
+    let nop = Command::Nop.emit(0).to_bytes();
+    for i in 0..4u64 {
+        net.fill(0, WORDS + 0x100 + 64 * i, &nop);
+    }
+    let e = &mut net.nics[0];
+    // Three entries left (the queued ones stand for commands not run yet).
+    e.chain_tail = e.chain_head + crate::abi::CHAIN_DEPTH as u64 - 3;
+    let (tail, chained) = (e.chain_tail, e.stats().chained);
+    assert_eq!(
+        e.inject_chain(0, VA_WORDS + 0x100, 4),
+        Err(ErrorCode::ChainOverflow)
+    );
+    assert_eq!(
+        (e.chain_tail, e.stats().chained),
+        (tail, chained),
+        "nothing injected"
+    );
+    assert_eq!(e.inject_chain(0, VA_WORDS + 0x100, 3), Ok(()));
+    assert_eq!((e.chain_tail, e.stats().chained), (tail + 3, chained + 3));
+    // A range that is not readable in full injects nothing either.
+    e.chain_head = e.chain_tail;
+    let tail = e.chain_tail;
+    assert_eq!(
+        e.inject_chain(0, VA_DATA + DATA_LEN - 64, 2),
+        Err(ErrorCode::Protection)
+    );
+    assert_eq!(e.chain_tail, tail);
+}
+
+/// `SET_EVENT` naming a sibling rail goes out on the node's NIC-to-NIC
+/// path and counts at the sibling; one naming this NIC's own rail is
+/// local; a sibling set of an event outside the table is reported there.
+#[test]
+fn a_sibling_set_event_counts_on_the_other_nic() {
+    let mut net = Net::new(2, 13);
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(4),
+            count: 2,
+            action: write_action(4, 44),
+        },
+    );
+    net.post(
+        0,
+        Command::SetEvent {
+            event: EventId(4),
+            count: 2,
+            rail: Some(1),
+        },
+    );
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(3),
+            count: 1,
+            action: write_action(3, 33),
+        },
+    );
+    net.post(
+        0,
+        Command::SetEvent {
+            event: EventId(3),
+            count: 1,
+            rail: Some(0),
+        },
+    );
+    net.run(100_000);
+    assert_eq!(net.word(1, 4).value, 44, "counted on the sibling");
+    assert_eq!(net.word(0, 3).value, 33, "own rail: a local set");
+    assert_eq!(net.word(0, 4).value, 0, "not counted here");
+    // A set the sibling cannot count: an event beyond its table.
+    net.nics[1].hardware_mut().peer_in.push_back(PeerSet {
+        ctx: 0,
+        event: EventId(10_000),
+        count: 1,
+    });
+    net.run(100_000);
+    let errors = net.errors(1);
+    assert_eq!(
+        errors.last().map(|e| (e.code, e.cookie)),
+        Some((ErrorCode::BadEvent, 10_000))
+    );
 }
 
 #[test]
@@ -671,6 +869,7 @@ fn malformed_commands_fail_alone_and_the_queue_keeps_going() {
         Command::SetEvent {
             event: EventId(1000),
             count: 1,
+            rail: None,
         },
     );
     net.post(

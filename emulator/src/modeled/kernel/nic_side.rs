@@ -26,6 +26,17 @@ impl Kernel {
         }
     }
 
+    /// A sibling's `PEER_SET` word reaches NIC `nic` (now): into its FIFO,
+    /// and the NIC is polled.
+    pub(super) fn peer_set_arrives(&self, w: &mut World, nic: usize, word: u64) {
+        let t = w.now;
+        Self::note(w, t, self.entity_nic(nic), 5, word, 0);
+        if let Some(slot) = w.nics.get(nic) {
+            slot.regs.peer_push(word);
+            self.schedule_poll(w, nic, t);
+        }
+    }
+
     /// A packet whose first bit reaches NIC `nic`'s port at `first_bit`.
     /// Data queues for the receiving port; acknowledgements travel on the
     /// link level beside it.
@@ -111,6 +122,11 @@ impl Kernel {
                 }
                 Effect::Touched { at } | Effect::RegChanged { at } => {
                     touched = Some(touched.map_or(at, |t: Ps| t.max(at)));
+                }
+                Effect::PeerSet { rail, word, at } => {
+                    let target = node * self.rails + usize::from(rail);
+                    let e = self.entity_nic(target);
+                    self.push(w, at, e, Action::PeerSet { nic: target, word });
                 }
                 Effect::Wake { ctx, at } => {
                     let target = w.ranks.local(node, ctx as usize);
