@@ -231,6 +231,65 @@ fn schedule_show_prints_a_verified_schedule_and_the_papers_formula() {
     assert!(text.contains("rank 3:") && text.contains("put"), "{text}");
 }
 
+/// `--persistent` prints the guarded set: readiness notices first, and it
+/// verifies (rule 10 included); `bench --overlap` reports an overlap per
+/// algorithm in 0..=100 and `all,all@nic` runs both forms.
+#[test]
+fn schedule_show_persistent_and_bench_overlap() {
+    let out = railcoll(&[
+        "schedule",
+        "show",
+        "allgather",
+        "ring",
+        "--nodes",
+        "4",
+        "--rails",
+        "1",
+        "--persistent",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("# persistent:") && text.contains("# verified:"),
+        "{text}"
+    );
+    // Rank 0's first step is its readiness notice to the rank that writes it.
+    assert!(text.contains("0  put      recv[0..0] -> rank 3"), "{text}");
+    let out = railcoll(&[
+        "bench",
+        "allgather",
+        "--overlap",
+        "--json",
+        "--mode",
+        "modeled",
+        "--nodes",
+        "4",
+        "--rails",
+        "1",
+        "--sizes",
+        "8",
+        "--iters",
+        "1",
+        "--algo",
+        "ring,ring@nic",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out);
+    let pct = |a: &str| {
+        lines
+            .iter()
+            .find(|v| v["algorithm"] == a)
+            .and_then(|v| v["overlap_pct"].as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    assert!((0.0..=100.0).contains(&pct("ring")), "{lines:?}");
+    assert!(pct("ring@nic") > pct("ring") + 50.0, "{lines:?}");
+}
+
 #[test]
 fn catalogue_commands_refuse_bad_input_in_one_line() {
     for (args, needle) in [

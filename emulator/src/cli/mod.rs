@@ -146,6 +146,10 @@ pub struct ScheduleArgs {
     /// Hockney per-rail bandwidth, MB/s.
     #[arg(long, default_value_t = 900.0)]
     pub bandwidth: f64,
+    /// The set a persistent collective runs: with the readiness guard
+    /// that lets its starts follow each other with no barrier.
+    #[arg(long)]
+    pub persistent: bool,
 }
 
 /// `railcoll bench ...`.
@@ -513,8 +517,9 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
         [a] => a,
         _ => return Err(CliError::Usage("name one algorithm".into())),
     };
-    let params =
+    let mut params =
         Params::new(args.collective, algo.algorithm, shape, args.root, args.size).with_choice(algo);
+    params.persistent = args.persistent;
     let set = generate(&params)?;
     let budget = Budget::default();
     // An `@nic` choice: what moved onto the NICs.
@@ -564,6 +569,12 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
         )?;
         if let Some(line) = &moved {
             writeln!(out, "{line}")?;
+        }
+        if args.persistent {
+            writeln!(
+                out,
+                "# persistent: every rank first tells the ranks that touch its buffers it has started (readiness notices), and waits for its own before touching anyone's"
+            )?;
         }
         match verify(&set, &budget) {
             Ok(r) => writeln!(
