@@ -288,6 +288,27 @@ fn schedule_show_persistent_and_bench_overlap() {
     };
     assert!((0.0..=100.0).contains(&pct("ring")), "{lines:?}");
     assert!(pct("ring@nic") > pct("ring") + 50.0, "{lines:?}");
+    // The NIC program of a ring@nic rank: forwards written ahead as
+    // blocks, each started by its arrival's event.
+    let out = railcoll(&[
+        "schedule",
+        "show",
+        "allgather",
+        "ring@nic",
+        "--nodes",
+        "4",
+        "--rails",
+        "1",
+        "--rank",
+        "1",
+        "--offload",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("NIC program of rank 1"), "{text}");
+    assert!(text.contains("block 1 (written at step"), "{text}");
+    assert!(text.contains("-> COPY block 1"), "{text}");
+    assert!(text.contains("-> WRITE the completion word"), "{text}");
 }
 
 #[test]

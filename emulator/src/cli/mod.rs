@@ -150,6 +150,10 @@ pub struct ScheduleArgs {
     /// that lets its starts follow each other with no barrier.
     #[arg(long)]
     pub persistent: bool,
+    /// Also print the rank's program NIC by NIC: the blocks the host writes
+    /// ahead, the events it arms and what each does, the chain blocks held.
+    #[arg(long)]
+    pub offload: bool,
 }
 
 /// `railcoll bench ...`.
@@ -605,6 +609,16 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
         }
         if let Some(s) = set.rank(args.rank) {
             write!(out, "{s}")?;
+        }
+        if args.offload
+            && let Some(p) = railcoll_host::sched::offload::program(&set, args.rank)
+        {
+            write!(out, "{p}")?;
+            writeln!(
+                out,
+                "chain budget: {} blocks per rank, {} chain queue entries per NIC",
+                budget.chain_blocks, budget.chain_queue
+            )?;
         }
         Ok(())
     })();

@@ -257,3 +257,134 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         set,
     })
 }
+
+/// What one NIC of a rank holds of the rank's program: the command blocks
+/// the host writes ahead for it (each chained put's `RUN_DMA`), the events
+/// it arms on it and what each does when it fires, and the puts the host
+/// still posts to it. Read off a (compiled) schedule for
+/// `railcoll schedule show ... --offload`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RailProgram {
+    /// The rail (the NIC).
+    pub rail: u8,
+    /// Blocks written ahead: (arming step, the chained put).
+    pub blocks: Vec<(u32, Op)>,
+    /// Events armed: (arming step, counter, sets it waits for, what it
+    /// does: `Some(i)` COPY of block `i`, `None` the completion word the
+    /// host waits on).
+    pub events: Vec<(u32, Counter, u32, Option<usize>)>,
+    /// Puts the host posts on this rail (each with a completion event of
+    /// the driver's), striped ones counted on every rail they may use.
+    pub host_puts: usize,
+}
+
+/// A rank's program, NIC by NIC, and the chain blocks it holds at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NicProgram {
+    /// The rank.
+    pub rank: Rank,
+    /// One entry per rail of the shape.
+    pub rails: Vec<RailProgram>,
+    /// Chain blocks held at once (the executor's bookkeeping).
+    pub peak: super::budget::ChainPeak,
+}
+
+/// `rank`'s program in `set`, NIC by NIC (`None` for a rank not in the set).
+pub fn program(set: &ScheduleSet, rank: usize) -> Option<NicProgram> {
+    let schedule = set.rank(rank)?;
+    let mut rails: Vec<RailProgram> = (0..set.params.shape.rails)
+        .map(|r| RailProgram {
+            rail: r as u8,
+            blocks: Vec::new(),
+            events: Vec::new(),
+            host_puts: 0,
+        })
+        .collect();
+    for (i, step) in schedule.steps.iter().enumerate() {
+        let i = i as u32;
+        match &step.op {
+            op @ Op::ChainPut {
+                trigger,
+                count,
+                rail,
+                ..
+            } => {
+                if let Some(r) = rails.get_mut(usize::from(*rail)) {
+                    r.blocks.push((i, op.clone()));
+                    let block = r.blocks.len() - 1;
+                    r.events.push((i, *trigger, *count, Some(block)));
+                }
+            }
+            Op::Wait { counter, arrivals } => {
+                for (r, &n) in rails.iter_mut().zip(arrivals.iter()) {
+                    if n > 0 {
+                        r.events.push((i, *counter, n, None));
+                    }
+                }
+            }
+            Op::Put { lane, .. } => match lane {
+                Lane::Rail(x) => {
+                    if let Some(r) = rails.get_mut(usize::from(*x)) {
+                        r.host_puts += 1;
+                    }
+                }
+                Lane::Stripe => rails.iter_mut().for_each(|r| r.host_puts += 1),
+            },
+            _ => {}
+        }
+    }
+    Some(NicProgram {
+        rank: rank as Rank,
+        rails,
+        peak: super::budget::chain_peak(schedule),
+    })
+}
+
+impl fmt::Display for NicProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "NIC program of rank {} (written ahead and armed by the host; the NICs run the rest):",
+            self.rank
+        )?;
+        for r in &self.rails {
+            writeln!(f, "rail {}:", r.rail)?;
+            for (b, (step, op)) in r.blocks.iter().enumerate() {
+                if let Op::ChainPut {
+                    to,
+                    src,
+                    dst,
+                    signal,
+                    ..
+                } = op
+                {
+                    let signal = signal.map_or(String::new(), |c| format!(", signal c{c}"));
+                    writeln!(
+                        f,
+                        "  block {b} (written at step {step}): RUN_DMA put {src} -> rank {to} {dst}{signal}"
+                    )?;
+                }
+            }
+            for (step, counter, sets, then) in &r.events {
+                match then {
+                    Some(b) => writeln!(
+                        f,
+                        "  event c{counter}: after {sets} set(s) -> COPY block {b} (armed at step {step}: the NIC starts the put)"
+                    )?,
+                    None => writeln!(
+                        f,
+                        "  event c{counter}: after {sets} set(s) -> WRITE the completion word (armed at step {step}: the host waits)"
+                    )?,
+                }
+            }
+            writeln!(f, "  host posts {} put(s) on this rail", r.host_puts)?;
+        }
+        writeln!(
+            f,
+            "chain blocks: at most {} held at once (from step {}); per rail {:?}",
+            self.peak.total,
+            self.peak.step,
+            &self.peak.per_rail[..self.rails.len().min(MAX_RAILS)]
+        )
+    }
+}
