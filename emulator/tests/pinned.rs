@@ -15,7 +15,7 @@
 //! RAILCOLL_PIN_UPDATE=1 cargo test -p railcoll-emu --test pinned
 //! ```
 //!
-//! Updates so far, each leaving every latency as it was:
+//! Updates so far that left every latency as it was:
 //! - Broadcast and barrier became schedules (issue 13). Every barrier run
 //!   kept its hash. The 36 broadcast runs changed hash only: the binomial
 //!   tree's readiness and data counters now come from the executor's
@@ -29,6 +29,22 @@
 //!   changed latency.
 //! - The `@nic` form of every algorithm joined the set (issue 14): rows
 //!   added, the host-driven rows unchanged.
+//!
+//! The first update that changed latencies, on purpose:
+//! - Cross-rail triggers in the offload compiler (issue 14, ABI 1.2): a
+//!   put whose trigger's sets arrive on other rails is now chained, the
+//!   other rails' NICs relaying their sets to it. The driver's chain slots
+//!   grew to two command blocks (a relay's COPY injects the sibling set
+//!   and its completion), which moves every later DMA allocation, so all
+//!   662 runs changed hash; no host-driven latency changed. 31 `@nic` runs
+//!   on the multi-rail shapes changed latency, both ways: relaying costs
+//!   each hop a NIC event, two chained commands, a bus crossing and the
+//!   receiving NIC's event where an idle host would have posted the put
+//!   itself (ring@nic on 3 x 2, three rails, 8 B: 17.3 -> 23.0 us;
+//!   exchange@nic on qsnet2-4x4, 8 B: 36.4 -> 44.3 us), and wins where
+//!   the host was the bottleneck (binomial gather@nic on qsnet2-4x4, 8 B:
+//!   10.4 -> 8.8 us; recursive doubling 30.7 -> 29.7 us). What relaying
+//!   buys is the host's freedom: docs/offload.md measures it as overlap.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -48,6 +48,9 @@ pub const ARENA_VA: u64 = 0x1000_0000_0000;
 pub const CONTROL_VA: u64 = 0x2000_0000_0000;
 /// Chain command blocks per rank.
 pub const CHAIN_BLOCKS: usize = 64;
+/// Bytes of one chain slot: two command blocks, what one COPY of a relay
+/// injects (the sibling set, then the completion).
+const CHAIN_SLOT: usize = 2 * COMMAND_BLOCK_SIZE;
 /// Error records per rail ring (log2).
 const ERR_LOG2: u8 = 6;
 /// The error ring's geometry.
@@ -152,6 +155,10 @@ pub struct NicLimits {
     /// Entries of each NIC's chain queue (shared by the contexts of the
     /// node's ranks).
     pub chain_queue: u32,
+    /// Sibling sets each NIC can hold unread (its `PEER_SET` FIFO, shared
+    /// by the node's ranks); 0 where relays cannot run (no sibling path,
+    /// or a COPY of one block only).
+    pub peer_fifo: u32,
 }
 
 #[derive(Debug)]
@@ -220,6 +227,19 @@ pub enum Tracked {
         /// The command.
         command: Command,
     },
+    /// Once `trigger` has collected `count` sets on the post's rail, the
+    /// NIC sets `event` once on its sibling of rail `to` (ABI 1.2 §5.1),
+    /// then the completion event: the event's COPY injects both blocks.
+    Relay {
+        /// The local event whose sets are relayed.
+        trigger: EventId,
+        /// Sets needed.
+        count: u32,
+        /// The event set on the sibling.
+        event: EventId,
+        /// The sibling's rail.
+        to: u8,
+    },
     /// Nothing: the completion fires when the NIC reaches it in the ring.
     Marker,
 }
@@ -228,7 +248,7 @@ impl Tracked {
     /// Sets that fire the completion event.
     fn count(&self) -> u32 {
         match self {
-            Tracked::Now(_) | Tracked::Chained { .. } => 1,
+            Tracked::Now(_) | Tracked::Chained { .. } | Tracked::Relay { .. } => 1,
             Tracked::Marker => 0,
         }
     }
@@ -330,6 +350,7 @@ pub struct Driver {
     events_per_ctx: u32,
     dest_events: u32,
     chain_queue: u32,
+    peer_fifo: u32,
     next_dest_event: u32,
     /// Generation per (rail, event), for completion words.
     generations: Vec<u64>,
@@ -383,10 +404,17 @@ impl Driver {
         };
         let mut events_per_ctx = u32::MAX;
         let mut chain_queue = u32::MAX;
+        let mut peer_fifo = u32::MAX;
         for rail in 0..cfg.rails {
             let (geo, resources) = probe(device.registers(rail)?)?;
             events_per_ctx = events_per_ctx.min(geo.events_per_ctx as u32);
             chain_queue = chain_queue.min(u32::from(resources.chain_depth));
+            let relays = if resources.copy_blocks >= 2 {
+                u32::from(resources.peer_fifo)
+            } else {
+                0
+            };
+            peer_fifo = peer_fifo.min(relays);
             if (geo.max_nodes as usize) < cfg.topology.nodes() {
                 return Err(Error::BadShape(format!(
                     "the NIC serves at most {} nodes, the job has {}",
@@ -402,7 +430,7 @@ impl Driver {
         }
         let dest_events = events_per_ctx / 2;
         let words_len = cfg.rails * events_per_ctx as usize * 8;
-        let control = device.alloc_dma(words_len + CHAIN_BLOCKS * COMMAND_BLOCK_SIZE, 4096)?;
+        let control = device.alloc_dma(words_len + CHAIN_BLOCKS * CHAIN_SLOT, 4096)?;
         let arena = device.alloc_dma(cfg.arena_size.max(64), 4096)?;
         let ring = Ring::from_log2(u32::from(cfg.cq_log2))
             .map_err(|e| Error::Config(format!("command ring of 2^{}: {e:?}", cfg.cq_log2)))?;
@@ -477,6 +505,7 @@ impl Driver {
             events_per_ctx,
             dest_events,
             chain_queue,
+            peer_fifo,
             next_dest_event: 0,
             generations: vec![0; cfg.rails * events_per_ctx as usize],
             next_chain_block: 0,
@@ -495,6 +524,7 @@ impl Driver {
             dest_events: self.dest_events,
             chain_blocks: CHAIN_BLOCKS as u32,
             chain_queue: self.chain_queue,
+            peer_fifo: self.peer_fifo,
         }
     }
 
@@ -661,7 +691,7 @@ impl Driver {
                 generation: 0,
                 chain_block: None,
             };
-            if let Tracked::Chained { .. } = post.what {
+            if let Tracked::Chained { .. } | Tracked::Relay { .. } = post.what {
                 match self.take_chain_block() {
                     Ok(b) => c.chain_block = Some(b),
                     Err(e) => {
@@ -745,7 +775,37 @@ impl Driver {
                     };
                     Some(copy.emit(0))
                 }
-                (Tracked::Chained { .. }, None) => {
+                (
+                    Tracked::Relay {
+                        trigger,
+                        count,
+                        event,
+                        to,
+                    },
+                    Some(block),
+                ) => {
+                    let set = |event, rail| Command::SetEvent {
+                        event,
+                        count: 1,
+                        rail,
+                    };
+                    let first = self.chain_block_offset(block);
+                    self.write_at(first, &set(*event, Some(*to)).emit(cookie))?;
+                    self.write_at(first + COMMAND_BLOCK_SIZE, &set(c.event, None).emit(cookie))?;
+                    let copy = Command::ArmEvent {
+                        event: *trigger,
+                        count: *count,
+                        action: EventAction {
+                            kind: ActionKind::Copy {
+                                src: CONTROL_VA + first as u64,
+                                blocks: 2,
+                            },
+                            wake: false,
+                        },
+                    };
+                    Some(copy.emit(0))
+                }
+                (Tracked::Chained { .. } | Tracked::Relay { .. }, None) => {
                     return Err(Error::EventsExhausted("chain block"));
                 }
                 (Tracked::Marker, _) => None,
@@ -868,16 +928,19 @@ impl Driver {
     }
 
     fn write_chain_block(&mut self, index: usize, block: &CommandBlock) -> Result<(), Error> {
+        self.write_at(self.chain_block_offset(index), block)
+    }
+
+    /// Write a command block at `offset` of the control region.
+    fn write_at(&mut self, offset: usize, block: &CommandBlock) -> Result<(), Error> {
         self.control
             .mem
-            .write(self.chain_block_offset(index), &block.to_bytes())
+            .write(offset, &block.to_bytes())
             .map_err(|e| out_of_range("the control region", e))
     }
 
-    /// Offset of chain block `index` in the control region (after the
-    /// completion words).
     fn chain_block_offset(&self, index: usize) -> usize {
-        self.ports.len() * self.events_per_ctx as usize * 8 + index * COMMAND_BLOCK_SIZE
+        self.ports.len() * self.events_per_ctx as usize * 8 + index * CHAIN_SLOT
     }
 
     /// Read an event's completion word.

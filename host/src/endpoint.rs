@@ -776,6 +776,36 @@ impl Endpoint {
         )
     }
 
+    /// Arrange a relay: once `event` has been set `count` times on rail
+    /// `from`, this rank's NIC there sets `event` once on its sibling NIC
+    /// of rail `to` (ABI 1.2 §5.1), with no host involvement. The handle
+    /// completes once the relay has run (its chain block is reused then).
+    pub fn relay(
+        &self,
+        event: DestEvent,
+        count: u32,
+        from: usize,
+        to: usize,
+    ) -> Result<PutHandle<'_>, Error> {
+        self.check_rail(from)?;
+        self.check_rail(to)?;
+        if from == to {
+            return Err(Error::Config(format!(
+                "a relay from rail {from} to itself sets nothing a chained put does not count already"
+            )));
+        }
+        self.post_one(
+            from,
+            Tracked::Relay {
+                trigger: event.0,
+                count,
+                event: event.0,
+                to: to as u8,
+            },
+            0,
+        )
+    }
+
     /// A put to a raw virtual address in `dst_rank`'s context, on one rail,
     /// with no host-side bounds check of the target: the NIC's
     /// receiver-side protection is the only check. For testing that

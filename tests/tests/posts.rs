@@ -263,8 +263,9 @@ fn an_oversize_length_is_a_typed_error_on_every_post_path() {
 
 /// The NICs' `GEOMETRY` and `RESOURCES` registers reach the schedule
 /// budget: half of the 512 events per context complete at destinations,
-/// 64 chain blocks per rank, a 64-entry chain queue per NIC; the budget
-/// the executor proves every schedule against is made from them.
+/// 64 chain blocks per rank, a 64-entry chain queue per NIC, a 64-entry
+/// sibling FIFO (two rails, COPYs of several blocks: relays can run); the
+/// budget the executor proves every schedule against is made from them.
 #[test]
 fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
     use railcoll_host::driver::NicLimits;
@@ -278,12 +279,18 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
                 dest_events: 256,
                 chain_blocks: 64,
                 chain_queue: 64,
+                peer_fifo: 64,
             }
         );
         let budget = Budget::for_nic(limits);
         assert_eq!(
-            (budget.counters, budget.chain_blocks, budget.chain_queue),
-            (120, 64, 64)
+            (
+                budget.counters,
+                budget.chain_blocks,
+                budget.chain_queue,
+                budget.peer_fifo
+            ),
+            (120, 64, 64, 64)
         );
     }
     // A smaller NIC gives a smaller budget: two counter pools within half
@@ -292,9 +299,15 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
         dest_events: 24,
         chain_blocks: 8,
         chain_queue: 4,
+        peer_fifo: 0,
     });
     assert_eq!(
         (small.counters, small.chain_blocks, small.chain_queue),
         (12, 8, 4)
     );
+    // One rail: no sibling, no relays.
+    let one = cluster(2, 1, 1, 1 << 20);
+    for limits in one.run(|comm| comm.endpoint().nic_limits()) {
+        assert_eq!(limits.expect("ran").peer_fifo, 0);
+    }
 }

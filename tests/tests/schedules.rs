@@ -232,6 +232,39 @@ fn every_algorithm_offloaded_still_verifies() {
     assert!(checked > 2000, "{checked}");
 }
 
+/// On two rails, a chained put whose trigger's sets arrive on the other
+/// rail is fed by a relay; NICs without the sibling path (a budget with no
+/// `PEER_SET` FIFO) get no relays; a FIFO too small for the relays that may
+/// fire together into one NIC is refused in words naming it.
+#[test]
+fn relays_feed_cross_rail_chains_within_the_sibling_fifo() {
+    use railcoll_host::sched::offload;
+    let shape = Shape::new(6, 1, 1, 2, Placement::Block).expect("shape");
+    let p = Params::new(Collective::Allgather, Algorithm::Exchange, shape, 0, 8);
+    let set = generate(&p).expect("exchange");
+    let relays = |s: &railcoll_host::sched::ScheduleSet| {
+        s.ranks
+            .iter()
+            .flat_map(|r| &r.steps)
+            .filter(|st| matches!(st.op, Op::Relay { .. }))
+            .count()
+    };
+    let with = offload::compile(&set, &Budget::default())
+        .expect("compiles")
+        .set;
+    assert!(relays(&with) > 0, "two rails: some triggers cross rails");
+    verify::verify(&with, &Budget::default()).expect("verifies");
+    let no_path = Budget {
+        peer_fifo: 0,
+        ..Budget::default()
+    };
+    let without = offload::compile(&set, &no_path).expect("compiles").set;
+    assert_eq!(relays(&without), 0);
+    verify::verify(&without, &no_path).expect("verifies");
+    let v = verify::verify(&with, &no_path).expect_err("no room for the relays");
+    assert!(v.to_string().contains("sibling FIFO entries"), "{v}");
+}
+
 /// Two NICs that each wait for the other's chained put before starting
 /// their own: the verifier names the cycle (ranks and steps), not just a
 /// chain that never starts.

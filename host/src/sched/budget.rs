@@ -28,6 +28,9 @@ pub struct ChainPeak {
     /// Most held at once on each rail (what each NIC's chain queue must
     /// take if they all fire together).
     pub per_rail: [u32; MAX_RAILS],
+    /// Most relays held at once into each rail (what that NIC's sibling
+    /// FIFO must take if they all fire together).
+    pub peer_sets: [u32; MAX_RAILS],
 }
 
 /// The handles of one run's posts, as the executor keeps them: held from
@@ -122,42 +125,61 @@ impl<T> Outstanding<T> {
 /// [`ChainPeak`] of `schedule`: its steps through the executor's own
 /// handle bookkeeping (`Outstanding`), without running anything.
 pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
-    // Each held handle is its chained put's rail, or `None` for a post
-    // that holds no chain block.
-    let mut book: Outstanding<Option<usize>> = Outstanding::new(schedule.steps.len());
+    // Each held handle is (the rail of its chain queue entries, how many,
+    // the rail its sibling set goes to), or `None` for a post that holds
+    // no chain block. A chained put injects one entry; a relay two (the
+    // sibling set and its completion) and one sibling set.
+    type Held = Option<(usize, u32, Option<usize>)>;
+    let mut book: Outstanding<Held> = Outstanding::new(schedule.steps.len());
     let mut rails = [0u32; MAX_RAILS];
+    let mut peers = [0u32; MAX_RAILS];
     let mut peak = ChainPeak::default();
-    let release =
-        |rails: &mut [u32; MAX_RAILS], rail: &mut Option<usize>| -> Result<bool, Infallible> {
-            if let Some(r) = *rail {
-                rails[r] -= 1;
+    let release = |rails: &mut [u32; MAX_RAILS],
+                   peers: &mut [u32; MAX_RAILS],
+                   held: &mut Held|
+     -> Result<bool, Infallible> {
+        if let Some((r, n, to)) = *held {
+            rails[r] -= n;
+            if let Some(t) = to {
+                peers[t] -= 1;
             }
-            Ok(true)
-        };
+        }
+        Ok(true)
+    };
     for (i, step) in schedule.steps.iter().enumerate() {
-        let Ok(_) = book.release_after(&step.after, |rail| release(&mut rails, rail));
-        let rail = match step.op {
+        let Ok(_) = book.release_after(&step.after, |h| release(&mut rails, &mut peers, h));
+        let held = match step.op {
             Op::Put { .. } => {
-                let Ok(_) = book.make_room(|rail| release(&mut rails, rail));
+                let Ok(_) = book.make_room(|h| release(&mut rails, &mut peers, h));
                 None
             }
-            Op::ChainPut { rail, .. } => {
-                let r = usize::from(rail).min(MAX_RAILS - 1);
-                rails[r] += 1;
-                let total = rails.iter().sum::<u32>();
-                if total > peak.total {
-                    peak.total = total;
-                    peak.step = i as u32;
-                }
-                for (p, &now) in peak.per_rail.iter_mut().zip(&rails) {
-                    *p = (*p).max(now);
-                }
-                Some(r)
-            }
+            Op::ChainPut { rail, .. } => Some((usize::from(rail).min(MAX_RAILS - 1), 1, None)),
+            Op::Relay { from, to, .. } => Some((
+                usize::from(from).min(MAX_RAILS - 1),
+                2,
+                Some(usize::from(to).min(MAX_RAILS - 1)),
+            )),
             Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } => None,
             _ => continue,
         };
-        book.hold(i, rail);
+        if let Some((r, n, to)) = held {
+            rails[r] += n;
+            if let Some(t) = to {
+                peers[t] += 1;
+            }
+            let total = rails.iter().sum::<u32>();
+            if total > peak.total {
+                peak.total = total;
+                peak.step = i as u32;
+            }
+            for (p, &now) in peak.per_rail.iter_mut().zip(&rails) {
+                *p = (*p).max(now);
+            }
+            for (p, &now) in peak.peer_sets.iter_mut().zip(&peers) {
+                *p = (*p).max(now);
+            }
+        }
+        book.hold(i, held);
     }
     peak
 }
@@ -178,6 +200,9 @@ pub struct Budget {
     pub in_flight_per_rail: u32,
     /// Scratch bytes per node (all its ranks together).
     pub scratch_bytes_per_node: usize,
+    /// Sibling sets each NIC's `PEER_SET` FIFO holds (shared by the node's
+    /// ranks): relays that may fire together into one NIC.
+    pub peer_fifo: u32,
 }
 
 impl Default for Budget {
@@ -189,6 +214,7 @@ impl Default for Budget {
             flags: SCHED_FLAGS as u8,
             in_flight_per_rail: 4096,
             scratch_bytes_per_node: 4 << 30,
+            peer_fifo: 64,
         }
     }
 }
@@ -204,6 +230,7 @@ impl Budget {
             counters: per_pool as u16,
             chain_blocks: limits.chain_blocks,
             chain_queue: limits.chain_queue,
+            peer_fifo: limits.peer_fifo,
             ..Self::default()
         }
     }
@@ -292,6 +319,7 @@ pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
     }
     let topo = set.params.shape.topology;
     let mut per_nic: HashMap<(usize, usize), u32> = HashMap::new();
+    let mut peer_per_nic: HashMap<(usize, usize), u32> = HashMap::new();
     for s in &set.ranks {
         let peak = chain_peak(s);
         if peak.total > budget.chain_blocks {
@@ -311,20 +339,36 @@ pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
         for (rail, &n) in peak.per_rail.iter().enumerate().filter(|(_, n)| **n > 0) {
             *per_nic.entry((node, rail)).or_default() += n;
         }
+        for (rail, &n) in peak.peer_sets.iter().enumerate().filter(|(_, n)| **n > 0) {
+            *peer_per_nic.entry((node, rail)).or_default() += n;
+        }
     }
-    let mut nics: Vec<_> = per_nic.into_iter().collect();
-    nics.sort_unstable();
-    if let Some(&((node, rail), n)) = nics.iter().find(|(_, n)| *n > budget.chain_queue) {
-        return Err(Overrun {
-            node: Some(node),
-            rail: Some(rail),
-            ..over(
-                "chain queue entries (chained puts of the node's ranks that may fire together)",
-                n.into(),
-                budget.chain_queue.into(),
-            )
-        });
-    }
+    // The first NIC (by node, then rail) whose shared resource overflows.
+    let nic_over = |map: HashMap<(usize, usize), u32>,
+                    limit: u32,
+                    resource: &'static str|
+     -> Result<(), Overrun> {
+        let mut nics: Vec<_> = map.into_iter().collect();
+        nics.sort_unstable();
+        match nics.iter().find(|(_, n)| *n > limit) {
+            Some(&((node, rail), n)) => Err(Overrun {
+                node: Some(node),
+                rail: Some(rail),
+                ..over(resource, n.into(), limit.into())
+            }),
+            None => Ok(()),
+        }
+    };
+    nic_over(
+        peer_per_nic,
+        budget.peer_fifo,
+        "sibling FIFO entries (relays of the node's ranks into one NIC that may fire together)",
+    )?;
+    nic_over(
+        per_nic,
+        budget.chain_queue,
+        "chain queue entries (chained puts of the node's ranks that may fire together)",
+    )?;
     Ok(())
 }
 

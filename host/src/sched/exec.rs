@@ -489,6 +489,20 @@ impl<'a> Coll<'a> {
                 let h = self.ep.chain_put(&chain)?;
                 run.handles.hold(i, h);
             }
+            Op::Relay {
+                counter,
+                count,
+                from,
+                to,
+            } => {
+                let h = self.ep.relay(
+                    run.event(*counter)?,
+                    *count,
+                    usize::from(*from),
+                    usize::from(*to),
+                )?;
+                run.handles.hold(i, h);
+            }
             Op::Wait { counter, arrivals } => {
                 if matches!(run.pending, Pending::None) {
                     let mut a = Arrivals::new();

@@ -5,7 +5,8 @@
 //! the host, or the NICs after [`offload`]) into one [`Schedule`] per rank: a list of [`Step`]s in
 //! program order, each an [`Op`] (put, wait on a destination counter, local
 //! copy, copy to or from a node peer's memory, shm flag signal and wait,
-//! hardware barrier and broadcast, a NIC-chained put, the barrier
+//! hardware barrier and broadcast, a NIC-chained put, a relay of a
+//! counter's sets to another rail's NIC, the barrier
 //! mechanisms of \[GTNP02\]: word writes and polls, queued messages, the
 //! node's flat tree; the node segment's broadcast) with explicit
 //! dependencies on earlier puts' local completion. Regions are counted in
@@ -197,6 +198,22 @@ pub enum Op {
         dst: Region,
         /// Counter set at the target.
         signal: Option<Counter>,
+    },
+    /// Relay `counter`'s sets from one rail's NIC to another's: once
+    /// `counter` has collected `count` sets on rail `from`, this rank's NIC
+    /// there sets `counter` once on its sibling NIC of rail `to` (a
+    /// `SET_EVENT` to a sibling, ABI 1.2 §5.1), where a chained put
+    /// waits for it with its own rail's sets: a cross-rail trigger.
+    /// Arming is non-blocking.
+    Relay {
+        /// The counter.
+        counter: Counter,
+        /// Sets on `from` (filled by [`ScheduleSet::seal`]).
+        count: u32,
+        /// The rail whose sets are relayed.
+        from: u8,
+        /// The rail they are relayed to.
+        to: u8,
     },
     /// Block until `counter` has collected `arrivals[rail]` sets on each
     /// rail (filled by [`ScheduleSet::seal`]: every part addressed to it).
@@ -534,6 +551,10 @@ impl ScheduleSet {
                     }
                     Op::Wait { counter, .. } => counters = counters.max(counter + 1),
                     Op::ChainPut { trigger, .. } => counters = counters.max(trigger + 1),
+                    Op::Relay { counter, to, .. } => {
+                        counters = counters.max(counter + 1);
+                        add(me, counter, usize::from(to), &mut counters);
+                    }
                     Op::WaitFlag { flag, .. } => flags = flags.max(flag + 1),
                     _ => {}
                 }
@@ -541,16 +562,32 @@ impl ScheduleSet {
         }
         for s in &mut self.ranks {
             let me = s.rank as usize;
-            let mut seen_counters = std::collections::HashSet::new();
+            // A counter is consumed once: by one wait (every rail), or by
+            // chained puts and relays on distinct rails.
+            let mut seen_counters: std::collections::HashSet<(Counter, Option<u8>)> =
+                std::collections::HashSet::new();
+            let mut consume = |counter: Counter, rail: Option<u8>| -> Result<(), Error> {
+                let clash = match rail {
+                    None => seen_counters.iter().any(|&(c, _)| c == counter),
+                    Some(_) => {
+                        seen_counters.contains(&(counter, None))
+                            || seen_counters.contains(&(counter, rail))
+                    }
+                };
+                if clash || !seen_counters.insert((counter, rail)) {
+                    return Err(Error::Config(format!(
+                        "rank {me} consumes counter {counter} twice"
+                    )));
+                }
+                Ok(())
+            };
             let mut seen_flags = std::collections::HashSet::new();
             for step in &mut s.steps {
                 match &mut step.op {
                     Op::Wait { counter, arrivals } => {
-                        if !seen_counters.insert(*counter) {
-                            return Err(Error::Config(format!(
-                                "rank {me} waits on counter {counter} twice"
-                            )));
-                        }
+                        consume(*counter, None).map_err(|_| {
+                            Error::Config(format!("rank {me} waits on counter {counter} twice"))
+                        })?;
                         *arrivals = incoming.get(&(me, *counter)).copied().unwrap_or_default();
                     }
                     Op::ChainPut {
@@ -559,13 +596,19 @@ impl ScheduleSet {
                         rail,
                         ..
                     } => {
-                        if !seen_counters.insert(*trigger) {
-                            return Err(Error::Config(format!(
-                                "rank {me} consumes counter {trigger} twice"
-                            )));
-                        }
+                        consume(*trigger, Some(*rail))?;
                         let per_rail = incoming.get(&(me, *trigger)).copied().unwrap_or_default();
                         *count = per_rail.get(usize::from(*rail)).copied().unwrap_or(0);
+                    }
+                    Op::Relay {
+                        counter,
+                        count,
+                        from,
+                        ..
+                    } => {
+                        consume(*counter, Some(*from))?;
+                        let per_rail = incoming.get(&(me, *counter)).copied().unwrap_or_default();
+                        *count = per_rail.get(usize::from(*from)).copied().unwrap_or(0);
                     }
                     Op::WaitFlag { flag, count } => {
                         if !seen_flags.insert(*flag) {
@@ -674,6 +717,7 @@ impl Op {
         match self {
             Op::Put { .. } => "put",
             Op::ChainPut { .. } => "chained put",
+            Op::Relay { .. } => "relay",
             Op::Wait { .. } => "wait for a counter",
             Op::Copy { .. } => "copy",
             Op::PeerCopy { .. } => "shm copy",
@@ -719,6 +763,15 @@ impl fmt::Display for Op {
                 f,
                 "chain    when c{trigger} x{count} on rail {rail}: NIC puts {src} -> rank {to} {dst}{}",
                 fmt_signal(*signal)
+            ),
+            Op::Relay {
+                counter,
+                count,
+                from,
+                to,
+            } => write!(
+                f,
+                "relay    when c{counter} x{count} on rail {from}: NIC sets c{counter} on rail {to}"
             ),
             Op::Wait { counter, arrivals } => {
                 let parts: Vec<String> = arrivals

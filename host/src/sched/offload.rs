@@ -9,9 +9,13 @@
 //! the set it comes from (the verifier proves both, and the tests run both
 //! byte-exact); it never needs more chain blocks than the budget offers.
 //! A put is chained only if
-//! - the step before it is a wait on one counter `c` whose arrivals all
-//!   come on one rail, and the put goes out on that rail (a chained put's
-//!   trigger and its command are on one NIC);
+//! - the step before it is a wait on one counter `c`, and the put goes out
+//!   on one rail `r`: the chained put waits for `c`'s sets on `r`, and
+//!   each other rail's NIC that receives sets of `c` *relays* them
+//!   ([`Op::Relay`]: once its share has come, it sets `c` once on `r`'s
+//!   NIC, a `SET_EVENT` to a sibling, ABI 1.2 §5.1), so the count on `r`
+//!   is its own sets plus one per relaying rail (a cross-rail trigger);
+//!   relays need NICs with the sibling path (`Budget::peer_fifo` > 0);
 //! - every block it reads arrives with `c`, is already local, or arrives
 //!   with a counter the host still waits for before this point (so it is
 //!   there when the host arms the chain);
@@ -24,9 +28,9 @@
 //! completion first (`after`), which implies its trigger fired; a step
 //! that speaks to node peers or the network (a flag, a shm copy, a
 //! barrier) waits for every chained put before it. What stays
-//! with the host: shared-memory phases and copies, puts whose trigger
-//! would need arrivals on other rails or several counters (cross-rail and
-//! combined triggers are the next step of issue 14), and the final waits.
+//! with the host: shared-memory phases and copies, striped puts, puts
+//! whose data comes with several counters (combined triggers: the
+//! firmware has them, the compiler not yet), and the final waits.
 
 use std::collections::{HashMap, HashSet};
 
@@ -100,15 +104,6 @@ fn provenance(set: &ScheduleSet, rank: usize) -> HashMap<(Buf, u32), Vec<Counter
     by_block
 }
 
-/// The one rail `arrivals` come on, if they come on exactly one.
-fn single_rail(arrivals: &[u32; MAX_RAILS]) -> Option<u8> {
-    let mut rails = arrivals.iter().enumerate().filter(|(_, n)| **n > 0);
-    match (rails.next(), rails.next()) {
-        (Some((r, _)), None) => Some(r as u8),
-        _ => None,
-    }
-}
-
 /// The regions a step reads and writes on this rank.
 fn touches(op: &Op) -> Vec<(Region, bool)> {
     match op {
@@ -162,8 +157,7 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                     lane,
                     signal,
                 } = next.op
-                && let Some(rail) = single_rail(arrivals)
-                && chains < per_rank
+                && arrivals.iter().any(|&n| n > 0)
             {
                 let bytes = src.count as usize * p.block_bytes;
                 let parts = put_parts(
@@ -174,14 +168,42 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                     to as usize,
                     bytes,
                 );
-                let on_rail = parts.len() == 1 && parts[0].rail == usize::from(rail);
+                // The put's one rail; sets arriving on the others are
+                // relayed to it by their NICs (cross-rail triggers).
+                let rail = match parts[..] {
+                    [one] => Some(one.rail as u8),
+                    _ => None,
+                };
+                let relayed: Vec<u8> = arrivals
+                    .iter()
+                    .enumerate()
+                    .filter(|&(x, &n)| n > 0 && Some(x as u8) != rail)
+                    .map(|(x, _)| x as u8)
+                    .collect();
+                let cost = 1 + 2 * relayed.len() as u32;
+                let relays_allowed = relayed.is_empty() || budget.peer_fifo > 0;
                 let data_ready = (src.block..src.end()).all(|b| {
                     from.get(&(src.buf, b))
                         .is_none_or(|cs| cs.iter().all(|c| c == counter || waited.contains(c)))
                 });
-                if on_rail && data_ready {
+                if let Some(rail) = rail
+                    && data_ready
+                    && relays_allowed
+                    && chains + cost <= per_rank
+                {
                     let mut after = remap(&step.after, &map);
                     after.extend(remap(&next.after, &map));
+                    for &x in &relayed {
+                        new.push(Step {
+                            op: Op::Relay {
+                                counter: *counter,
+                                count: 0,
+                                from: x,
+                                to: rail,
+                            },
+                            after: Vec::new(),
+                        });
+                    }
                     let at = new.len() as u32;
                     new.push(Step {
                         op: Op::ChainPut {
@@ -199,7 +221,7 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                     map.push(at);
                     by_chain.insert(*counter, at);
                     read_by_chain.push((src, at));
-                    chains += 1;
+                    chains += cost;
                     i += 2;
                     continue;
                 }
@@ -270,12 +292,23 @@ pub struct RailProgram {
     /// Blocks written ahead: (arming step, the chained put).
     pub blocks: Vec<(u32, Op)>,
     /// Events armed: (arming step, counter, sets it waits for, what it
-    /// does: `Some(i)` COPY of block `i`, `None` the completion word the
-    /// host waits on).
-    pub events: Vec<(u32, Counter, u32, Option<usize>)>,
+    /// does when it fires).
+    pub events: Vec<(u32, Counter, u32, Fires)>,
     /// Puts the host posts on this rail (each with a completion event of
     /// the driver's), striped ones counted on every rail they may use.
     pub host_puts: usize,
+}
+
+/// What an armed event does when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fires {
+    /// COPY of block `i` of its NIC: the NIC starts a put.
+    Put(usize),
+    /// COPY of a `SET_EVENT` of the same counter on the sibling of this
+    /// rail (a relay).
+    Relay(u8),
+    /// WRITE of the completion word the host waits on.
+    Host,
 }
 
 /// A rank's program, NIC by NIC, and the chain blocks it holds at once.
@@ -312,14 +345,24 @@ pub fn program(set: &ScheduleSet, rank: usize) -> Option<NicProgram> {
                 if let Some(r) = rails.get_mut(usize::from(*rail)) {
                     r.blocks.push((i, op.clone()));
                     let block = r.blocks.len() - 1;
-                    r.events.push((i, *trigger, *count, Some(block)));
+                    r.events.push((i, *trigger, *count, Fires::Put(block)));
                 }
             }
             Op::Wait { counter, arrivals } => {
                 for (r, &n) in rails.iter_mut().zip(arrivals.iter()) {
                     if n > 0 {
-                        r.events.push((i, *counter, n, None));
+                        r.events.push((i, *counter, n, Fires::Host));
                     }
+                }
+            }
+            Op::Relay {
+                counter,
+                count,
+                from,
+                to,
+            } => {
+                if let Some(r) = rails.get_mut(usize::from(*from)) {
+                    r.events.push((i, *counter, *count, Fires::Relay(*to)));
                 }
             }
             Op::Put { lane, .. } => match lane {
@@ -367,11 +410,15 @@ impl fmt::Display for NicProgram {
             }
             for (step, counter, sets, then) in &r.events {
                 match then {
-                    Some(b) => writeln!(
+                    Fires::Relay(to) => writeln!(
+                        f,
+                        "  event c{counter}: after {sets} set(s) -> COPY SET_EVENT c{counter} on rail {to} (armed at step {step}: a relay)"
+                    )?,
+                    Fires::Put(b) => writeln!(
                         f,
                         "  event c{counter}: after {sets} set(s) -> COPY block {b} (armed at step {step}: the NIC starts the put)"
                     )?,
-                    None => writeln!(
+                    Fires::Host => writeln!(
                         f,
                         "  event c{counter}: after {sets} set(s) -> WRITE the completion word (armed at step {step}: the host waits)"
                     )?,

@@ -176,7 +176,7 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
             format!("{notice} reaches it {n} more times than it is waited for"),
         ));
     }
-    whole_puts(&replay)?;
+    whole_puts(set, &replay)?;
     let anc = Ancestors::new(&replay);
     unambiguous(&replay, &anc)?;
     races(set, &replay, &anc)?;
@@ -257,9 +257,21 @@ impl Ancestors {
     }
 }
 
-fn whole_puts(replay: &Replay) -> Result<(), Violation> {
-    let mut owner: HashMap<u32, usize> = HashMap::new();
-    for (i, c) in replay.consumed.iter().enumerate() {
+fn whole_puts(set: &ScheduleSet, replay: &Replay) -> Result<(), Violation> {
+    // A chained put and the relays that feed it consume one counter
+    // together: the put fires only once every relay has, so together
+    // they count every part (one owner).
+    let owner_of = |c: &sim::Consumption| {
+        let joined = set
+            .ranks
+            .get(c.rank as usize)
+            .and_then(|s| s.steps.get(c.step as usize))
+            .is_some_and(|s| matches!(s.op, Op::ChainPut { .. } | Op::Relay { .. }));
+        (c.rank, c.counter, if joined { u32::MAX } else { c.step })
+    };
+    let mut owner: HashMap<u32, (Rank, Counter, u32)> = HashMap::new();
+    for c in &replay.consumed {
+        let i = owner_of(c);
         for &(put, _) in &c.parts {
             if let Some(&j) = owner.get(&put)
                 && j != i
@@ -290,10 +302,22 @@ fn unambiguous(replay: &Replay, anc: &Ancestors) -> Result<(), Violation> {
     for key in keys {
         let mut list = by[&key].clone();
         list.sort_by_key(|&i| replay.consumed[i].step);
+        let rail_of = |(put, part): (u32, u32)| {
+            replay.puts[put as usize]
+                .parts
+                .get(part as usize)
+                .map(|&(rail, _)| rail)
+        };
         for (j, &earlier) in list.iter().enumerate() {
             let e = &replay.consumed[earlier];
+            // The rails `e` counts on (a relay or a chained put counts on
+            // one rail of the counter, a wait on every rail it expects).
+            let listens: Vec<Option<usize>> = e.parts.iter().map(|&p| rail_of(p)).collect();
             for &later in &list[j + 1..] {
-                for &(put, _) in &replay.consumed[later].parts {
+                for &(put, part) in &replay.consumed[later].parts {
+                    if !listens.contains(&rail_of((put, part))) {
+                        continue;
+                    }
                     let issue = replay.puts[put as usize].issue;
                     if issue != e.node && !anc.before(e.node, issue) {
                         let rec = &replay.puts[put as usize];

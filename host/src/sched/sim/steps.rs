@@ -29,7 +29,7 @@ impl<T: Timing> Sim<'_, T> {
                 let ids = self.ranks[r].step_puts.get(&a).cloned().unwrap_or_default();
                 let armed_chain = matches!(
                     schedule.steps.get(a as usize).map(|x| &x.op),
-                    Some(Op::ChainPut { .. })
+                    Some(Op::ChainPut { .. } | Op::Relay { .. })
                 );
                 if ids.is_empty() && armed_chain {
                     return; // the chained put has not fired yet
@@ -54,10 +54,18 @@ impl<T: Timing> Sim<'_, T> {
                     self.issue_put(r, s, node, to as usize, src, dst, lane, signal);
                     self.ranks[r].clock += self.t.post();
                 }
+                // A relay is a chain whose firing sets the counter on
+                // another rail (see `try_chains`).
                 Op::ChainPut {
                     trigger,
                     count,
                     rail,
+                    ..
+                }
+                | Op::Relay {
+                    counter: trigger,
+                    count,
+                    from: rail,
                     ..
                 } => {
                     let node = self.step_node(r, s, dep_nodes);

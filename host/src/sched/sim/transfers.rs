@@ -282,6 +282,26 @@ impl<T: Timing> Sim<'_, T> {
                     );
                     self.now = saved;
                 }
+                if let Op::Relay { counter, to, .. } = ch.put {
+                    // The sibling set, replayed as a zero-length loopback
+                    // set of the counter on rail `to` (the Hockney replay
+                    // charges it as a message; the NIC path costs one bus
+                    // latency, modeled mode charges that).
+                    let nothing = Region::new(Buf::Recv, 0, 0);
+                    let saved = self.now;
+                    self.now += self.t.chain();
+                    self.issue_put(
+                        r,
+                        ch.step,
+                        fired,
+                        r,
+                        nothing,
+                        nothing,
+                        Lane::Rail(to),
+                        Some(counter),
+                    );
+                    self.now = saved;
+                }
             } else {
                 i += 1;
             }
