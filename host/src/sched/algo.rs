@@ -226,9 +226,9 @@ pub enum Drive {
     /// The host executor posts every put (the schedule as generated).
     #[default]
     Host,
-    /// Compiled onto the NICs ([`crate::sched::offload`]): puts that wait
-    /// for one counter on their own rail are chained, armed ahead and
-    /// started by the NIC. Spelled `name@nic`.
+    /// Compiled onto the NICs ([`crate::sched::offload`]): puts on one
+    /// rail that wait for one counter are chained, armed ahead and started
+    /// by the NIC (other rails' sets relayed). Spelled `name@nic`.
     Nic,
 }
 

@@ -1,6 +1,6 @@
 //! The offload compiler, first form: from a schedule set, a set in which
-//! the NIC starts by itself every put that only waits for one counter on
-//! the put's own rail. "Wait for `c`, then put" becomes "chain when `c`:
+//! the NIC starts by itself every put on one rail that only waits for one
+//! counter. "Wait for `c`, then put" becomes "chain when `c`:
 //! the NIC puts" (the event's COPY action injects the put,
 //! [ELAN-SEM §5.4]), armed by the host ahead of the data, so the put
 //! leaves when its data lands instead of when the host next looks.
