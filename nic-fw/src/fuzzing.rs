@@ -92,7 +92,14 @@ pub struct SimBoard {
     inbox: [Option<(PacketHeader, u32)>; SIM_INBOX],
     now: u64,
     sent: u64,
+    /// Sibling sets posted, taken back by the same NIC: a loopback sibling
+    /// of rail 1, so the fuzzer drives both the sending and the receiving
+    /// side of the NIC-to-NIC path (full: `Busy`).
+    peer: [Option<PeerSet>; SIM_PEER],
 }
+
+/// Entries of the fuzz board's loopback sibling FIFO.
+const SIM_PEER: usize = 4;
 
 impl SimBoard {
     fn new() -> Self {
@@ -103,6 +110,7 @@ impl SimBoard {
             inbox: [None; SIM_INBOX],
             now: 0,
             sent: 0,
+            peer: [None; SIM_PEER],
         }
     }
 
@@ -280,18 +288,30 @@ pub fn run_engine(data: &[u8]) -> u64 {
 
 impl Meter for SimBoard {}
 
-/// One NIC per node: a sibling set has nowhere to go (the engine reports
-/// it), and none arrives.
+/// A loopback sibling on rail 1 (any other rail is unreachable): what the
+/// engine posts there it takes back in order, so arbitrary sets (bad
+/// contexts, events out of range, huge counts) reach its receiving side.
 impl Siblings for SimBoard {
-    fn peer_set(&mut self, _rail: u8, _set: PeerSet) -> Result<(), ErrorCode> {
-        Err(ErrorCode::PeerUnreachable)
+    fn peer_set(&mut self, rail: u8, set: PeerSet) -> Result<(), ErrorCode> {
+        if rail != 1 {
+            return Err(ErrorCode::PeerUnreachable);
+        }
+        let slot = self
+            .peer
+            .iter_mut()
+            .find(|s| s.is_none())
+            .ok_or(ErrorCode::Busy)?;
+        *slot = Some(set);
+        Ok(())
     }
 
     fn peer_fifo_depth(&self) -> u8 {
-        0
+        SIM_PEER as u8
     }
 
     fn take_peer_set(&mut self) -> Option<PeerSet> {
-        None
+        let first = self.peer.first_mut()?.take();
+        self.peer.rotate_left(1);
+        first
     }
 }

@@ -61,3 +61,27 @@ fn engine_entry_point_executes_posted_commands() {
     stream.extend_from_slice(&Command::Nop.emit(0).to_bytes());
     assert_eq!(run_engine(&stream), 2);
 }
+
+/// The fuzz board's loopback sibling carries a sibling `SET_EVENT` through
+/// both halves of the NIC-to-NIC path, and the engine goes on past the
+/// two the sender refuses (an event out of range, a rail with no sibling).
+#[test]
+fn engine_entry_point_runs_the_sibling_path() {
+    use railcoll_fw::abi::command::Command;
+    use railcoll_fw::abi::event::EventId;
+    let mut stream = Vec::new();
+    for (event, rail) in [(3, Some(1)), (1_000_000, Some(1)), (3, Some(7))] {
+        stream.push(0u8);
+        stream.extend_from_slice(
+            &Command::SetEvent {
+                event: EventId(event),
+                count: 1,
+                rail,
+            }
+            .emit(9)
+            .to_bytes(),
+        );
+    }
+    // Refused commands count as run, like the accepted one.
+    assert_eq!(run_engine(&stream), 3);
+}
