@@ -124,7 +124,9 @@ impl Comm {
     }
 
     /// Free every user allocation of the arena (all ranks together; the
-    /// communicator's own buffers stay).
+    /// communicator's own buffers stay). Not while a non-blocking or
+    /// persistent collective is in flight: its NICs may still write the
+    /// buffers being freed (complete it, or drop it, first).
     pub fn reset_arena(&self) {
         self.ep.reset_arena();
         self.coll.forget_scratch();

@@ -179,6 +179,9 @@ impl<'a> Coll<'a> {
         if let crate::stripe::RailPolicy::Stripe { threshold } = self.config().policy {
             params.stripe_threshold = threshold;
         }
+        // Compiled for these NICs: no relays where they have no sibling
+        // path, no more than their sibling FIFOs take.
+        params.peer_fifo = self.nic_limits().peer_fifo;
         if let Some(s) = self.st.exec.cache.borrow().get(&params) {
             return Ok(Arc::clone(s));
         }

@@ -381,6 +381,10 @@ pub struct Params {
     /// rank touches the buffers of a rank that has not started yet
     /// ([`persist::guard`]).
     pub persistent: bool,
+    /// Entries of each NIC's sibling FIFO the compiled program may fill
+    /// with relays (`Budget::peer_fifo`; what the communicator's NICs
+    /// report, 0 where they have no sibling path: then nothing is relayed).
+    pub peer_fifo: u32,
 }
 
 impl Params {
@@ -401,6 +405,7 @@ impl Params {
             stripe_threshold: stripe::DEFAULT_STRIPE_THRESHOLD,
             drive: Drive::Host,
             persistent: false,
+            peer_fifo: budget::Budget::default().peer_fifo,
         }
     }
 
@@ -655,7 +660,11 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
         entry.generator,
     )?;
     if params.drive == Drive::Nic {
-        set = offload::compile(&set, &budget::Budget::default())?.set;
+        let budget = budget::Budget {
+            peer_fifo: params.peer_fifo,
+            ..budget::Budget::default()
+        };
+        set = offload::compile(&set, &budget)?.set;
         set.params.drive = Drive::Nic;
     }
     // The guard goes last: its waits then come before the arming of any

@@ -140,6 +140,11 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         // Blocks a chained put reads -> that chained put's step.
         let mut read_by_chain: Vec<(Region, u32)> = Vec::new();
         let mut chains = 0u32;
+        // Relays into each rail's NIC, against this rank's share of its
+        // sibling FIFO (the node's ranks share it; every relay is held to
+        // the end of the run).
+        let mut relays_into = [0u32; MAX_RAILS];
+        let fifo_share = budget.peer_fifo / p.shape.ranks_per_node().max(1) as u32;
         let remap = |after: &[u32], map: &[u32]| -> Vec<u32> {
             after
                 .iter()
@@ -181,7 +186,10 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                     .map(|(x, _)| x as u8)
                     .collect();
                 let cost = 1 + 2 * relayed.len() as u32;
-                let relays_allowed = relayed.is_empty() || budget.peer_fifo > 0;
+                let relays_allowed = relayed.is_empty()
+                    || rail.is_some_and(|r| {
+                        relays_into[usize::from(r)] + relayed.len() as u32 <= fifo_share
+                    });
                 let data_ready = (src.block..src.end()).all(|b| {
                     from.get(&(src.buf, b))
                         .is_none_or(|cs| cs.iter().all(|c| c == counter || waited.contains(c)))
@@ -193,6 +201,7 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                 {
                     let mut after = remap(&step.after, &map);
                     after.extend(remap(&next.after, &map));
+                    relays_into[usize::from(rail)] += relayed.len() as u32;
                     for &x in &relayed {
                         new.push(Step {
                             op: Op::Relay {

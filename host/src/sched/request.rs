@@ -22,7 +22,8 @@
 //! persistent collective completes it (blocking), as dropping a put's
 //! handle does: the NICs and the other ranks may still be using its
 //! buffers. An error leaves the communicator's collectives unusable, as
-//! for a blocking call.
+//! for a blocking call; the request (or persistent collective) keeps
+//! returning it, so a failed collective never reads as complete.
 //!
 //! A persistent collective is generated with the readiness guard of
 //! [`super::persist`], so starts may follow each other back to back on
@@ -36,10 +37,13 @@ use super::*;
 use crate::arena::SymBuffer;
 use crate::coll::state::{Coll, Progress};
 
-/// A run in flight and the communicator it holds busy.
+/// A run in flight and the communicator it holds busy; once failed, the
+/// error it failed with (every later `test` or `wait` returns it again:
+/// a failed collective never reads as complete).
 struct Active<'c> {
     coll: Coll<'c>,
     run: Option<Run<'c>>,
+    failed: Option<Error>,
 }
 
 impl<'c> Active<'c> {
@@ -56,6 +60,7 @@ impl<'c> Active<'c> {
         let mut active = Self {
             coll,
             run: Some(run),
+            failed: None,
         };
         active.progress(Progress::Poll)?;
         Ok(active)
@@ -64,6 +69,9 @@ impl<'c> Active<'c> {
     /// Go on as far as `how` allows; `true` once complete (and the
     /// communicator free again).
     fn progress(&mut self, how: Progress) -> Result<bool, Error> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
         let Some(run) = self.run.as_mut() else {
             return Ok(true);
         };
@@ -72,6 +80,9 @@ impl<'c> Active<'c> {
             // Complete, or failed: either way this run is over.
             self.run = None;
             self.coll.st.exec.in_flight.set(None);
+        }
+        if let Err(e) = &result {
+            self.failed = Some(e.clone());
         }
         result
     }
@@ -158,8 +169,12 @@ impl<'c> Persistent<'c> {
     }
 
     /// Start the collective (every rank starts it the same number of
-    /// times). Not while the previous start is still active.
+    /// times). Not while the previous start is still active; not after a
+    /// start failed (its error again).
     pub fn start(&mut self) -> Result<(), Error> {
+        if let Some(e) = self.active.as_ref().and_then(|a| a.failed.clone()) {
+            return Err(e);
+        }
         if self.active.as_ref().is_some_and(|a| a.run.is_some()) {
             return Err(Error::CollectiveInFlight(self.set.params.choice().name()));
         }

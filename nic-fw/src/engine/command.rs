@@ -18,7 +18,8 @@ use zerocopy::FromBytes;
 pub(super) enum Exec {
     /// Consumed (successfully or with an error already reported).
     Done,
-    /// Needs a DMA slot; retry later without consuming.
+    /// Needs a DMA slot, or room in a sibling's `PEER_SET` FIFO; retry
+    /// later without consuming.
     Stall,
 }
 
@@ -242,27 +243,33 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             self.count_command();
             return Exec::Done;
         }
+        // A set for a sibling whose FIFO is full waits (its queue with it)
+        // until the sibling has taken a word: nothing is lost or refused
+        // for a condition that passes by itself.
+        if let Command::SetEvent {
+            event,
+            count,
+            rail: Some(rail),
+        } = cmd
+            && rail != self.loc.rail
+        {
+            let outcome = self.hw.peer_set(rail, PeerSet { ctx, event, count });
+            if outcome == Err(ErrorCode::Busy) {
+                return Exec::Stall;
+            }
+            self.count_command();
+            if let Err(code) = outcome {
+                self.report_command(ctx, origin, code, cookie, op);
+            }
+            return Exec::Done;
+        }
         self.count_command();
         let result = match cmd {
             Command::Nop | Command::Dma(_) | Command::Bcast { .. } | Command::HwBarrier { .. } => {
                 Ok(())
             }
-            Command::SetEvent {
-                event,
-                count,
-                rail: None,
-            } => self.set_event(ctx, event, count, None),
-            Command::SetEvent {
-                event,
-                count,
-                rail: Some(rail),
-            } => {
-                if rail == self.loc.rail {
-                    self.set_event(ctx, event, count, None)
-                } else {
-                    self.hw.peer_set(rail, PeerSet { ctx, event, count })
-                }
-            }
+            // A sibling set was sent above: what is left is local.
+            Command::SetEvent { event, count, .. } => self.set_event(ctx, event, count, None),
             Command::ArmEvent {
                 event,
                 count,

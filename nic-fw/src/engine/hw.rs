@@ -119,8 +119,9 @@ pub trait HostWake {
 /// The NIC-to-NIC path within a node.
 pub trait Siblings {
     /// Post `set` to this node's NIC on `rail`: `PeerUnreachable` if there
-    /// is none (or it is this NIC), `Busy` if its `PEER_SET` FIFO is full.
-    /// Nothing is retried: the engine reports the error.
+    /// is none (or it is this NIC: the engine reports it), `Busy` if its
+    /// `PEER_SET` FIFO is full (the engine holds the command and tries
+    /// again on a later poll, once the sibling has taken a word).
     fn peer_set(&mut self, rail: u8, set: PeerSet) -> Result<(), ErrorCode>;
     /// Take the next set a sibling posted to this NIC.
     fn take_peer_set(&mut self) -> Option<PeerSet>;

@@ -50,10 +50,15 @@ struct Board {
     /// the sibling on that rail.
     peer_out: Vec<(u8, PeerSet)>,
     peer_in: VecDeque<PeerSet>,
+    /// The siblings' FIFOs are full: sibling sets are refused with `Busy`.
+    peer_full: bool,
 }
 
 impl Siblings for Board {
     fn peer_set(&mut self, rail: u8, set: PeerSet) -> Result<(), ErrorCode> {
+        if self.peer_full {
+            return Err(ErrorCode::Busy);
+        }
         self.peer_out.push((rail, set));
         Ok(())
     }
@@ -179,6 +184,7 @@ impl Net {
                 wakes: 0,
                 peer_out: Vec::new(),
                 peer_in: VecDeque::new(),
+                peer_full: false,
             };
             net.nics.push(Engine::new(
                 board,
@@ -834,6 +840,31 @@ fn a_sibling_set_event_counts_on_the_other_nic() {
     );
     net.run(100_000);
     assert_eq!(net.word(1, 4).value, 44, "counted on the sibling");
+    // A full sibling FIFO holds the set (and the ring behind it) until
+    // there is room: nothing is lost, no error is reported.
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(5),
+            count: 1,
+            action: write_action(5, 55),
+        },
+    );
+    net.nics[0].hardware_mut().peer_full = true;
+    net.post(
+        0,
+        Command::SetEvent {
+            event: EventId(5),
+            count: 1,
+            rail: Some(1),
+        },
+    );
+    net.run_for(1000);
+    assert_eq!(net.word(1, 5).value, 0, "held while the FIFO is full");
+    net.nics[0].hardware_mut().peer_full = false;
+    net.run(100_000);
+    assert_eq!(net.word(1, 5).value, 55, "sent once there is room");
+    assert!(net.errors(0).is_empty(), "{:?}", net.errors(0));
     assert_eq!(net.word(0, 3).value, 33, "own rail: a local set");
     assert_eq!(net.word(0, 4).value, 0, "not counted here");
     // A set the sibling cannot count: an event beyond its table.
