@@ -448,7 +448,7 @@ impl Comm {
     /// Start a barrier (the tuned algorithm): complete once every rank has
     /// entered.
     pub fn ibarrier(&self) -> Result<Request<'_>, Error> {
-        let none = self.no_buffer()?;
+        let none = self.coll().no_buffer()?;
         self.istart(Collective::Barrier, None, &none, &none, 0)
     }
 
@@ -515,7 +515,7 @@ impl Comm {
 
     /// A persistent barrier.
     pub fn barrier_init(&self) -> Result<Persistent<'_>, Error> {
-        let none = self.no_buffer()?;
+        let none = self.coll().no_buffer()?;
         self.init(Collective::Barrier, None, &none, &none, 0)
     }
 
@@ -541,11 +541,6 @@ impl Comm {
     ) -> Result<Persistent<'_>, Error> {
         self.coll()
             .init_collective(collective, algorithm, send, recv, root)
-    }
-
-    /// The empty buffer a barrier runs on.
-    fn no_buffer(&self) -> Result<SymBuffer, Error> {
-        self.coll.bufs.barrier_source.slice(0, 0)
     }
 
     /// The schedules of `collective` with `algorithm` for this

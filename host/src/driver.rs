@@ -758,22 +758,8 @@ impl Driver {
                     },
                     Some(block),
                 ) => {
-                    self.write_chain_block(
-                        block,
-                        &with_completion(*command, c.event)?.emit(cookie),
-                    )?;
-                    let copy = Command::ArmEvent {
-                        event: *trigger,
-                        count: *count,
-                        action: EventAction {
-                            kind: ActionKind::Copy {
-                                src: CONTROL_VA + self.chain_block_offset(block) as u64,
-                                blocks: 1,
-                            },
-                            wake: false,
-                        },
-                    };
-                    Some(copy.emit(0))
+                    let put = with_completion(*command, c.event)?.emit(cookie);
+                    Some(self.fill_chain_slot(block, &[put], *trigger, *count)?)
                 }
                 (
                     Tracked::Relay {
@@ -789,21 +775,11 @@ impl Driver {
                         count: 1,
                         rail,
                     };
-                    let first = self.chain_block_offset(block);
-                    self.write_at(first, &set(*event, Some(*to)).emit(cookie))?;
-                    self.write_at(first + COMMAND_BLOCK_SIZE, &set(c.event, None).emit(cookie))?;
-                    let copy = Command::ArmEvent {
-                        event: *trigger,
-                        count: *count,
-                        action: EventAction {
-                            kind: ActionKind::Copy {
-                                src: CONTROL_VA + first as u64,
-                                blocks: 2,
-                            },
-                            wake: false,
-                        },
-                    };
-                    Some(copy.emit(0))
+                    let blocks = [
+                        set(*event, Some(*to)).emit(cookie),
+                        set(c.event, None).emit(cookie),
+                    ];
+                    Some(self.fill_chain_slot(block, &blocks, *trigger, *count)?)
                 }
                 (Tracked::Chained { .. } | Tracked::Relay { .. }, None) => {
                     return Err(Error::EventsExhausted("chain block"));
@@ -927,16 +903,40 @@ impl Driver {
         }
     }
 
-    fn write_chain_block(&mut self, index: usize, block: &CommandBlock) -> Result<(), Error> {
-        self.write_at(self.chain_block_offset(index), block)
-    }
-
-    /// Write a command block at `offset` of the control region.
-    fn write_at(&mut self, offset: usize, block: &CommandBlock) -> Result<(), Error> {
-        self.control
-            .mem
-            .write(offset, &block.to_bytes())
-            .map_err(|e| out_of_range("the control region", e))
+    /// Write `blocks` into chain slot `index` and return the `ARM_EVENT` of
+    /// `trigger` (`count` sets) whose COPY injects them all.
+    fn fill_chain_slot(
+        &mut self,
+        index: usize,
+        blocks: &[CommandBlock],
+        trigger: EventId,
+        count: u32,
+    ) -> Result<CommandBlock, Error> {
+        if blocks.len() * COMMAND_BLOCK_SIZE > CHAIN_SLOT {
+            return Err(Error::Config(format!(
+                "{} command blocks do not fit a chain slot",
+                blocks.len()
+            )));
+        }
+        let first = self.chain_block_offset(index);
+        for (i, block) in blocks.iter().enumerate() {
+            self.control
+                .mem
+                .write(first + i * COMMAND_BLOCK_SIZE, &block.to_bytes())
+                .map_err(|e| out_of_range("the control region", e))?;
+        }
+        let copy = Command::ArmEvent {
+            event: trigger,
+            count,
+            action: EventAction {
+                kind: ActionKind::Copy {
+                    src: CONTROL_VA + first as u64,
+                    blocks: blocks.len() as u8,
+                },
+                wake: false,
+            },
+        };
+        Ok(copy.emit(0))
     }
 
     fn chain_block_offset(&self, index: usize) -> usize {
@@ -973,15 +973,28 @@ impl Driver {
             })
             .collect();
         self.wait.wait_words(&watches)?;
-        let mut result = Ok(());
+        self.first_error(parts)
+    }
+
+    /// Have all of `parts` completed? `None` while one has not (a modeled
+    /// environment lets a poll's worth of time pass); else how they ended.
+    pub fn test_completions(&self, parts: &[Completion]) -> Option<Result<(), Error>> {
+        if parts.iter().all(|c| self.test_completion(c).is_some()) {
+            Some(self.first_error(parts))
+        } else {
+            self.wait.observer().idle_poll();
+            None
+        }
+    }
+
+    /// The first error among completed `parts`, or success.
+    fn first_error(&self, parts: &[Completion]) -> Result<(), Error> {
         for c in parts {
-            if let Some(Err(code)) = self.test_completion(c)
-                && result.is_ok()
-            {
-                result = Err(Error::Nic { rail: c.rail, code });
+            if let Some(Err(code)) = self.test_completion(c) {
+                return Err(Error::Nic { rail: c.rail, code });
             }
         }
-        result
+        Ok(())
     }
 
     /// Wait until the NIC has executed every command queued on `rail` so far

@@ -145,17 +145,9 @@ impl PutHandle<'_> {
         if self.done {
             return Some(Ok(()));
         }
-        {
-            let driver = self.ep.driver.borrow();
-            if !self
-                .parts
-                .iter()
-                .all(|c| driver.test_completion(c).is_some())
-            {
-                driver.wait_hook().observer().idle_poll();
-                return None;
-            }
-        }
+        // Complete: `finish` releases what the parts took and reports how
+        // they ended.
+        let _complete = self.ep.driver.borrow().test_completions(&self.parts)?;
         Some(self.finish())
     }
 
@@ -695,21 +687,7 @@ impl Endpoint {
     /// Are an armed wait's arrivals all in? `None` while some are missing
     /// (a modeled environment lets a poll's worth of time pass).
     pub fn test_armed(&self, armed: &ArmedWait) -> Option<Result<(), Error>> {
-        let driver = self.driver.borrow();
-        let mut result = Ok(());
-        for c in &armed.waits {
-            match driver.test_completion(c) {
-                None => {
-                    driver.wait_hook().observer().idle_poll();
-                    return None;
-                }
-                Some(Err(code)) if result.is_ok() => {
-                    result = Err(Error::Nic { rail: c.rail, code });
-                }
-                Some(_) => {}
-            }
-        }
-        Some(result)
+        self.driver.borrow().test_completions(&armed.waits)
     }
 
     /// Tell `dst_rank` something happened: a zero-length put on rail 0 that

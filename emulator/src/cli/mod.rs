@@ -648,11 +648,7 @@ fn run_tuning_show(file: Option<&std::path::Path>) -> Result<(), CliError> {
 fn run_put(args: &PutArgs) -> Result<(), CliError> {
     let cfg = args.cluster.config()?;
     let quiet = args.cluster.json;
-    let progress = move |size: usize| {
-        if !quiet {
-            eprint!("\r# measured {size} B          ");
-        }
-    };
+    let progress = progress_line(quiet);
     let records = bench::put_bench(cfg, &args.sizes.0, args.rounds as usize, &progress);
     // End the progress line, before the results or the error.
     if !quiet {
@@ -686,18 +682,29 @@ fn run_bcast(args: &BcastArgs) -> Result<(), CliError> {
     )
 }
 
-fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> Result<(), CliError> {
-    let cfg = ClusterConfig {
-        mode: run.mode,
-        seed: run.seed,
-        ..cluster.config()?
-    };
-    let quiet = cluster.json;
-    let progress = move |size: usize| {
+/// The "measured N B" line a run keeps rewriting on stderr (none with
+/// `--json`).
+fn progress_line(quiet: bool) -> impl Fn(usize) + Sync {
+    move |size: usize| {
         if !quiet {
             eprint!("\r# measured {size} B          ");
         }
-    };
+    }
+}
+
+/// The cluster a bench runs on: its shape, and the mode and seed asked.
+fn run_config(cluster: &ClusterArgs, run: &ModeArgs) -> Result<ClusterConfig, CliError> {
+    Ok(ClusterConfig {
+        mode: run.mode,
+        seed: run.seed,
+        ..cluster.config()?
+    })
+}
+
+fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> Result<(), CliError> {
+    let cfg = run_config(cluster, run)?;
+    let quiet = cluster.json;
+    let progress = progress_line(quiet);
     let records = match run.mode {
         Mode::Threads => {
             if run.check_determinism {
@@ -754,22 +761,14 @@ fn run_overlap(
     run: &ModeArgs,
     bench: &CollBench<'_>,
 ) -> Result<(), CliError> {
-    let cfg = ClusterConfig {
-        mode: run.mode,
-        seed: run.seed,
-        ..cluster.config()?
-    };
+    let cfg = run_config(cluster, run)?;
     if run.check_determinism {
         return Err(CliError::Usage(
             "--check-determinism does not apply to --overlap".into(),
         ));
     }
     let quiet = cluster.json;
-    let progress = move |size: usize| {
-        if !quiet {
-            eprint!("\r# measured {size} B          ");
-        }
-    };
+    let progress = progress_line(quiet);
     let records = match run.mode {
         Mode::Threads => crate::overlap::overlap_threads(cfg, bench, &progress),
         Mode::Modeled => {
@@ -787,7 +786,7 @@ fn run_overlap(
         };
         writeln!(
             out,
-            "# railcoll {} overlap, {} mode{}: {} nodes x {} ranks, {} rails (means over ranks, us; overlap % as OSU: 100 x (1 - (total - compute) / pure))",
+            "# railcoll {} overlap, {} mode{}: {} nodes x {} ranks, {} rails (the slowest rank, us; overlap % as OSU: 100 x (1 - (total - compute) / pure))",
             first.collective,
             first.mode,
             first

@@ -162,15 +162,26 @@ impl<'a> Coll<'a> {
         block_bytes: usize,
         root: usize,
     ) -> Result<Arc<ScheduleSet>, Error> {
-        let params = Params::new(
+        self.schedule_for(self.params(collective, algorithm, block_bytes, root))
+    }
+
+    /// The parameters of `collective` with `algorithm` on this
+    /// communicator's shape.
+    fn params(
+        &self,
+        collective: Collective,
+        algorithm: Choice,
+        block_bytes: usize,
+        root: usize,
+    ) -> Params {
+        Params::new(
             collective,
             algorithm.algorithm,
             self.config().shape,
             root,
             block_bytes,
         )
-        .with_choice(algorithm);
-        self.schedule_for(params)
+        .with_choice(algorithm)
     }
 
     /// The schedules of `params` (cached), this communicator's striping
@@ -181,21 +192,20 @@ impl<'a> Coll<'a> {
         }
         // Compiled for these NICs: no relays where they have no sibling
         // path, no more than their sibling FIFOs take.
-        params.peer_fifo = self.nic_limits().peer_fifo;
+        let limits = self.nic_limits();
+        params.peer_fifo = limits.peer_fifo;
         if let Some(s) = self.st.exec.cache.borrow().get(&params) {
             return Ok(Arc::clone(s));
         }
         let set = shared_schedule(&params)?;
         // Proved to fit this communicator's NICs before anything is
         // posted: a set over budget would fail halfway through.
-        budget::fits(&set, &budget::Budget::for_nic(self.nic_limits())).map_err(|o| {
-            Error::OverBudget {
-                algorithm: params.choice().name(),
-                resource: o.resource,
-                needed: o.needed,
-                available: o.available,
-                where_: o.place(),
-            }
+        budget::fits(&set, &budget::Budget::for_nic(limits)).map_err(|o| Error::OverBudget {
+            algorithm: params.choice().name(),
+            resource: o.resource,
+            needed: o.needed,
+            available: o.available,
+            where_: o.place(),
         })?;
         let mut cache = self.st.exec.cache.borrow_mut();
         if cache.len() >= CACHE_LIMIT {
@@ -301,14 +311,7 @@ impl<'a> Coll<'a> {
             Some(a) => a,
             None => self.tuned_algorithm(collective, block)?,
         };
-        let mut params = Params::new(
-            collective,
-            algorithm.algorithm,
-            self.config().shape,
-            root,
-            block,
-        )
-        .with_choice(algorithm);
+        let mut params = self.params(collective, algorithm, block, root);
         params.persistent = persistent;
         self.schedule_for(params)
     }
@@ -662,8 +665,12 @@ impl<'a> Coll<'a> {
     /// Barrier with `algorithm`: no rank returns before every rank has
     /// entered.
     pub(crate) fn barrier_with(&self, algorithm: Choice) -> Result<(), Error> {
-        let none = self.st.bufs.barrier_source.slice(0, 0)?;
-        self.run_on_one_buffer(Collective::Barrier, algorithm, &none, 0)
+        self.run_on_one_buffer(Collective::Barrier, algorithm, &self.no_buffer()?, 0)
+    }
+
+    /// The empty buffer a barrier runs on.
+    pub(crate) fn no_buffer(&self) -> Result<SymBuffer, Error> {
+        self.st.bufs.barrier_source.slice(0, 0)
     }
 
     /// Grow the counter pool and the scratch buffer to what `set` needs
