@@ -171,6 +171,21 @@ fn bad_collective_arguments_exit_2() {
         ),
         (vec!["bench", "bcast", "--root", "9"], "--root 9"),
         (vec!["bench", "bcast", "--sizes", "0..8"], "LO..HI"),
+        (
+            vec![
+                "bench",
+                "allgather",
+                "--overlap",
+                "--mode",
+                "modeled",
+                "--check-determinism",
+            ],
+            "does not apply to --overlap",
+        ),
+        (
+            vec!["bench", "allgather", "--overlap", "--algo", "brook@nic"],
+            "accepted: all, all@nic",
+        ),
     ] {
         let out = railcoll(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
