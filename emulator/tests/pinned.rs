@@ -50,6 +50,23 @@
 //!   31 relaying runs changed hash, 26 of them latency, all by less than
 //!   1 us except exchange@nic on qsnet2-4x4 at 64 KiB (7783.6 -> 7762.3
 //!   us).
+//! - Combined triggers in the offload compiler (issue 14): a put whose
+//!   data came with counters that earlier chained puts consumed is now
+//!   chained too, those puts' COPYs setting its trigger (feeds), so
+//!   recursive doubling, exchange and Bruck run every round after the
+//!   first on the NICs. The driver's chain slots grew to four command
+//!   blocks (a put and up to three feeds), which moves every later DMA
+//!   allocation: all 662 runs changed hash; no host-driven latency
+//!   changed. 36 all-gather `@nic` runs changed latency, 30 faster
+//!   (exchange@nic on hockney-4x1, 8 B: 6.86 -> 4.44 us; on 3 x 2, three
+//!   rails, 64 KiB: 972.2 -> 721.7 us; recursive doubling on clan-8x1,
+//!   8 B: 27.9 -> 26.0 us) and 6 slower, all on qsnet2-4x4, whose four
+//!   ranks per node share each NIC's processor and chain queue: a round's
+//!   feeds and firings queue behind the other ranks' (exchange@nic, 8 B:
+//!   43.4 -> 52.9 us; bruck@nic, 64 KiB: 8149.7 -> 9273.1 us, most
+//!   likely because the chain queue is one FIFO per NIC: a chained put
+//!   waiting for a DMA slot holds every chained command behind it, where
+//!   host posts wait in four rings).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

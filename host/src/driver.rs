@@ -48,9 +48,14 @@ pub const ARENA_VA: u64 = 0x1000_0000_0000;
 pub const CONTROL_VA: u64 = 0x2000_0000_0000;
 /// Chain command blocks per rank.
 pub const CHAIN_BLOCKS: usize = 64;
-/// Bytes of one chain slot: two command blocks, what one COPY of a relay
-/// injects (the sibling set, then the completion).
-const CHAIN_SLOT: usize = 2 * COMMAND_BLOCK_SIZE;
+/// Most sets one chained put's firing makes besides starting the put
+/// ([`Tracked::Chained`]'s `feeds`).
+pub const MAX_FEEDS: usize = 3;
+/// Bytes of one chain slot: what one COPY injects at most, a put and its
+/// feeds (a relay takes two blocks: the set, then the completion). Within
+/// the firmware's multi-block COPY (`MAX_COPY_BLOCKS`).
+const CHAIN_SLOT: usize = (1 + MAX_FEEDS) * COMMAND_BLOCK_SIZE;
+const _: () = assert!(MAX_FEEDS < railcoll_fw::abi::event::MAX_COPY_BLOCKS as usize);
 /// Error records per rail ring (log2).
 const ERR_LOG2: u8 = 6;
 /// The error ring's geometry.
@@ -159,6 +164,10 @@ pub struct NicLimits {
     /// by the node's ranks); 0 where relays cannot run (no sibling path,
     /// or a COPY of one block only).
     pub peer_fifo: u32,
+    /// Sets one chained put's firing can make besides the put (its COPY's
+    /// blocks but one, at most [`MAX_FEEDS`]); 0 on NICs that COPY one
+    /// block only.
+    pub feeds: u32,
 }
 
 #[derive(Debug)]
@@ -218,7 +227,8 @@ pub enum Tracked {
     Now(Command),
     /// A command the NIC injects by itself once `trigger` has collected
     /// `count` sets on the post's rail (the event's COPY action); its
-    /// completion field is set as for `Now`.
+    /// completion field is set as for `Now`. The same COPY then sets each
+    /// of `feeds` once.
     Chained {
         /// The local event that starts it.
         trigger: EventId,
@@ -226,6 +236,9 @@ pub enum Tracked {
         count: u32,
         /// The command.
         command: Command,
+        /// Events set once after the command is injected, each on its
+        /// rail (this NIC's or a sibling's, ABI 1.2 §5.1).
+        feeds: Feeds,
     },
     /// Once `trigger` has collected `count` sets on the post's rail, the
     /// NIC sets `event` once on its sibling of rail `to` (ABI 1.2 §5.1),
@@ -242,6 +255,46 @@ pub enum Tracked {
     },
     /// Nothing: the completion fires when the NIC reaches it in the ring.
     Marker,
+}
+
+/// Up to [`MAX_FEEDS`] (event, rail) pairs a [`Tracked::Chained`] sets
+/// when it fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Feeds {
+    list: [(EventId, u8); MAX_FEEDS],
+    len: u8,
+}
+
+impl Default for Feeds {
+    fn default() -> Self {
+        Self {
+            list: [(EventId(0), 0); MAX_FEEDS],
+            len: 0,
+        }
+    }
+}
+
+impl Feeds {
+    /// `pairs`, or an error if there are more than [`MAX_FEEDS`].
+    pub fn new(pairs: &[(EventId, u8)]) -> Result<Self, Error> {
+        let mut f = Self::default();
+        for &p in pairs {
+            let slot = f.list.get_mut(usize::from(f.len)).ok_or_else(|| {
+                Error::Config(format!(
+                    "a chained put feeds {} events, a chain slot holds {MAX_FEEDS}",
+                    pairs.len()
+                ))
+            })?;
+            *slot = p;
+            f.len += 1;
+        }
+        Ok(f)
+    }
+
+    /// The pairs.
+    pub fn as_slice(&self) -> &[(EventId, u8)] {
+        &self.list[..usize::from(self.len)]
+    }
 }
 
 impl Tracked {
@@ -351,6 +404,7 @@ pub struct Driver {
     dest_events: u32,
     chain_queue: u32,
     peer_fifo: u32,
+    feeds: u32,
     next_dest_event: u32,
     /// Generation per (rail, event), for completion words.
     generations: Vec<u64>,
@@ -405,6 +459,7 @@ impl Driver {
         let mut events_per_ctx = u32::MAX;
         let mut chain_queue = u32::MAX;
         let mut peer_fifo = u32::MAX;
+        let mut feeds = MAX_FEEDS as u32;
         for rail in 0..cfg.rails {
             let (geo, resources) = probe(device.registers(rail)?)?;
             events_per_ctx = events_per_ctx.min(geo.events_per_ctx as u32);
@@ -415,6 +470,7 @@ impl Driver {
                 0
             };
             peer_fifo = peer_fifo.min(relays);
+            feeds = feeds.min(u32::from(resources.copy_blocks).saturating_sub(1));
             if (geo.max_nodes as usize) < cfg.topology.nodes() {
                 return Err(Error::BadShape(format!(
                     "the NIC serves at most {} nodes, the job has {}",
@@ -506,6 +562,7 @@ impl Driver {
             dest_events,
             chain_queue,
             peer_fifo,
+            feeds,
             next_dest_event: 0,
             generations: vec![0; cfg.rails * events_per_ctx as usize],
             next_chain_block: 0,
@@ -525,6 +582,7 @@ impl Driver {
             chain_blocks: CHAIN_BLOCKS as u32,
             chain_queue: self.chain_queue,
             peer_fifo: self.peer_fifo,
+            feeds: self.feeds,
         }
     }
 
@@ -755,11 +813,23 @@ impl Driver {
                         trigger,
                         count,
                         command,
+                        feeds,
                     },
                     Some(block),
                 ) => {
-                    let put = with_completion(*command, c.event)?.emit(cookie);
-                    Some(self.fill_chain_slot(block, &[put], *trigger, *count)?)
+                    let mut blocks = vec![with_completion(*command, c.event)?.emit(cookie)];
+                    for &(event, to) in feeds.as_slice() {
+                        let target = (usize::from(to) != rail).then_some(to);
+                        blocks.push(
+                            Command::SetEvent {
+                                event,
+                                count: 1,
+                                rail: target,
+                            }
+                            .emit(cookie),
+                        );
+                    }
+                    Some(self.fill_chain_slot(block, &blocks, *trigger, *count)?)
                 }
                 (
                     Tracked::Relay {
@@ -776,7 +846,7 @@ impl Driver {
                         rail,
                     };
                     let blocks = [
-                        set(*event, Some(*to)).emit(cookie),
+                        set(*event, (usize::from(*to) != rail).then_some(*to)).emit(cookie),
                         set(c.event, None).emit(cookie),
                     ];
                     Some(self.fill_chain_slot(block, &blocks, *trigger, *count)?)

@@ -36,7 +36,7 @@ use crate::arena::{DEFAULT_ALIGN, SymAllocator, SymBuffer};
 use crate::config::CommConfig;
 use crate::device::Device;
 use crate::driver::{
-    ARENA_VA, Completion, Driver, DriverConfig, MAX_RAILS, NicError, Post, Tracked,
+    ARENA_VA, Completion, Driver, DriverConfig, Feeds, MAX_RAILS, NicError, Post, Tracked,
 };
 use crate::env::WaitHook;
 use crate::error::{Error, out_of_range};
@@ -193,6 +193,10 @@ pub struct ChainedPut {
     pub dst: SymBuffer,
     /// Event to set at the target.
     pub dst_event: Option<DestEvent>,
+    /// Events this rank's NICs set once each when the put is started, each
+    /// on its rail (at most [`crate::driver::MAX_FEEDS`]): how a later
+    /// chained put's join learns that this one's trigger fired.
+    pub feeds: Feeds,
 }
 
 /// An input queue for queued DMAs (QDMA, [ELAN-SEM §13 rule 7]): created
@@ -726,9 +730,13 @@ impl Endpoint {
             dst_rank,
             dst,
             dst_event,
+            feeds,
         } = *chain;
         self.check_rank(dst_rank)?;
         self.check_rail(rail)?;
+        for &(_, to) in feeds.as_slice() {
+            self.check_rail(usize::from(to))?;
+        }
         Self::check_same_len("the remote buffer", &src, &dst)?;
         let len = dma_len(src.len())?;
         self.check_in_arena(&src)?;
@@ -749,35 +757,39 @@ impl Endpoint {
                 trigger: trigger.0,
                 count,
                 command,
+                feeds,
             },
             src.len(),
         )
     }
 
-    /// Arrange a relay: once `event` has been set `count` times on rail
-    /// `from`, this rank's NIC there sets `event` once on its sibling NIC
-    /// of rail `to` (ABI 1.2 §5.1), with no host involvement. The handle
+    /// Arrange a relay: once `trigger` has been set `count` times on rail
+    /// `from`, this rank's NIC there sets `into` once on rail `to`: on its
+    /// sibling NIC of that rail (ABI 1.2 §5.1), or on itself for `to` =
+    /// `from` (a join's feed), with no host involvement. The handle
     /// completes once the relay has run (its chain block is reused then).
     pub fn relay(
         &self,
-        event: DestEvent,
+        trigger: DestEvent,
         count: u32,
         from: usize,
+        into: DestEvent,
         to: usize,
     ) -> Result<PutHandle<'_>, Error> {
         self.check_rail(from)?;
         self.check_rail(to)?;
-        if from == to {
+        if from == to && trigger == into {
             return Err(Error::Config(format!(
-                "a relay from rail {from} to itself sets nothing a chained put does not count already"
+                "a relay of event {} to itself on rail {from} would fire it again",
+                trigger.0.0
             )));
         }
         self.post_one(
             from,
             Tracked::Relay {
-                trigger: event.0,
+                trigger: trigger.0,
                 count,
-                event: event.0,
+                event: into.0,
                 to: to as u8,
             },
             0,

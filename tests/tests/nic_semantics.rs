@@ -59,6 +59,7 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
                     dst_rank: 2,
                     dst: buf,
                     dst_event: Some(forwarded),
+                    feeds: Default::default(),
                 })?;
                 comm.notify(0, &ready, &flag)?;
                 // Blocked: only C's acknowledgement releases B, and C sends
@@ -433,5 +434,89 @@ fn an_arrival_on_one_rail_sets_an_event_on_the_other() {
     });
     for r in out {
         r.expect("started").expect("both paths set the join event");
+    }
+}
+
+/// The driver's combined trigger: rank 1's chained put P1 (rail 0,
+/// started by part A's arrival) feeds join J on rail 1 (a sibling set),
+/// a relay of part B's arrival event on rail 1 feeds J locally, and the
+/// chained put P2 on rail 1 waits for J's two sets, then returns A and B
+/// together. Rank 0 sends B first and A only after B's relay has run: P2
+/// started on B alone would return A's bytes unwritten.
+#[test]
+fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
+    use railcoll_host::driver::Feeds;
+    let c = cluster(2, 1, 2, 1 << 20);
+    let half = 4096;
+    let out = c.run(move |comm| -> Result<Option<Vec<u8>>, Error> {
+        let parts = comm.alloc(2 * half)?;
+        let back_a = comm.alloc(half)?;
+        let back_both = comm.alloc(2 * half)?;
+        let (a, b, join, got_a, got_both, start) = (
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+        );
+        let part = |i: usize| parts.slice(i * half, half);
+        if comm.rank() == 1 {
+            let p1 = comm.chain_put(&ChainedPut {
+                trigger: a,
+                rail: 0,
+                count: 1,
+                src: part(0)?,
+                dst_rank: 0,
+                dst: back_a,
+                dst_event: Some(got_a),
+                feeds: Feeds::new(&[(join.id(), 1)])?,
+            })?;
+            let relay = comm.endpoint().relay(b, 1, 1, join, 1)?;
+            let p2 = comm.chain_put(&ChainedPut {
+                trigger: join,
+                rail: 1,
+                count: 2,
+                src: parts,
+                dst_rank: 0,
+                dst: back_both,
+                dst_event: Some(got_both),
+                feeds: Feeds::default(),
+            })?;
+            comm.notify(0, &start, &back_a)?;
+            // B's relay has run (its handle completes then): let A come.
+            relay.wait()?;
+            comm.notify(0, &start, &back_a)?;
+            for h in [p1, p2] {
+                h.wait()?;
+            }
+            assert_eq!(comm.take_nic_errors()?, Vec::new());
+            return Ok(None);
+        }
+        comm.write_local(&parts, 0, &pattern(2 * half, 7))?;
+        for (i, ev, rail) in [(1, b, 1), (0, a, 0)] {
+            comm.wait_arrivals(&start, &on_rail(0, 1))?;
+            comm.put_with(
+                &part(i)?,
+                1,
+                &part(i)?,
+                TransferOptions {
+                    policy: Some(RailPolicy::Rail(rail)),
+                    dest_event: Some(ev),
+                    wake: false,
+                },
+            )?
+            .wait()?;
+        }
+        comm.wait_arrivals(&got_a, &on_rail(0, 1))?;
+        comm.wait_arrivals(&got_both, &on_rail(1, 1))?;
+        let mut both = vec![0; 2 * half];
+        comm.read_local(&back_both, 0, &mut both)?;
+        Ok(Some(both))
+    });
+    let both = out[0].as_ref().expect("ran").as_ref().expect("rank 0 ok");
+    assert_eq!(both.as_deref(), Some(&pattern(2 * half, 7)[..]));
+    for r in out {
+        r.expect("ran").expect("no error");
     }
 }

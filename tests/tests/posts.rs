@@ -88,6 +88,7 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
                 dst_rank: 0,
                 dst: dst.slice(at, 64)?,
                 dst_event: None,
+                feeds: Default::default(),
             })
         };
         let mut held = Vec::new();
@@ -237,6 +238,7 @@ fn an_oversize_length_is_a_typed_error_on_every_post_path() {
                     dst_rank: 1,
                     dst: huge,
                     dst_event: None,
+                    feeds: Default::default(),
                 })
                 .err(),
                 Some(too_large.clone())
@@ -280,6 +282,7 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
                 chain_blocks: 64,
                 chain_queue: 64,
                 peer_fifo: 64,
+                feeds: 3,
             }
         );
         let budget = Budget::for_nic(limits);
@@ -288,9 +291,10 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
                 budget.counters,
                 budget.chain_blocks,
                 budget.chain_queue,
-                budget.peer_fifo
+                budget.peer_fifo,
+                budget.feeds
             ),
-            (120, 64, 64, 64)
+            (120, 64, 64, 64, 3)
         );
     }
     // A smaller NIC gives a smaller budget: two counter pools within half
@@ -300,6 +304,7 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
         chain_blocks: 8,
         chain_queue: 4,
         peer_fifo: 0,
+        feeds: 0,
     });
     assert_eq!(
         (small.counters, small.chain_blocks, small.chain_queue),

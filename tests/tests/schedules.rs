@@ -303,6 +303,7 @@ fn a_cycle_of_chained_puts_is_named() {
                         src: Region::one(Buf::Recv, r),
                         dst: Region::one(Buf::Recv, r),
                         signal: Some(0),
+                        feeds: Vec::new(),
                     },
                     after: Vec::new(),
                 },
@@ -586,4 +587,84 @@ fn hockney_replay_equals_the_papers_formulas() {
         }
     }
     assert!(compared > 300, "{compared}");
+}
+
+/// Combined triggers: recursive doubling's later rounds send what came in
+/// every earlier round, so on the NICs each round's put waits for a join
+/// fed by the previous round's chained put and by the round's own
+/// arrivals; every round's put is chained. NICs whose COPY injects one
+/// block get no joins (and still verify); a budget with fewer feeds per
+/// chained put than the set uses is refused in words naming the resource,
+/// the rank and the step.
+#[test]
+fn joins_chain_every_round_and_fit_the_feed_budget() {
+    use railcoll_host::sched::offload;
+    let shape = Shape::new(16, 1, 1, 2, Placement::Block).expect("shape");
+    let p = Params::new(
+        Collective::Allgather,
+        Algorithm::RecursiveDoubling,
+        shape,
+        0,
+        8,
+    );
+    let set = generate(&p).expect("recursive doubling");
+    let compiled = offload::compile(&set, &Budget::default()).expect("compiles");
+    verify::verify(&compiled.set, &Budget::default()).expect("verifies");
+    for s in &compiled.set.ranks {
+        let chained = s
+            .steps
+            .iter()
+            .filter(|st| matches!(st.op, Op::ChainPut { .. }))
+            .count();
+        let host_puts = s
+            .steps
+            .iter()
+            .filter(|st| matches!(st.op, Op::Put { .. }))
+            .count();
+        // Four rounds: the first from the host, three on the NICs.
+        assert_eq!((host_puts, chained), (1, 3), "rank {}", s.rank);
+    }
+    let most_feeds = compiled
+        .set
+        .ranks
+        .iter()
+        .flat_map(|s| &s.steps)
+        .filter_map(|st| match &st.op {
+            Op::ChainPut { feeds, .. } => Some(feeds.len() as u32),
+            _ => None,
+        })
+        .max()
+        .expect("chains");
+    assert!(most_feeds >= 1);
+    let fewer = Budget {
+        feeds: most_feeds - 1,
+        ..Budget::default()
+    };
+    let v = verify::verify(&compiled.set, &fewer).expect_err("too many feeds");
+    let words = v.to_string();
+    assert!(words.contains("feeds of one chained put"), "{words}");
+    assert!(
+        words.contains("rank ") && words.contains("step "),
+        "{words}"
+    );
+    // One-block COPY: no joins, no relays, fewer puts on the NICs.
+    let old = Budget {
+        feeds: 0,
+        peer_fifo: 0,
+        ..Budget::default()
+    };
+    let plain = offload::compile(&set, &old).expect("compiles").set;
+    verify::verify(&plain, &old).expect("verifies on one-block COPY NICs");
+    assert!(
+        plain
+            .ranks
+            .iter()
+            .flat_map(|s| &s.steps)
+            .all(|st| match &st.op {
+                Op::ChainPut { feeds, .. } => feeds.is_empty(),
+                Op::Relay { .. } => false,
+                _ => true,
+            })
+    );
+    assert!(offload::moved(&plain).chained < compiled.moved.chained);
 }

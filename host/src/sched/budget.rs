@@ -126,10 +126,10 @@ impl<T> Outstanding<T> {
 /// handle bookkeeping (`Outstanding`), without running anything.
 pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
     // Each held handle is (the rail of its chain queue entries, how many,
-    // the rail its sibling set goes to), or `None` for a post that holds
-    // no chain block. A chained put injects one entry; a relay two (the
-    // sibling set and its completion) and one sibling set.
-    type Held = Option<(usize, u32, Option<usize>)>;
+    // the sibling sets it posts into each rail), or `None` for a post that
+    // holds no chain block. A chained put injects one entry and one per
+    // feed; a relay two (the set and its completion).
+    type Held = Option<(usize, u32, [u32; MAX_RAILS])>;
     let mut book: Outstanding<Held> = Outstanding::new(schedule.steps.len());
     let mut rails = [0u32; MAX_RAILS];
     let mut peers = [0u32; MAX_RAILS];
@@ -140,32 +140,41 @@ pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
      -> Result<bool, Infallible> {
         if let Some((r, n, to)) = *held {
             rails[r] -= n;
-            if let Some(t) = to {
-                peers[t] -= 1;
+            for (p, t) in peers.iter_mut().zip(to) {
+                *p -= t;
             }
         }
         Ok(true)
     };
+    let rail_of = |r: u8| usize::from(r).min(MAX_RAILS - 1);
     for (i, step) in schedule.steps.iter().enumerate() {
         let Ok(_) = book.release_after(&step.after, |h| release(&mut rails, &mut peers, h));
-        let held = match step.op {
+        let held = match &step.op {
             Op::Put { .. } => {
                 let Ok(_) = book.make_room(|h| release(&mut rails, &mut peers, h));
                 None
             }
-            Op::ChainPut { rail, .. } => Some((usize::from(rail).min(MAX_RAILS - 1), 1, None)),
-            Op::Relay { from, to, .. } => Some((
-                usize::from(from).min(MAX_RAILS - 1),
-                2,
-                Some(usize::from(to).min(MAX_RAILS - 1)),
-            )),
+            Op::ChainPut { rail, feeds, .. } => {
+                let mut to = [0u32; MAX_RAILS];
+                for f in feeds.iter().filter(|f| f.rail != *rail) {
+                    to[rail_of(f.rail)] += 1;
+                }
+                Some((rail_of(*rail), 1 + feeds.len() as u32, to))
+            }
+            Op::Relay { from, to: into, .. } => {
+                let mut to = [0u32; MAX_RAILS];
+                if into != from {
+                    to[rail_of(*into)] += 1;
+                }
+                Some((rail_of(*from), 2, to))
+            }
             Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } => None,
             _ => continue,
         };
         if let Some((r, n, to)) = held {
             rails[r] += n;
-            if let Some(t) = to {
-                peers[t] += 1;
+            for (p, t) in peers.iter_mut().zip(to) {
+                *p += t;
             }
             let total = rails.iter().sum::<u32>();
             if total > peak.total {
@@ -203,6 +212,9 @@ pub struct Budget {
     /// Sibling sets each NIC's `PEER_SET` FIFO holds (shared by the node's
     /// ranks): relays that may fire together into one NIC.
     pub peer_fifo: u32,
+    /// Sets one chained put's firing may make besides the put (feeds of
+    /// later chained puts' joins).
+    pub feeds: u32,
 }
 
 impl Default for Budget {
@@ -215,6 +227,7 @@ impl Default for Budget {
             in_flight_per_rail: 4096,
             scratch_bytes_per_node: 4 << 30,
             peer_fifo: 64,
+            feeds: crate::driver::MAX_FEEDS as u32,
         }
     }
 }
@@ -231,6 +244,7 @@ impl Budget {
             chain_blocks: limits.chain_blocks,
             chain_queue: limits.chain_queue,
             peer_fifo: limits.peer_fifo,
+            feeds: limits.feeds,
             ..Self::default()
         }
     }
@@ -333,6 +347,23 @@ pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
                 )
             });
         }
+        let feeding = s.steps.iter().enumerate().find_map(|(i, st)| match &st.op {
+            Op::ChainPut { feeds, .. } if feeds.len() as u32 > budget.feeds => {
+                Some((i, feeds.len()))
+            }
+            _ => None,
+        });
+        if let Some((i, n)) = feeding {
+            return Err(Overrun {
+                rank: Some(s.rank),
+                step: Some(i as u32),
+                ..over(
+                    "feeds of one chained put (sets its COPY makes besides the put)",
+                    n as u64,
+                    budget.feeds.into(),
+                )
+            });
+        }
         let Ok((node, _)) = topo.locate(s.rank as usize) else {
             continue;
         };
@@ -385,6 +416,7 @@ mod tests {
             src: Region::one(Buf::Send, 0),
             dst: Region::one(Buf::Recv, 0),
             signal: None,
+            feeds: Vec::new(),
         }
     }
 

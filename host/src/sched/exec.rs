@@ -32,6 +32,7 @@ use super::tuning::TuningTable;
 use super::*;
 use crate::arena::SymBuffer;
 use crate::coll::state::{CACHE_LIMIT, Coll, Progress};
+use crate::driver::Feeds;
 use crate::endpoint::{ArmedWait, Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
 use crate::shm::BcastCursor;
 use railcoll_mem::dma_mem::DmaMemory;
@@ -191,9 +192,11 @@ impl<'a> Coll<'a> {
             params.stripe_threshold = threshold;
         }
         // Compiled for these NICs: no relays where they have no sibling
-        // path, no more than their sibling FIFOs take.
+        // path, no more than their sibling FIFOs take, no combined
+        // triggers where a COPY injects one block.
         let limits = self.nic_limits();
         params.peer_fifo = limits.peer_fifo;
+        params.feeds = limits.feeds;
         if let Some(s) = self.st.exec.cache.borrow().get(&params) {
             return Ok(Arc::clone(s));
         }
@@ -482,7 +485,12 @@ impl<'a> Coll<'a> {
                 src,
                 dst,
                 signal,
+                feeds,
             } => {
+                let pairs = feeds
+                    .iter()
+                    .map(|f| Ok((run.event(f.into)?.id(), f.rail)))
+                    .collect::<Result<Vec<_>, Error>>()?;
                 let chain = ChainedPut {
                     trigger: run.event(*trigger)?,
                     rail: usize::from(*rail),
@@ -491,6 +499,7 @@ impl<'a> Coll<'a> {
                     dst_rank: *to as usize,
                     dst: run.region(dst)?,
                     dst_event: signal.map(|c| run.event(c)).transpose()?,
+                    feeds: Feeds::new(&pairs)?,
                 };
                 let h = self.ep.chain_put(&chain)?;
                 run.handles.hold(i, h);
@@ -500,11 +509,13 @@ impl<'a> Coll<'a> {
                 count,
                 from,
                 to,
+                into,
             } => {
                 let h = self.ep.relay(
                     run.event(*counter)?,
                     *count,
                     usize::from(*from),
+                    run.event(*into)?,
                     usize::from(*to),
                 )?;
                 run.handles.hold(i, h);

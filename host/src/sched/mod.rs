@@ -141,6 +141,23 @@ pub type Counter = u16;
 /// An shm flag: a line in the node segment, one set per local rank.
 pub type Flag = u8;
 
+/// Most [`Feed`]s one chained put makes: its chain slot holds the put and
+/// one `SET_EVENT` block per feed.
+pub const MAX_FEEDS: usize = crate::driver::MAX_FEEDS;
+
+/// A set of counter `into` on this rank's NIC of `rail` that a chained
+/// put's firing makes after starting the put (the same COPY injects it:
+/// a local `SET_EVENT`, or one to the sibling NIC of `rail`, ABI 1.2
+/// §5.1). A later chained put whose data came with this one's trigger
+/// waits for it through a join counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Feed {
+    /// The join counter set once.
+    pub into: Counter,
+    /// The rail of the NIC it is set on.
+    pub rail: u8,
+}
+
 /// The barrier word arrays of the communicator [GTNP02 §6.4]: one word per
 /// group member in every member's memory. Each group has its own words
 /// and numbers: sharing them would let a number written in one group
@@ -198,13 +215,19 @@ pub enum Op {
         dst: Region,
         /// Counter set at the target.
         signal: Option<Counter>,
+        /// Sets the same firing makes on this rank's NICs after starting
+        /// the put (at most [`MAX_FEEDS`]): how the joins of later chained
+        /// puts learn that this one's trigger has fired.
+        feeds: Vec<Feed>,
     },
-    /// Relay `counter`'s sets from one rail's NIC to another's: once
+    /// Relay `counter`'s sets from one rail's NIC to a join: once
     /// `counter` has collected `count` sets on rail `from`, this rank's NIC
-    /// there sets `counter` once on its sibling NIC of rail `to` (a
-    /// `SET_EVENT` to a sibling, ABI 1.2 §5.1), where a chained put
-    /// waits for it with its own rail's sets: a cross-rail trigger.
-    /// Arming is non-blocking.
+    /// there sets counter `into` once on rail `to`: on its sibling NIC (a
+    /// `SET_EVENT` to a sibling, ABI 1.2 §5.1) when `to` is another rail,
+    /// on itself otherwise. A chained put waits for `into` on `to`: a
+    /// cross-rail trigger (`into` = `counter`: the relayed sets add to the
+    /// rail's own) or a combined one (`into` a join counter that only
+    /// relays and feeds set). Arming is non-blocking.
     Relay {
         /// The counter.
         counter: Counter,
@@ -214,6 +237,8 @@ pub enum Op {
         from: u8,
         /// The rail they are relayed to.
         to: u8,
+        /// The counter set there.
+        into: Counter,
     },
     /// Block until `counter` has collected `arrivals[rail]` sets on each
     /// rail (filled by [`ScheduleSet::seal`]: every part addressed to it).
@@ -385,6 +410,10 @@ pub struct Params {
     /// with relays (`Budget::peer_fifo`; what the communicator's NICs
     /// report, 0 where they have no sibling path: then nothing is relayed).
     pub peer_fifo: u32,
+    /// Sets one chained put's firing may make besides the put
+    /// (`Budget::feeds`; 0 on NICs whose COPY injects one block: then no
+    /// combined triggers).
+    pub feeds: u32,
 }
 
 impl Params {
@@ -406,6 +435,7 @@ impl Params {
             drive: Drive::Host,
             persistent: false,
             peer_fifo: budget::Budget::default().peer_fifo,
+            feeds: budget::Budget::default().feeds,
         }
     }
 
@@ -534,12 +564,18 @@ impl ScheduleSet {
                     Op::ChainPut {
                         to,
                         rail,
-                        signal: Some(c),
+                        signal,
                         trigger,
+                        ref feeds,
                         ..
                     } => {
                         counters = counters.max(trigger + 1);
-                        add(to as usize, c, usize::from(rail), &mut counters);
+                        if let Some(c) = signal {
+                            add(to as usize, c, usize::from(rail), &mut counters);
+                        }
+                        for f in feeds {
+                            add(me, f.into, usize::from(f.rail), &mut counters);
+                        }
                     }
                     Op::HwBcast {
                         signal: Some(c), ..
@@ -555,10 +591,11 @@ impl ScheduleSet {
                         *raises.entry((to as usize, flag)).or_default() += 1;
                     }
                     Op::Wait { counter, .. } => counters = counters.max(counter + 1),
-                    Op::ChainPut { trigger, .. } => counters = counters.max(trigger + 1),
-                    Op::Relay { counter, to, .. } => {
+                    Op::Relay {
+                        counter, to, into, ..
+                    } => {
                         counters = counters.max(counter + 1);
-                        add(me, counter, usize::from(to), &mut counters);
+                        add(me, into, usize::from(to), &mut counters);
                     }
                     Op::WaitFlag { flag, .. } => flags = flags.max(flag + 1),
                     _ => {}
@@ -662,6 +699,7 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
     if params.drive == Drive::Nic {
         let budget = budget::Budget {
             peer_fifo: params.peer_fifo,
+            feeds: params.feeds,
             ..budget::Budget::default()
         };
         set = offload::compile(&set, &budget)?.set;
@@ -768,19 +806,27 @@ impl fmt::Display for Op {
                 src,
                 dst,
                 signal,
-            } => write!(
-                f,
-                "chain    when c{trigger} x{count} on rail {rail}: NIC puts {src} -> rank {to} {dst}{}",
-                fmt_signal(*signal)
-            ),
+                feeds,
+            } => {
+                write!(
+                    f,
+                    "chain    when c{trigger} x{count} on rail {rail}: NIC puts {src} -> rank {to} {dst}{}",
+                    fmt_signal(*signal)
+                )?;
+                for feed in feeds {
+                    write!(f, ", sets c{} on rail {}", feed.into, feed.rail)?;
+                }
+                Ok(())
+            }
             Op::Relay {
                 counter,
                 count,
                 from,
                 to,
+                into,
             } => write!(
                 f,
-                "relay    when c{counter} x{count} on rail {from}: NIC sets c{counter} on rail {to}"
+                "relay    when c{counter} x{count} on rail {from}: NIC sets c{into} on rail {to}"
             ),
             Op::Wait { counter, arrivals } => {
                 let parts: Vec<String> = arrivals

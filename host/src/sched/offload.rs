@@ -1,36 +1,52 @@
-//! The offload compiler, first form: from a schedule set, a set in which
-//! the NIC starts by itself every put on one rail that only waits for one
-//! counter. "Wait for `c`, then put" becomes "chain when `c`:
-//! the NIC puts" (the event's COPY action injects the put,
+//! The offload compiler: from a schedule set, a set in which the NIC
+//! starts by itself every put on one rail whose data and preceding wait
+//! it can learn about without the host. "Wait, then put" becomes "chain
+//! on the trigger: the NIC puts" (the event's COPY action injects the put,
 //! [ELAN-SEM §5.4]), armed by the host ahead of the data, so the put
 //! leaves when its data lands instead of when the host next looks.
 //!
 //! Contract: the compiled set writes the same bytes to the same places as
 //! the set it comes from (the verifier proves both, and the tests run both
-//! byte-exact); it never needs more chain blocks than the budget offers.
-//! A put is chained only if
-//! - the step before it is a wait on one counter `c`, and the put goes out
-//!   on one rail `r`: the chained put waits for `c`'s sets on `r`, and
-//!   each other rail's NIC that receives sets of `c` *relays* them
-//!   ([`Op::Relay`]: once its share has come, it sets `c` once on `r`'s
-//!   NIC, a `SET_EVENT` to a sibling, ABI 1.2 §5.1), so the count on `r`
-//!   is its own sets plus one per relaying rail (a cross-rail trigger);
-//!   relays need NICs with the sibling path (`Budget::peer_fifo` > 0);
-//! - every block it reads arrives with `c`, is already local, or arrives
-//!   with a counter the host still waits for before this point (so it is
-//!   there when the host arms the chain);
-//! - a chain block is left in the rank's share of the budget (its chain
-//!   blocks, and an equal part of each NIC's chain queue: the node's ranks
-//!   share it). The puts after that stay with the host.
+//! byte-exact); it never needs more chain blocks, chain queue entries,
+//! sibling FIFO entries, feeds or counters than the budget offers.
 //!
-//! Host steps that touch a block arriving with a chained counter, or that
-//! overwrite what a chained put reads, wait for that chained put's
-//! completion first (`after`), which implies its trigger fired; a step
-//! that speaks to node peers or the network (a flag, a shm copy, a
-//! barrier) waits for every chained put before it. What stays
-//! with the host: shared-memory phases and copies, striped puts, puts
-//! whose data comes with several counters (combined triggers: the
-//! firmware has them, the compiler not yet), and the final waits.
+//! A put P on one rail `r` is chained when what it waits for is known to
+//! the NICs:
+//! - the wait just before it (on counter `c`), folded in: with nothing
+//!   else to wait for, P triggers on `c` on `r` and every other rail's
+//!   NIC that receives sets of `c` *relays* them ([`Op::Relay`]: once its
+//!   share has come, it sets `c` once on `r`'s NIC, a `SET_EVENT` to a
+//!   sibling, ABI 1.2 §5.1): a cross-rail trigger;
+//! - data that came with counters the host never waited for because
+//!   earlier chained puts consumed them: P then waits for those chained
+//!   puts' firings (each one's firing implies its own trigger's counters,
+//!   its *closure*): each of them sets P's trigger on `r` when it fires
+//!   (a [`Feed`]: one more block in its COPY), so the trigger counts the
+//!   folded wait's sets, its relays and the feeds together (a combined
+//!   trigger, ABI §5.1; with no wait to fold, the trigger is a fresh
+//!   *join* counter that only feeds set). A source is used only if its closure
+//!   holds nothing P would not wait for anyway (waiting longer could wait
+//!   for P's own answer);
+//! - everything else P reads is local or was waited for by the host.
+//!
+//! A put stays with the host when its data comes with a counter no chained
+//! put implies, when it is striped over several rails, or when the budget
+//! is used up: the rank's share of chain blocks and of each NIC's chain
+//! queue (the node's ranks share it), of each NIC's sibling FIFO (relays
+//! and feeds into another rail), [`Budget::feeds`] per chained put
+//! (NICs whose COPY injects one block get neither relays nor joins), and
+//! the destination counters the joins take.
+//!
+//! Host steps that touch a block arriving with a counter a chained put
+//! implies, or that overwrite what a chained put reads, wait for that
+//! chained put's completion first (`after`), which implies its trigger
+//! fired; a step that speaks to node peers or the network (a flag, a shm
+//! copy, a barrier) waits for every chained put before it. What stays
+//! with the host: shared-memory phases and local copies, striped puts,
+//! puts that wait for nothing but the host's program order (a pairwise
+//! exchange's puts, each after the previous one's completion), and the
+//! final waits. A chained put ordered after another put's completion is
+//! armed once that one has completed (the host waits for it first).
 
 use std::collections::{HashMap, HashSet};
 
@@ -117,6 +133,17 @@ fn touches(op: &Op) -> Vec<(Region, bool)> {
     }
 }
 
+/// A put the compiler may chain: the step (or the wait and the step) it
+/// replaces, and what its trigger must collect.
+struct Candidate<'s> {
+    /// Steps it replaces: 1 (the put) or 2 (a wait, then the put).
+    steps: usize,
+    /// The wait it folds in, if any: its counter and sets per rail.
+    wait: Option<(Counter, &'s [u32; MAX_RAILS])>,
+    /// The put.
+    put: &'s Step,
+}
+
 /// Compile `set` (see the module's contract), within `budget`'s chain
 /// blocks per rank.
 pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
@@ -126,6 +153,9 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
     let per_rank = budget
         .chain_blocks
         .min(budget.chain_queue / p.shape.ranks_per_node().max(1) as u32);
+    // Each rank's share of every NIC's sibling FIFO (every sibling set is
+    // held to the end of the run).
+    let fifo_share = budget.peer_fifo / p.shape.ranks_per_node().max(1) as u32;
     let mut out = set.clone();
     for (me, sched) in set.ranks.iter().enumerate() {
         let from = provenance(set, me);
@@ -135,16 +165,18 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         let mut map: Vec<u32> = Vec::with_capacity(steps.len());
         // Counters the host still waits for, so far.
         let mut waited: HashSet<Counter> = HashSet::new();
-        // Counter consumed by a chained put -> that chained put's step.
-        let mut by_chain: HashMap<Counter, u32> = HashMap::new();
+        // Counter -> the chained put whose firing implies it has all come.
+        let mut fired_by: HashMap<Counter, u32> = HashMap::new();
+        // Chained puts in order, each with every counter its firing
+        // implies (its closure).
+        let mut closures: Vec<(u32, Vec<Counter>)> = Vec::new();
         // Blocks a chained put reads -> that chained put's step.
         let mut read_by_chain: Vec<(Region, u32)> = Vec::new();
+        // Chain queue entries this rank's programs inject, sibling sets
+        // into each rail, and the next join counter (local to the rank).
         let mut chains = 0u32;
-        // Relays into each rail's NIC, against this rank's share of its
-        // sibling FIFO (the node's ranks share it; every relay is held to
-        // the end of the run).
         let mut relays_into = [0u32; MAX_RAILS];
-        let fifo_share = budget.peer_fifo / p.shape.ranks_per_node().max(1) as u32;
+        let mut next_join = set.counters;
         let remap = |after: &[u32], map: &[u32]| -> Vec<u32> {
             after
                 .iter()
@@ -154,15 +186,31 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         let mut i = 0;
         while i < steps.len() {
             let step = &steps[i];
-            if let (Op::Wait { counter, arrivals }, Some(next)) = (&step.op, steps.get(i + 1))
+            let candidate = match (&step.op, steps.get(i + 1)) {
+                (Op::Wait { counter, arrivals }, Some(next))
+                    if matches!(next.op, Op::Put { .. }) && arrivals.iter().any(|&n| n > 0) =>
+                {
+                    Some(Candidate {
+                        steps: 2,
+                        wait: Some((*counter, arrivals)),
+                        put: next,
+                    })
+                }
+                (Op::Put { .. }, _) => Some(Candidate {
+                    steps: 1,
+                    wait: None,
+                    put: step,
+                }),
+                _ => None,
+            };
+            if let Some(cand) = candidate
                 && let Op::Put {
                     to,
                     src,
                     dst,
                     lane,
                     signal,
-                } = next.op
-                && arrivals.iter().any(|&n| n > 0)
+                } = cand.put.op
             {
                 let bytes = src.count as usize * p.block_bytes;
                 let parts = put_parts(
@@ -173,76 +221,141 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                     to as usize,
                     bytes,
                 );
-                // The put's one rail; sets arriving on the others are
-                // relayed to it by their NICs (cross-rail triggers).
-                let rail = match parts[..] {
-                    [one] => Some(one.rail as u8),
+                let folded = cand.wait.map(|(c, _)| c);
+                // The chained puts whose firing brings the data the host
+                // has not waited for (each bringing nothing the put does
+                // not wait for anyway: waiting longer could wait for the
+                // put's own answer).
+                let mut needs: Vec<Counter> = Vec::new();
+                let mut covered = true;
+                for b in src.block..src.end() {
+                    for &c in from.get(&(src.buf, b)).into_iter().flatten() {
+                        if Some(c) == folded || waited.contains(&c) {
+                            continue;
+                        }
+                        if fired_by.contains_key(&c) {
+                            needs.push(c);
+                        } else {
+                            covered = false;
+                        }
+                    }
+                }
+                needs.sort_unstable();
+                needs.dedup();
+                let allowed =
+                    |c: &Counter| Some(*c) == folded || waited.contains(c) || needs.contains(c);
+                // The earliest chained puts (they fire first) that cover
+                // what is needed, have room for one more feed and imply
+                // nothing else.
+                let mut sources: Vec<u32> = Vec::new();
+                let mut uncovered = needs.clone();
+                for (q, cl) in &closures {
+                    if uncovered.is_empty() {
+                        break;
+                    }
+                    let room = matches!(
+                        new.get(*q as usize).map(|s| &s.op),
+                        Some(Op::ChainPut { feeds, .. }) if (feeds.len() as u32) < budget.feeds
+                    );
+                    if room && cl.iter().all(allowed) && uncovered.iter().any(|c| cl.contains(c)) {
+                        sources.push(*q);
+                        uncovered.retain(|c| !cl.contains(c));
+                    }
+                }
+                covered &= uncovered.is_empty();
+                let plan = match (&parts[..], covered) {
+                    ([one], true) if folded.is_some() || !sources.is_empty() => plan_trigger(
+                        one.rail as u8,
+                        cand.wait,
+                        &sources,
+                        &new,
+                        budget,
+                        fifo_share,
+                        &relays_into,
+                        next_join,
+                    ),
                     _ => None,
                 };
-                let relayed: Vec<u8> = arrivals
-                    .iter()
-                    .enumerate()
-                    .filter(|&(x, &n)| n > 0 && Some(x as u8) != rail)
-                    .map(|(x, _)| x as u8)
-                    .collect();
-                let cost = 1 + 2 * relayed.len() as u32;
-                let relays_allowed = relayed.is_empty()
-                    || rail.is_some_and(|r| {
-                        relays_into[usize::from(r)] + relayed.len() as u32 <= fifo_share
-                    });
-                let data_ready = (src.block..src.end()).all(|b| {
-                    from.get(&(src.buf, b))
-                        .is_none_or(|cs| cs.iter().all(|c| c == counter || waited.contains(c)))
-                });
-                if let Some(rail) = rail
-                    && data_ready
-                    && relays_allowed
-                    && chains + cost <= per_rank
+                if let Some(plan) = plan
+                    && chains + plan.entries <= per_rank
                 {
-                    let mut after = remap(&step.after, &map);
-                    after.extend(remap(&next.after, &map));
-                    relays_into[usize::from(rail)] += relayed.len() as u32;
-                    for &x in &relayed {
+                    let rail = plan.rail;
+                    if plan.trigger == next_join {
+                        next_join += 1;
+                    }
+                    let mut after = Vec::new();
+                    if cand.steps == 2 {
+                        after.extend(remap(&step.after, &map));
+                    }
+                    after.extend(remap(&cand.put.after, &map));
+                    let at = (new.len() + plan.relays.len()) as u32;
+                    for &q in &sources {
+                        if let Some(Op::ChainPut { feeds, .. }) =
+                            new.get_mut(q as usize).map(|s| &mut s.op)
+                        {
+                            feeds.push(Feed {
+                                into: plan.trigger,
+                                rail,
+                            });
+                        }
+                    }
+                    for (counter, x) in plan.relays {
                         new.push(Step {
                             op: Op::Relay {
-                                counter: *counter,
+                                counter,
                                 count: 0,
                                 from: x,
                                 to: rail,
+                                into: plan.trigger,
                             },
                             after: Vec::new(),
                         });
                     }
-                    let at = new.len() as u32;
+                    for (x, n) in plan.sibling_sets.iter().enumerate() {
+                        relays_into[x] += n;
+                    }
                     new.push(Step {
                         op: Op::ChainPut {
-                            trigger: *counter,
+                            trigger: plan.trigger,
                             count: 0,
                             rail,
                             to,
                             src,
                             dst,
                             signal,
+                            feeds: Vec::new(),
                         },
                         after,
                     });
-                    map.push(at);
-                    map.push(at);
-                    by_chain.insert(*counter, at);
+                    // Its firing implies its wait's counter and everything
+                    // its sources' firings imply.
+                    let mut cl: Vec<Counter> = folded.into_iter().collect();
+                    for (q, qc) in &closures {
+                        if sources.contains(q) {
+                            cl.extend(qc);
+                        }
+                    }
+                    cl.sort_unstable();
+                    cl.dedup();
+                    if let Some(c) = folded {
+                        fired_by.insert(c, at);
+                    }
+                    closures.push((at, cl));
+                    map.extend(std::iter::repeat_n(at, cand.steps));
                     read_by_chain.push((src, at));
-                    chains += cost;
-                    i += 2;
+                    chains += plan.entries;
+                    i += cand.steps;
                     continue;
                 }
             }
             // A host step: it first waits for every chained put whose
-            // trigger delivers a block it touches, or that reads a block
-            // it overwrites.
+            // firing delivers a block it touches, or that reads a block it
+            // overwrites.
             let mut after = remap(&step.after, &map);
             for (region, write) in touches(&step.op) {
                 for b in region.block..region.end() {
                     for c in from.get(&(region.buf, b)).into_iter().flatten() {
-                        if let Some(&chain) = by_chain.get(c) {
+                        if let Some(&chain) = fired_by.get(c) {
                             after.push(chain);
                         }
                     }
@@ -280,12 +393,103 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         out.ranks[me].steps = new;
     }
     let set = out.seal()?;
-    // The conversion counted every chained put against the rank's share,
-    // so the executor's peak is within it.
+    // The conversion counted every chain queue entry against the rank's
+    // share, so the executor's peak is within it.
     debug_assert!(set.ranks.iter().all(|s| chain_peak(s).total <= per_rank));
     Ok(Offloaded {
         moved: moved(&set),
         set,
+    })
+}
+
+/// How a chained put on `rail` is triggered.
+struct Plan {
+    /// Its rail.
+    rail: u8,
+    /// The counter it waits for: the folded wait's (a plain, cross-rail
+    /// or combined trigger: relays and feeds add to its own sets), or a
+    /// fresh join counter that only feeds set (no wait to fold).
+    trigger: Counter,
+    /// Relays to arm before it: (counter, from rail), each setting
+    /// `trigger` once on `rail`.
+    relays: Vec<(Counter, u8)>,
+    /// Sibling sets it adds into each rail's FIFO.
+    sibling_sets: [u32; MAX_RAILS],
+    /// Chain queue entries it adds: the put, two per relay, one per feed.
+    entries: u32,
+}
+
+/// The trigger of a chained put on `rail` that waits for the folded wait
+/// `wait` (its counter's sets on every rail) and for the firings of the
+/// chained puts `sources` (steps of `new`), within `budget`; a combined
+/// one takes join counter `next_join`. `None` if it does not fit (too
+/// many feeds on a source, the sibling FIFO, the counters).
+#[allow(clippy::too_many_arguments)]
+fn plan_trigger(
+    rail: u8,
+    wait: Option<(Counter, &[u32; MAX_RAILS])>,
+    sources: &[u32],
+    new: &[Step],
+    budget: &Budget,
+    fifo_share: u32,
+    relays_into: &[u32; MAX_RAILS],
+    next_join: Counter,
+) -> Option<Plan> {
+    let mut sibling_sets = [0u32; MAX_RAILS];
+    let mut relays = Vec::new();
+    let mut entries = 1u32;
+    let on = |x: usize| x != usize::from(rail);
+    if let Some((c, arrivals)) = wait {
+        // The wait's counter triggers on `rail` itself, the other rails'
+        // sets relayed into it (and the sources' feeds set it too: it is
+        // the join, so a combined trigger costs no extra event).
+        for (x, _) in arrivals.iter().enumerate().filter(|&(_, &n)| n > 0) {
+            if on(x) {
+                relays.push((c, x as u8));
+                entries += 2;
+                sibling_sets[usize::from(rail)] += 1;
+            }
+        }
+    }
+    for &q in sources {
+        let Some(Op::ChainPut {
+            rail: q_rail,
+            feeds,
+            ..
+        }) = new.get(q as usize).map(|s| &s.op)
+        else {
+            return None;
+        };
+        if feeds.len() as u32 >= budget.feeds {
+            return None;
+        }
+        entries += 1;
+        if *q_rail != rail {
+            sibling_sets[usize::from(rail)] += 1;
+        }
+    }
+    if sibling_sets[usize::from(rail)] > 0
+        && relays_into[usize::from(rail)] + sibling_sets[usize::from(rail)] > fifo_share
+    {
+        return None;
+    }
+    // A relay's COPY is two blocks, a feed's one more than the put's: NICs
+    // whose COPY injects one block (`feeds` 0) run neither.
+    if budget.feeds == 0 && (!relays.is_empty() || !sources.is_empty()) {
+        return None;
+    }
+    let trigger = match wait {
+        Some((c, _)) => c,
+        // A join counter: the next one free (the caller takes it).
+        _ if next_join < budget.counters => next_join,
+        _ => return None,
+    };
+    Some(Plan {
+        rail,
+        trigger,
+        relays,
+        sibling_sets,
+        entries,
     })
 }
 
@@ -313,9 +517,14 @@ pub struct RailProgram {
 pub enum Fires {
     /// COPY of block `i` of its NIC: the NIC starts a put.
     Put(usize),
-    /// COPY of a `SET_EVENT` of the same counter on the sibling of this
-    /// rail (a relay).
-    Relay(u8),
+    /// COPY of a `SET_EVENT` of `into` on rail `to` (a relay: to a
+    /// sibling, or to this NIC's join).
+    Relay {
+        /// The counter set.
+        into: Counter,
+        /// On this rail's NIC.
+        to: u8,
+    },
     /// WRITE of the completion word the host waits on.
     Host,
 }
@@ -369,9 +578,14 @@ pub fn program(set: &ScheduleSet, rank: usize) -> Option<NicProgram> {
                 count,
                 from,
                 to,
+                into,
             } => {
                 if let Some(r) = rails.get_mut(usize::from(*from)) {
-                    r.events.push((i, *counter, *count, Fires::Relay(*to)));
+                    let fires = Fires::Relay {
+                        into: *into,
+                        to: *to,
+                    };
+                    r.events.push((i, *counter, *count, fires));
                 }
             }
             Op::Put { lane, .. } => match lane {
@@ -407,21 +621,31 @@ impl fmt::Display for NicProgram {
                     src,
                     dst,
                     signal,
+                    feeds,
                     ..
                 } = op
                 {
                     let signal = signal.map_or(String::new(), |c| format!(", signal c{c}"));
-                    writeln!(
+                    write!(
                         f,
                         "  block {b} (written at step {step}): RUN_DMA put {src} -> rank {to} {dst}{signal}"
                     )?;
+                    for feed in feeds {
+                        let whose = if feed.rail == r.rail { "" } else { " sibling" };
+                        write!(f, "; SET_EVENT c{}{whose} rail {}", feed.into, feed.rail)?;
+                    }
+                    writeln!(f)?;
                 }
             }
             for (step, counter, sets, then) in &r.events {
                 match then {
-                    Fires::Relay(to) => writeln!(
+                    Fires::Relay { into, to } if *to == r.rail => writeln!(
                         f,
-                        "  event c{counter}: after {sets} set(s) -> COPY SET_EVENT c{counter} on rail {to} (armed at step {step}: a relay)"
+                        "  event c{counter}: after {sets} set(s) -> COPY SET_EVENT c{into} (armed at step {step}: feeds a join)"
+                    )?,
+                    Fires::Relay { into, to } => writeln!(
+                        f,
+                        "  event c{counter}: after {sets} set(s) -> COPY SET_EVENT c{into} on rail {to} (armed at step {step}: a relay)"
                     )?,
                     Fires::Put(b) => writeln!(
                         f,

@@ -167,6 +167,9 @@ pub struct PutRecord {
     pub issue: NodeId,
     /// Counter at the target, if any.
     pub signal: Option<Counter>,
+    /// A NIC's set of a counter on this rank's own NICs (a relay's or a
+    /// chained put's feed): no data, no network.
+    pub set_only: bool,
 }
 
 /// The signals a wait (or a chain trigger) consumed.

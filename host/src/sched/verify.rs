@@ -212,7 +212,7 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
     }
     Ok(Report {
         steps: set.ranks.iter().map(|s| s.steps.len()).sum(),
-        puts: replay.puts.len(),
+        puts: replay.puts.iter().filter(|p| !p.set_only).count(),
         max_in_flight,
         scratch_bytes,
     })

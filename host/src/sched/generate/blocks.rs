@@ -71,6 +71,7 @@ pub(super) fn tree_gather(
                         src,
                         dst,
                         signal: Some(c),
+                        feeds: Vec::new(),
                     },
                 );
             } else {

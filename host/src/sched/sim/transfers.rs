@@ -90,7 +90,41 @@ impl<T: Timing> Sim<'_, T> {
             node: u32::MAX,
             issue,
             signal,
+            set_only: false,
         });
+        id
+    }
+
+    /// A set of `counter` on rank `r`'s NIC of `rail` that the NIC firing
+    /// `issue` makes (a relay, a chained put's feed): over the node's bus
+    /// or inside the NIC, never the network, so it takes no port and
+    /// arrives now (the caller has charged the NIC's firing).
+    pub(super) fn issue_set(
+        &mut self,
+        r: usize,
+        step: u32,
+        issue: NodeId,
+        rail: usize,
+        counter: Counter,
+    ) -> u32 {
+        let id = self.out.puts.len() as u32;
+        // Counted in flight only to keep part_arrived's bookkeeping even.
+        self.in_flight[r][rail] += 1;
+        self.part_left.push(1);
+        self.out.puts.push(PutRecord {
+            from: r as Rank,
+            step,
+            to: r as Rank,
+            parts: vec![(rail, 0)],
+            issued: self.now,
+            delivered: f64::NAN,
+            node: u32::MAX,
+            issue,
+            signal: Some(counter),
+            set_only: true,
+        });
+        self.track(id, issue, [None, None]);
+        self.schedule(self.now, Ev::Part { put: id, part: 0 });
         id
     }
 
@@ -154,6 +188,7 @@ impl<T: Timing> Sim<'_, T> {
             let op = self.set.ranks[from].steps[src_step as usize].op.clone();
             let to = rec.to as usize;
             match op {
+                _ if rec.set_only => {}
                 Op::Put { src, dst, .. }
                 | Op::ChainPut { src, dst, .. }
                 | Op::HwBcast { src, dst, .. } => {
@@ -259,17 +294,28 @@ impl<T: Timing> Sim<'_, T> {
                     node: fired,
                     parts,
                 });
-                if let Op::ChainPut {
-                    to,
-                    src,
-                    dst,
-                    signal,
-                    rail,
-                    ..
-                } = ch.put
-                {
-                    let saved = self.now;
-                    self.now += self.t.chain();
+                // What the firing injects: the put (a relay has none),
+                // then its sets (no network: modeled mode charges a
+                // sibling's one bus latency, the replay nothing).
+                let (put, sets) = match ch.put {
+                    Op::ChainPut {
+                        to,
+                        src,
+                        dst,
+                        signal,
+                        rail,
+                        feeds,
+                        ..
+                    } => (
+                        Some((to, src, dst, signal, rail)),
+                        feeds.iter().map(|f| (f.into, f.rail)).collect(),
+                    ),
+                    Op::Relay { into, to, .. } => (None, vec![(into, to)]),
+                    _ => (None, Vec::new()),
+                };
+                let saved = self.now;
+                self.now += self.t.chain();
+                if let Some((to, src, dst, signal, rail)) = put {
                     self.issue_put(
                         r,
                         ch.step,
@@ -280,28 +326,16 @@ impl<T: Timing> Sim<'_, T> {
                         Lane::Rail(rail),
                         signal,
                     );
-                    self.now = saved;
                 }
-                if let Op::Relay { counter, to, .. } = ch.put {
-                    // The sibling set, replayed as a zero-length loopback
-                    // set of the counter on rail `to` (the Hockney replay
-                    // charges it as a message; the NIC path costs one bus
-                    // latency, modeled mode charges that).
-                    let nothing = Region::new(Buf::Recv, 0, 0);
-                    let saved = self.now;
-                    self.now += self.t.chain();
-                    self.issue_put(
-                        r,
-                        ch.step,
-                        fired,
-                        r,
-                        nothing,
-                        nothing,
-                        Lane::Rail(to),
-                        Some(counter),
-                    );
-                    self.now = saved;
+                for (counter, rail) in sets {
+                    let id = self.issue_set(r, ch.step, fired, usize::from(rail), counter);
+                    // A relay's completion is its set; a chained put's is
+                    // its put alone.
+                    if put.is_none() {
+                        self.ranks[r].step_puts.entry(ch.step).or_default().push(id);
+                    }
                 }
+                self.now = saved;
             } else {
                 i += 1;
             }
@@ -344,6 +378,7 @@ impl<T: Timing> Sim<'_, T> {
                 node: u32::MAX,
                 issue: node,
                 signal,
+                set_only: false,
             });
             let a = self.access(r, src, false, node, u32::MAX, r, s);
             let b = self.access(t, dst, true, node, u32::MAX, r, s);
