@@ -44,7 +44,7 @@ BIG = {
 def bench(collective, algos, native, sizes, shape, mode="modeled"):
     names = []
     for a in algos:
-        names += [a, a + "@nic"]
+        names += [a, a + "@nic"] + ([a + "@nic-dma"] if mode == "modeled" else [])
     names.append(native)
     cmd = [R, "bench", collective, "--overlap", "--json", "--mode", mode,
            "--algo", ",".join(names)] + shape
@@ -59,28 +59,43 @@ def bench(collective, algos, native, sizes, shape, mode="modeled"):
 
 
 def table(collective, algos, native, records, threads=False):
+    """Modeled tables carry the `@nic-dma` form too (local copies by the
+    NICs' DMA); threads-mode ones host and `@nic` with the ping-pong ratio."""
     by = {(r["algorithm"], r["size"]): r for r in records}
     sizes = sorted({r["size"] for r in records})
-    head = "| algorithm | size | host (us) | `@nic` (us) | `@nic` / host | overlap host | overlap `@nic` |"
     if threads:
-        head += " host / ping-pong | `@nic` / ping-pong |"
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if threads else "")]
+        head = ("| algorithm | size | host (us) | `@nic` (us) | `@nic` / host | overlap host | overlap `@nic` |"
+                " host / ping-pong | `@nic` / ping-pong |")
+        rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    else:
+        head = ("| algorithm | size | host (us) | `@nic` (us) | `@nic-dma` (us) | `@nic` / host | `@nic-dma` / host |"
+                " overlap host | overlap `@nic` | overlap `@nic-dma` |")
+        rule = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    lines = [head, rule]
     for a in algos:
         for s in sizes:
-            h, n = by.get((a, s)), by.get((a + "@nic", s))
+            h, n, d = by.get((a, s)), by.get((a + "@nic", s)), by.get((a + "@nic-dma", s))
             if not h or not n:
                 continue
-            row = (f"| {a} | {s} | {h['pure_us']:.2f} | {n['pure_us']:.2f} | "
-                   f"{n['pure_us'] / h['pure_us']:.2f} | {h['overlap_pct']:.0f} % | {n['overlap_pct']:.0f} % |")
             if threads:
-                row += f" {h['pingpong_ratio']:.0f} | {n['pingpong_ratio']:.0f} |"
+                row = (f"| {a} | {s} | {h['pure_us']:.2f} | {n['pure_us']:.2f} | "
+                       f"{n['pure_us'] / h['pure_us']:.2f} | {h['overlap_pct']:.0f} % | {n['overlap_pct']:.0f} % |"
+                       f" {h['pingpong_ratio']:.0f} | {n['pingpong_ratio']:.0f} |")
+            elif d:
+                row = (f"| {a} | {s} | {h['pure_us']:.2f} | {n['pure_us']:.2f} | {d['pure_us']:.2f} | "
+                       f"{n['pure_us'] / h['pure_us']:.2f} | {d['pure_us'] / h['pure_us']:.2f} | "
+                       f"{h['overlap_pct']:.0f} % | {n['overlap_pct']:.0f} % | {d['overlap_pct']:.0f} % |")
+            else:
+                continue
             lines.append(row)
     for s in sizes:
         r = by.get((native, s))
         if r:
-            row = f"| {native} (baseline) | {s} | {r['pure_us']:.2f} | - | - | {r['overlap_pct']:.0f} % | - |"
             if threads:
-                row += f" {r['pingpong_ratio']:.0f} | - |"
+                row = (f"| {native} (baseline) | {s} | {r['pure_us']:.2f} | - | - | {r['overlap_pct']:.0f} % | - |"
+                       f" {r['pingpong_ratio']:.0f} | - |")
+            else:
+                row = f"| {native} (baseline) | {s} | {r['pure_us']:.2f} | - | - | - | - | {r['overlap_pct']:.0f} % | - | - |"
             lines.append(row)
     return lines
 

@@ -159,7 +159,7 @@ fn bad_collective_arguments_exit_2() {
     for (args, needle) in [
         (
             vec!["bench", "barrier", "--algo", "tree"],
-            "accepted: all, all@nic, rdma, shm, smp",
+            "accepted: all, all@nic, all@nic-dma, rdma, shm, smp",
         ),
         (
             vec!["bench", "barrier", "--algo", "shm", "--nodes", "2"],
@@ -167,7 +167,7 @@ fn bad_collective_arguments_exit_2() {
         ),
         (
             vec!["bench", "bcast", "--algo", "ring"],
-            "accepted: all, all@nic, binomial, shm, smp",
+            "accepted: all, all@nic, all@nic-dma, binomial, shm, smp",
         ),
         (vec!["bench", "bcast", "--root", "9"], "--root 9"),
         (vec!["bench", "bcast", "--sizes", "0..8"], "LO..HI"),
@@ -184,7 +184,7 @@ fn bad_collective_arguments_exit_2() {
         ),
         (
             vec!["bench", "allgather", "--overlap", "--algo", "brook@nic"],
-            "accepted: all, all@nic",
+            "accepted: all, all@nic, all@nic-dma",
         ),
     ] {
         let out = railcoll(&args);
@@ -331,7 +331,7 @@ fn catalogue_commands_refuse_bad_input_in_one_line() {
     for (args, needle) in [
         (
             &["bench", "alltoall", "--algo", "ring"][..],
-            "accepted: all, all@nic, direct",
+            "accepted: all, all@nic, all@nic-dma, direct",
         ),
         (
             &[

@@ -15,11 +15,13 @@
 //!
 //! Each algorithm runs twice per shape: host-driven, and compiled onto the
 //! NICs (`name@nic`), so every offloaded form meets the whole shape space
-//! too. The call form rotates over the cases: the blocking call, a
+//! too; and a third time (`name@nic-dma`) wherever the NICs doing the
+//! local copies changes the compiled set. The call form rotates over the
+//! cases: the blocking call, a
 //! non-blocking request completed by `wait`, and one completed by polling
 //! `test` [MPI4 §6.12].
 
-use railcoll_host::sched::{Algorithm, Choice, Collective};
+use railcoll_host::sched::{Algorithm, Choice, Collective, Drive, Params, generate};
 use railcoll_host::{Comm, Placement};
 use railcoll_tests::pattern;
 
@@ -184,7 +186,22 @@ fn run_case(comm: &Comm, case: Case) -> Result<(), String> {
 
 fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt: usize) {
     let n = nodes * rpn;
-    let cases = cases(n, nodes, rails, salt);
+    let shape = railcoll_tests::shape(nodes, rpn, 2, rails, placement);
+    let mut cases = cases(n, nodes, rails, salt);
+    // `name@nic-dma` as well wherever the NICs' copies change the set
+    // (elsewhere it is the `@nic` set, run already).
+    let dma: Vec<Case> = cases
+        .iter()
+        .filter(|case| case.a.drive == Drive::Nic)
+        .filter_map(|case| {
+            let p = Params::new(case.c, case.a.algorithm, shape, case.root, case.bytes);
+            let nic = generate(&p.with_choice(case.a)).ok()?;
+            let dma = Choice::nic_dma(case.a.algorithm);
+            let with_copies = generate(&p.with_choice(dma)).ok()?;
+            (with_copies.ranks != nic.ranks).then_some(Case { a: dma, ..*case })
+        })
+        .collect();
+    cases.extend(dma);
     let biggest = cases
         .iter()
         .map(|case| {
@@ -199,7 +216,7 @@ fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt:
     // Scratch: Bruck/exchange all-to-all keep up to (2 + 2 log N) x N^2 blocks.
     let arena = (biggest * 8 + (8 << 20)).next_power_of_two();
     let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
-        shape: railcoll_tests::shape(nodes, rpn, 2, rails, placement),
+        shape,
         mode: railcoll_tests::mode(),
         arena_size: arena,
         packet_size: 8192,

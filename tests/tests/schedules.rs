@@ -188,13 +188,14 @@ fn a_deadlock_is_reported_with_the_blocked_rank() {
     assert!(v.to_string().contains("deadlock"), "{v}");
 }
 
-/// Every algorithm compiled for the NICs (puts that wait for one counter
-/// on their own rail become chained puts) still verifies on every shape:
-/// same outputs, no races, no deadlock, within the chain budget. On one
-/// rail the round-by-round algorithms really move onto the NIC.
+/// Every algorithm compiled for the NICs (`@nic`: puts whose trigger the
+/// NICs can learn about become chained puts; `@nic-dma`: local copies
+/// too) still verifies on every shape: same outputs, no races, no
+/// deadlock, within the budget. On one rail the round-by-round algorithms
+/// really move onto the NIC, and with NIC copies the all-to-alls too.
 #[test]
 fn every_algorithm_offloaded_still_verifies() {
-    use railcoll_host::sched::offload;
+    use railcoll_host::sched::offload::{self, Copies};
     let mut chained_on_one_rail: std::collections::BTreeMap<String, usize> = Default::default();
     let mut checked = 0;
     for shape in shapes() {
@@ -206,29 +207,34 @@ fn every_algorithm_offloaded_still_verifies() {
                 checked += 1;
                 let p = Params::new(c, a, shape, root, bytes);
                 let Ok(set) = generate(&p) else { continue };
-                let out = offload::compile(&set, &Budget::default())
-                    .unwrap_or_else(|e| panic!("{c} {a} on {shape:?}: {e}"));
-                if let Err(v) = verify::verify(&out.set, &Budget::default()) {
-                    panic!("{c} {a}@nic on {shape:?} root {root} block {bytes}: {v}");
-                }
-                if shape.rails == 1 {
-                    *chained_on_one_rail.entry(format!("{c} {a}")).or_default() +=
-                        out.moved.chained;
+                for (copies, suffix) in [(Copies::Host, "@nic"), (Copies::Nic, "@nic-dma")] {
+                    let out = offload::compile_with(&set, &Budget::default(), copies)
+                        .unwrap_or_else(|e| panic!("{c} {a}{suffix} on {shape:?}: {e}"));
+                    if let Err(v) = verify::verify(&out.set, &Budget::default()) {
+                        panic!("{c} {a}{suffix} on {shape:?} root {root} block {bytes}: {v}");
+                    }
+                    if shape.rails == 1 {
+                        *chained_on_one_rail
+                            .entry(format!("{c} {a}{suffix}"))
+                            .or_default() += out.moved.chained;
+                    }
                 }
             }
         }
     }
     for name in [
-        "allgather ring",
-        "allgather recursive-doubling",
-        "allgather bruck",
-        "gather binomial",
+        "allgather ring@nic",
+        "allgather recursive-doubling@nic",
+        "allgather bruck@nic",
+        "gather binomial@nic",
+        "alltoall bruck@nic-dma",
     ] {
         assert!(
             chained_on_one_rail[name] > 0,
             "{name}: {chained_on_one_rail:?}"
         );
     }
+    assert_eq!(chained_on_one_rail["alltoall bruck@nic"], 0);
     assert!(checked > 2000, "{checked}");
 }
 
@@ -339,7 +345,7 @@ fn every_algorithm_persistent_verifies() {
         let n = shape.size();
         for c in Collective::ALL {
             for a in c.algorithms() {
-                for choice in [Choice::host(a), Choice::nic(a)] {
+                for choice in [Choice::host(a), Choice::nic(a), Choice::nic_dma(a)] {
                     let bytes = SIZES[checked % 7];
                     let root = if c.rooted() { checked % n } else { 0 };
                     checked += 1;

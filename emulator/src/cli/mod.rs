@@ -29,7 +29,7 @@ use railcoll_host::sched::catalogue;
 use railcoll_host::sched::cost::{self, Hockney};
 use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::verify::{Budget, verify};
-use railcoll_host::sched::{Collective, Drive, Params, Shape, generate};
+use railcoll_host::sched::{Collective, Params, Shape, generate};
 
 use crate::workbench::AlgoSet;
 pub use error::CliError;
@@ -183,8 +183,9 @@ pub struct CollArgs {
     /// Threads or modeled.
     #[command(flatten)]
     pub run: ModeArgs,
-    /// Algorithm name (NAME@nic: compiled onto the NICs), a list, `all`
-    /// (every algorithm that runs on the shape) or `all@nic`.
+    /// Algorithm name (NAME@nic: compiled onto the NICs; NAME@nic-dma:
+    /// their DMA doing the local copies too), a list, `all` (every
+    /// algorithm that runs on the shape), `all@nic` or `all@nic-dma`.
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Block sizes: a list (8,64,1K) or a power-of-two range (4..1M).
@@ -215,8 +216,8 @@ pub struct BarrierArgs {
     /// Threads or modeled.
     #[command(flatten)]
     pub run: ModeArgs,
-    /// Algorithm: rdma, shm, smp, sendrecv, hardware (each also NAME@nic),
-    /// a list, all, or all@nic.
+    /// Algorithm: rdma, shm, smp, sendrecv, hardware (each also NAME@nic
+    /// and NAME@nic-dma), a list, all, all@nic or all@nic-dma.
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Barriers per timed sample.
@@ -241,8 +242,8 @@ pub struct BcastArgs {
     /// Threads or modeled.
     #[command(flatten)]
     pub run: ModeArgs,
-    /// Algorithm: binomial, shm, smp, hardware (each also NAME@nic), a
-    /// list, all, or all@nic.
+    /// Algorithm: binomial, shm, smp, hardware (each also NAME@nic and
+    /// NAME@nic-dma), a list, all, all@nic or all@nic-dma.
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Message sizes: a list (8,64,1K) or a power-of-two range (8..1M).
@@ -527,7 +528,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
     let set = generate(&params)?;
     let budget = Budget::default();
     // An `@nic` choice: what moved onto the NICs.
-    let moved = (algo.drive == Drive::Nic).then(|| {
+    let moved = algo.drive.offloaded().then(|| {
         let m = railcoll_host::sched::offload::moved(&set);
         let peak = set
             .ranks
@@ -536,8 +537,13 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
             .max()
             .unwrap_or(0);
         format!(
-            "# on the NICs: {} puts chained, {} still posted by the host; at most {peak} chain blocks per rank (budget {}, chain queue {} per NIC)",
+            "# on the NICs: {} puts chained{}, {} still posted by the host; at most {peak} chain blocks per rank (budget {}, chain queue {} per NIC)",
             m.chained,
+            if m.copies > 0 {
+                format!(" and {} local copies by their DMA", m.copies)
+            } else {
+                String::new()
+            },
             m.host_puts,
             budget.chain_blocks,
             budget.chain_queue

@@ -136,7 +136,8 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub study: StudyArgs,
     /// Algorithms: all (every one that runs on the shape), all@nic (every
-    /// one compiled onto the NICs) or a list (direct,bruck,bruck@nic).
+    /// one compiled onto the NICs), all@nic-dma (the NICs' DMA doing the
+    /// local copies too) or a list (direct,bruck,bruck@nic).
     #[arg(long, default_value = "all")]
     pub algo: String,
     /// Message (block) sizes: a list (8,64,1K) or a power-of-two range.

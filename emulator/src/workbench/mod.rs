@@ -136,7 +136,8 @@ impl OutputError {
 
 /// The algorithms of `collective` that `algo` names and that run on
 /// `shape`: `all` (every catalogue algorithm, host-driven), `all@nic`
-/// (every one compiled onto the NICs), or a comma-separated list of names
+/// (every one compiled onto the NICs), `all@nic-dma` (the same, the NICs'
+/// DMA doing the local copies too), or a comma-separated list of names
 /// (`ring,ring@nic`). `all` keeps those whose schedule can be generated
 /// there; a named one that cannot run is an error giving the generator's
 /// reason.
@@ -158,13 +159,14 @@ pub fn select(
             .filter(|&a| runs(a).is_ok())
             .collect()
     };
-    // `all` and `all@nic` may also be items of a list ("all,all@nic":
-    // every algorithm both ways).
+    // `all`, `all@nic` and `all@nic-dma` may also be items of a list
+    // ("all,all@nic": every algorithm both ways).
     let mut algorithms: Vec<Choice> = Vec::new();
     for item in algo.split(',').map(str::trim) {
         let more = match item {
             "all" => all(Choice::host),
             "all@nic" => all(Choice::nic),
+            "all@nic-dma" => all(Choice::nic_dma),
             name => parse_list(name, |name| {
                 let a = collective
                     .parse_choice(name)
@@ -208,9 +210,9 @@ fn parse_list<T: PartialEq>(
     let mut v = Vec::new();
     for name in list.split(',').map(str::trim) {
         let a = parse(name).map_err(|e| match e {
-            SpecError::UnknownAlgorithm(m) => {
-                SpecError::UnknownAlgorithm(m.replace(" (accepted: ", " (accepted: all, all@nic, "))
-            }
+            SpecError::UnknownAlgorithm(m) => SpecError::UnknownAlgorithm(
+                m.replace(" (accepted: ", " (accepted: all, all@nic, all@nic-dma, "),
+            ),
             e => e,
         })?;
         if !v.contains(&a) {
@@ -479,7 +481,10 @@ mod tests {
         let e = select(Collective::Allgather, "nope", shape, 0, 64)
             .expect_err("unknown")
             .to_string();
-        assert!(e.contains("accepted: all, all@nic, direct"), "{e}");
+        assert!(
+            e.contains("accepted: all, all@nic, all@nic-dma, direct"),
+            "{e}"
+        );
         let e = select(Collective::Bcast, "shm", shape, 0, 64)
             .expect_err("node only")
             .to_string();

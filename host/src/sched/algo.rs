@@ -169,8 +169,9 @@ pub enum Algorithm {
     Hardware,
 }
 
-/// Both names of every algorithm from one list: the host-driven name and
-/// the `@nic` one (compiled onto the NICs, [`Drive::Nic`]).
+/// Every name of every algorithm from one list: the host-driven name, the
+/// `@nic` one (compiled onto the NICs, [`Drive::Nic`]) and the `@nic-dma`
+/// one ([`Drive::NicDma`]).
 macro_rules! algorithm_names {
     ($($pat:pat => $name:literal,)*) => {
         impl Algorithm {
@@ -189,6 +190,16 @@ macro_rules! algorithm_names {
                 use LeaderExchange::*;
                 match self {
                     $($pat => concat!($name, "@nic"),)*
+                }
+            }
+
+            /// The name of its form compiled onto the NICs with their DMA
+            /// doing the local copies too (`name@nic-dma`).
+            pub fn nic_dma_name(self) -> &'static str {
+                use Aggregation::*;
+                use LeaderExchange::*;
+                match self {
+                    $($pat => concat!($name, "@nic-dma"),)*
                 }
             }
         }
@@ -227,9 +238,22 @@ pub enum Drive {
     #[default]
     Host,
     /// Compiled onto the NICs ([`crate::sched::offload`]): puts on one
-    /// rail that wait for one counter are chained, armed ahead and started
-    /// by the NIC (other rails' sets relayed). Spelled `name@nic`.
+    /// rail whose trigger the NICs can learn about are chained, armed
+    /// ahead and started by the NIC; local copies stay with the host.
+    /// Spelled `name@nic`.
     Nic,
+    /// As [`Drive::Nic`], and the local copies that wait for data the
+    /// NICs bring become NIC DMAs too (chained puts to the rank itself),
+    /// so the NICs go on past them without the host. Spelled
+    /// `name@nic-dma`.
+    NicDma,
+}
+
+impl Drive {
+    /// Compiled onto the NICs (either way).
+    pub fn offloaded(self) -> bool {
+        !matches!(self, Drive::Host)
+    }
 }
 
 /// An algorithm as it runs: which one, and who drives its puts. Every
@@ -261,12 +285,22 @@ impl Choice {
         }
     }
 
-    /// Stable name: the algorithm's, with `@nic` when compiled onto the
-    /// NICs.
+    /// `algorithm`, compiled onto the NICs, their DMA doing the local
+    /// copies too.
+    pub const fn nic_dma(algorithm: Algorithm) -> Self {
+        Self {
+            algorithm,
+            drive: Drive::NicDma,
+        }
+    }
+
+    /// Stable name: the algorithm's, with `@nic` (or `@nic-dma`) when
+    /// compiled onto the NICs.
     pub fn name(self) -> &'static str {
         match self.drive {
             Drive::Host => self.algorithm.name(),
             Drive::Nic => self.algorithm.nic_name(),
+            Drive::NicDma => self.algorithm.nic_dma_name(),
         }
     }
 }

@@ -385,14 +385,22 @@ impl Collective {
     }
 
     /// Parse an algorithm as it runs: a name of this collective's
-    /// catalogue, host-driven, or `name@nic`, compiled onto the NICs; the
-    /// error names the accepted ones.
+    /// catalogue, host-driven, `name@nic`, compiled onto the NICs, or
+    /// `name@nic-dma`, their DMA doing the local copies too; the error
+    /// names the accepted ones.
     pub fn parse_choice(self, s: &str) -> Result<Choice, String> {
-        match s.strip_suffix("@nic") {
-            Some(base) => self.parse_algorithm(base).map(Choice::nic),
-            None => self.parse_algorithm(s).map(Choice::host),
+        if let Some(base) = s.strip_suffix("@nic-dma") {
+            self.parse_algorithm(base).map(Choice::nic_dma)
+        } else if let Some(base) = s.strip_suffix("@nic") {
+            self.parse_algorithm(base).map(Choice::nic)
+        } else {
+            self.parse_algorithm(s).map(Choice::host)
         }
-        .map_err(|e| format!("{e}; each also as NAME@nic, compiled onto the NICs"))
+        .map_err(|e| {
+            format!(
+                "{e}; each also as NAME@nic, compiled onto the NICs, or NAME@nic-dma, their DMA doing the local copies too"
+            )
+        })
     }
 
     /// Parse an algorithm name valid for this collective; the error names
@@ -413,14 +421,15 @@ impl Collective {
 }
 
 /// The catalogue as a Markdown table (what `railcoll schedule list` prints
-/// and `docs/algorithms.md` carries). The last column says what the
-/// algorithm's `@nic` form moves onto the NICs on 8 single-rank nodes and
-/// one rail, at 64-byte blocks: chained puts out of everything the host
-/// would post to another rank (puts, barrier words, queued messages,
-/// hardware broadcasts).
+/// and `docs/algorithms.md` carries). The last two columns say what the
+/// algorithm's `@nic` and `@nic-dma` forms move onto the NICs on 8
+/// single-rank nodes and one rail, at 64-byte blocks: chained puts out of
+/// everything the host would post to another rank (puts, barrier words,
+/// queued messages, hardware broadcasts), and the local copies the NICs'
+/// DMA does.
 pub fn markdown() -> String {
     let mut out = String::from(
-        "| collective | algorithm | reference | what it does | needs | closed form | `@nic`: chained / puts |\n|---|---|---|---|---|---|---|\n",
+        "| collective | algorithm | reference | what it does | needs | closed form | `@nic`: chained / puts | `@nic-dma`: chained / puts, copies |\n|---|---|---|---|---|---|---|---|\n",
     );
     // Closed forms whose label depends on the case are shown for N = 9,
     // k = 2 (a power of k + 1).
@@ -438,31 +447,36 @@ pub fn markdown() -> String {
             }
             _ => "-",
         };
-        let chained = one_rail
-            .as_ref()
-            .ok()
-            .and_then(|shape| {
-                let p = Params::new(e.collective, e.algorithm, *shape, 0, 64)
-                    .with_choice(Choice::nic(e.algorithm));
-                super::generate(&p).ok()
-            })
-            .map(|set| {
-                let m = super::offload::moved(&set);
-                match m.chained + m.host_posts {
-                    0 => "no puts".to_string(),
-                    all => format!("{} / {all}", m.chained),
-                }
-            })
-            .unwrap_or_else(|| "-".to_string());
+        let moved = |choice: Choice| {
+            one_rail
+                .as_ref()
+                .ok()
+                .and_then(|shape| {
+                    let p =
+                        Params::new(e.collective, e.algorithm, *shape, 0, 64).with_choice(choice);
+                    super::generate(&p).ok()
+                })
+                .map(|set| super::offload::moved(&set))
+        };
+        let puts = |m: &super::offload::Moved| match m.chained + m.host_posts {
+            0 => "no puts".to_string(),
+            all => format!("{} / {all}", m.chained),
+        };
+        let nic = moved(Choice::nic(e.algorithm)).map_or_else(|| "-".to_string(), |m| puts(&m));
+        let dma = moved(Choice::nic_dma(e.algorithm)).map_or_else(
+            || "-".to_string(),
+            |m| format!("{}, {} copies", puts(&m), m.copies),
+        );
         out.push_str(&format!(
-            "| {} | `{}` | {} | {} | {} | {} | {} |\n",
+            "| {} | `{}` | {} | {} | {} | {} | {} | {} |\n",
             e.collective,
             e.algorithm.name(),
             e.reference,
             e.summary,
             e.constraint.unwrap_or("-"),
             form,
-            chained,
+            nic,
+            dma,
         ));
     }
     out
@@ -655,6 +669,8 @@ mod tests {
                 assert_eq!(c.parse_algorithm(a.name()), Ok(a));
                 assert_eq!(c.parse_choice(a.name()), Ok(Choice::host(a)));
                 assert_eq!(c.parse_choice(a.nic_name()), Ok(Choice::nic(a)));
+                assert_eq!(c.parse_choice(a.nic_dma_name()), Ok(Choice::nic_dma(a)));
+                assert_eq!(Choice::nic_dma(a).name(), format!("{}@nic-dma", a.name()));
                 assert_eq!(Choice::nic(a).name(), format!("{}@nic", a.name()));
             }
             assert!(

@@ -678,7 +678,7 @@ impl ScheduleSet {
 
 /// Generate the schedules of every rank with the generator the catalogue
 /// names for the collective and algorithm (see [`mod@generate`]), and
-/// compile them onto the NICs for [`Drive::Nic`] (within the default
+/// compile them onto the NICs for [`Drive::Nic`] and [`Drive::NicDma`] (within the default
 /// budget; the executor proves the result fits its own NICs before it
 /// runs it).
 pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
@@ -696,14 +696,18 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
         },
         entry.generator,
     )?;
-    if params.drive == Drive::Nic {
+    if params.drive.offloaded() {
         let budget = budget::Budget {
             peer_fifo: params.peer_fifo,
             feeds: params.feeds,
             ..budget::Budget::default()
         };
-        set = offload::compile(&set, &budget)?.set;
-        set.params.drive = Drive::Nic;
+        let copies = match params.drive {
+            Drive::NicDma => offload::Copies::Nic,
+            _ => offload::Copies::Host,
+        };
+        set = offload::compile_with(&set, &budget, copies)?.set;
+        set.params.drive = params.drive;
     }
     // The guard goes last: its waits then come before the arming of any
     // chained put that touches another rank, so every NIC-started put is

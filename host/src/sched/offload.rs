@@ -37,12 +37,24 @@
 //! (NICs whose COPY injects one block get neither relays nor joins), and
 //! the destination counters the joins take.
 //!
+//! With [`Copies::Nic`] (`name@nic-dma`) a local copy is a candidate too:
+//! a chained put to the rank itself (the NIC's DMA), on the rail its
+//! trigger comes on, whose landing sets a counter of its own; a chained
+//! put that reads what it wrote waits for that landing (its trigger, or
+//! relayed into it), host steps that touch its blocks wait for its
+//! completion, and a landing nothing waits for sets nothing. A copy moves
+//! only if every counter that ever delivers into what it reads or writes
+//! is already covered (no remote write can race it), and is armed after
+//! the chained puts still reading, and the chained copies still writing,
+//! its destination have completed.
+//!
 //! Host steps that touch a block arriving with a counter a chained put
 //! implies, or that overwrite what a chained put reads, wait for that
 //! chained put's completion first (`after`), which implies its trigger
 //! fired; a step that speaks to node peers or the network (a flag, a shm
 //! copy, a barrier) waits for every chained put before it. What stays
-//! with the host: shared-memory phases and local copies, striped puts,
+//! with the host: shared-memory phases, local copies (with
+//! [`Copies::Host`]), striped puts,
 //! puts that wait for nothing but the host's program order (a pairwise
 //! exchange's puts, each after the previous one's completion), and the
 //! final waits. A chained put ordered after another put's completion is
@@ -65,8 +77,10 @@ pub struct Offloaded {
 /// What a set leaves to the NICs and to the host, over all ranks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Moved {
-    /// Puts the NICs start by themselves (chained).
+    /// Puts to other ranks the NICs start by themselves (chained).
     pub chained: usize,
+    /// Local copies the NICs' DMA does (chained puts to the rank itself).
+    pub copies: usize,
     /// Puts the host still posts.
     pub host_puts: usize,
     /// Everything the host still posts to another rank: its puts, barrier
@@ -77,8 +91,13 @@ pub struct Moved {
 /// Count what `set` leaves to the NICs and to the host.
 pub fn moved(set: &ScheduleSet) -> Moved {
     let mut m = Moved::default();
-    for step in set.ranks.iter().flat_map(|s| &s.steps) {
+    for (rank, step) in set
+        .ranks
+        .iter()
+        .flat_map(|s| s.steps.iter().map(move |st| (s.rank, st)))
+    {
         match step.op {
+            Op::ChainPut { to, .. } if to == rank => m.copies += 1,
             Op::ChainPut { .. } => m.chained += 1,
             Op::Put { .. } => {
                 m.host_puts += 1;
@@ -133,20 +152,52 @@ fn touches(op: &Op) -> Vec<(Region, bool)> {
     }
 }
 
-/// A put the compiler may chain: the step (or the wait and the step) it
-/// replaces, and what its trigger must collect.
+/// A put (or a local copy) the compiler may chain: the step (or the wait
+/// and the step) it replaces, and what its trigger must collect.
 struct Candidate<'s> {
     /// Steps it replaces: 1 (the put) or 2 (a wait, then the put).
     steps: usize,
     /// The wait it folds in, if any: its counter and sets per rail.
     wait: Option<(Counter, &'s [u32; MAX_RAILS])>,
-    /// The put.
+    /// The put or the copy.
     put: &'s Step,
 }
 
-/// Compile `set` (see the module's contract), within `budget`'s chain
-/// blocks per rank.
+/// A chained copy's landing: the counter its loopback put sets, on which
+/// rail, and the copy's step (its completion implies the landing).
+#[derive(Clone, Copy)]
+struct Landing {
+    counter: Counter,
+    rail: u8,
+    copy: u32,
+}
+
+/// Who does the local copies of a compiled set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Copies {
+    /// The host, as in the set compiled from (`name@nic`).
+    #[default]
+    Host,
+    /// The NICs' DMA where the copy waits for data the NICs bring: a
+    /// chained put to the rank itself, whose landing sets a counter of
+    /// its own that the puts reading its output wait for
+    /// (`name@nic-dma`).
+    Nic,
+}
+
+/// Compile `set` (see the module's contract), within `budget`, copies on
+/// the host.
 pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
+    compile_with(set, budget, Copies::Host)
+}
+
+/// Compile `set` (see the module's contract), within `budget`, with the
+/// local copies done as `copies` says.
+pub fn compile_with(
+    set: &ScheduleSet,
+    budget: &Budget,
+    copies: Copies,
+) -> Result<Offloaded, Error> {
     let p = &set.params;
     // Each rank's share: its chain blocks, and an equal part of each NIC's
     // chain queue, which the node's ranks share.
@@ -177,6 +228,11 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         let mut chains = 0u32;
         let mut relays_into = [0u32; MAX_RAILS];
         let mut next_join = set.counters;
+        // Chained copies: what each block of this rank last got from one
+        // (the landing counters), and the landings no chained put has
+        // consumed yet.
+        let mut landed: HashMap<(Buf, u32), Vec<Landing>> = HashMap::new();
+        let mut pending: Vec<Landing> = Vec::new();
         let remap = |after: &[u32], map: &[u32]| -> Vec<u32> {
             after
                 .iter()
@@ -186,9 +242,14 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         let mut i = 0;
         while i < steps.len() {
             let step = &steps[i];
+            let movable = |op: &Op| match op {
+                Op::Put { .. } => true,
+                Op::Copy { .. } => copies == Copies::Nic,
+                _ => false,
+            };
             let candidate = match (&step.op, steps.get(i + 1)) {
                 (Op::Wait { counter, arrivals }, Some(next))
-                    if matches!(next.op, Op::Put { .. }) && arrivals.iter().any(|&n| n > 0) =>
+                    if movable(&next.op) && arrivals.iter().any(|&n| n > 0) =>
                 {
                     Some(Candidate {
                         steps: 2,
@@ -196,54 +257,88 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                         put: next,
                     })
                 }
-                (Op::Put { .. }, _) => Some(Candidate {
+                (op, _) if movable(op) => Some(Candidate {
                     steps: 1,
                     wait: None,
                     put: step,
                 }),
                 _ => None,
             };
-            if let Some(cand) = candidate
-                && let Op::Put {
+            // A copy is a put to this rank on a rail of the compiler's
+            // choosing (`None`), whose landing counter it allocates.
+            let shape = candidate.as_ref().and_then(|cand| match cand.put.op {
+                Op::Put {
                     to,
                     src,
                     dst,
                     lane,
                     signal,
-                } = cand.put.op
-            {
-                let bytes = src.count as usize * p.block_bytes;
-                let parts = put_parts(
-                    lane,
-                    p.shape.rails,
-                    p.stripe_threshold,
-                    me,
-                    to as usize,
-                    bytes,
-                );
+                } => Some((to, src, dst, Some(lane), signal)),
+                Op::Copy { src, dst } => Some((me as Rank, src, dst, None, None)),
+                _ => None,
+            });
+            if let (Some(cand), Some((to, src, dst, lane, signal))) = (&candidate, shape) {
                 let folded = cand.wait.map(|(c, _)| c);
                 // The chained puts whose firing brings the data the host
                 // has not waited for (each bringing nothing the put does
                 // not wait for anyway: waiting longer could wait for the
                 // put's own answer).
+                // A copy also needs everything that is ever put into what
+                // it writes to have come (a remote write after it would
+                // race it), and nothing an earlier chained put still reads
+                // or an earlier chained copy still writes there.
+                let is_copy = lane.is_none();
+                let mut regions = vec![src];
+                if is_copy {
+                    regions.push(dst);
+                }
                 let mut needs: Vec<Counter> = Vec::new();
+                let mut landings: Vec<Landing> = Vec::new();
                 let mut covered = true;
-                for b in src.block..src.end() {
-                    for &c in from.get(&(src.buf, b)).into_iter().flatten() {
-                        if Some(c) == folded || waited.contains(&c) {
-                            continue;
+                for r in &regions {
+                    for b in r.block..r.end() {
+                        for &c in from.get(&(r.buf, b)).into_iter().flatten() {
+                            if Some(c) == folded || waited.contains(&c) {
+                                continue;
+                            }
+                            if fired_by.contains_key(&c) {
+                                needs.push(c);
+                            } else {
+                                covered = false;
+                            }
                         }
-                        if fired_by.contains_key(&c) {
-                            needs.push(c);
-                        } else {
-                            covered = false;
+                    }
+                }
+                for b in src.block..src.end() {
+                    for l in landed.get(&(src.buf, b)).into_iter().flatten() {
+                        if fired_by.contains_key(&l.counter) {
+                            needs.push(l.counter);
+                        } else if !landings.iter().any(|x| x.counter == l.counter) {
+                            landings.push(*l);
                         }
                     }
                 }
                 needs.sort_unstable();
                 needs.dedup();
-                let allowed =
-                    |c: &Counter| Some(*c) == folded || waited.contains(c) || needs.contains(c);
+                let mut hazards: Vec<u32> = Vec::new();
+                if is_copy {
+                    for b in dst.block..dst.end() {
+                        for (read, chain) in &read_by_chain {
+                            if read.buf == dst.buf && (read.block..read.end()).contains(&b) {
+                                hazards.push(*chain);
+                            }
+                        }
+                        for l in landed.get(&(dst.buf, b)).into_iter().flatten() {
+                            hazards.push(l.copy);
+                        }
+                    }
+                }
+                let allowed = |c: &Counter| {
+                    Some(*c) == folded
+                        || waited.contains(c)
+                        || needs.contains(c)
+                        || landings.iter().any(|l| l.counter == *c)
+                };
                 // The earliest chained puts (they fire first) that cover
                 // what is needed, have room for one more feed and imply
                 // nothing else.
@@ -263,10 +358,32 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                     }
                 }
                 covered &= uncovered.is_empty();
-                let plan = match (&parts[..], covered) {
-                    ([one], true) if folded.is_some() || !sources.is_empty() => plan_trigger(
-                        one.rail as u8,
+                // The put's one rail; a copy's: where its trigger is.
+                let rail = match lane {
+                    Some(lane) => {
+                        let bytes = src.count as usize * p.block_bytes;
+                        let parts = put_parts(
+                            lane,
+                            p.shape.rails,
+                            p.stripe_threshold,
+                            me,
+                            to as usize,
+                            bytes,
+                        );
+                        match parts[..] {
+                            [one] => Some(one.rail as u8),
+                            _ => None,
+                        }
+                    }
+                    None => Some(copy_rail(cand.wait, &landings, &sources, &new)),
+                };
+                let waits_for_something =
+                    folded.is_some() || !sources.is_empty() || !landings.is_empty();
+                let plan = match rail {
+                    Some(rail) if covered && waits_for_something => plan_trigger(
+                        rail,
                         cand.wait,
+                        &landings,
                         &sources,
                         &new,
                         budget,
@@ -276,18 +393,41 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                     ),
                     _ => None,
                 };
+                // A copy's landing takes a counter after the join's.
+                let landing = match (&plan, is_copy) {
+                    (Some(plan), true) => {
+                        let c = if plan.trigger == next_join {
+                            next_join + 1
+                        } else {
+                            next_join
+                        };
+                        (c < budget.counters).then_some(c)
+                    }
+                    _ => None,
+                };
                 if let Some(plan) = plan
                     && chains + plan.entries <= per_rank
+                    && (!is_copy || landing.is_some())
                 {
                     let rail = plan.rail;
                     if plan.trigger == next_join {
                         next_join += 1;
                     }
+                    let signal = match landing {
+                        Some(c) => {
+                            next_join = c + 1;
+                            Some(c)
+                        }
+                        None => signal,
+                    };
                     let mut after = Vec::new();
                     if cand.steps == 2 {
                         after.extend(remap(&step.after, &map));
                     }
                     after.extend(remap(&cand.put.after, &map));
+                    after.extend(hazards);
+                    after.sort_unstable();
+                    after.dedup();
                     let at = (new.len() + plan.relays.len()) as u32;
                     for &q in &sources {
                         if let Some(Op::ChainPut { feeds, .. }) =
@@ -327,9 +467,26 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                         },
                         after,
                     });
-                    // Its firing implies its wait's counter and everything
-                    // its sources' firings imply.
+                    // Its firing implies its wait's counter, the landings
+                    // it waited for and everything its sources' firings
+                    // imply.
                     let mut cl: Vec<Counter> = folded.into_iter().collect();
+                    for l in &landings {
+                        cl.push(l.counter);
+                        fired_by.insert(l.counter, at);
+                        pending.retain(|x| x.counter != l.counter);
+                    }
+                    if let Some(c) = landing {
+                        let l = Landing {
+                            counter: c,
+                            rail,
+                            copy: at,
+                        };
+                        pending.push(l);
+                        for b in dst.block..dst.end() {
+                            landed.insert((dst.buf, b), vec![l]);
+                        }
+                    }
                     for (q, qc) in &closures {
                         if sources.contains(q) {
                             cl.extend(qc);
@@ -359,12 +516,18 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
                             after.push(chain);
                         }
                     }
+                    // What a chained copy put there has landed.
+                    for l in landed.get(&(region.buf, b)).into_iter().flatten() {
+                        after.push(l.copy);
+                    }
                     if write {
                         for (read, chain) in &read_by_chain {
                             if read.buf == region.buf && (read.block..read.end()).contains(&b) {
                                 after.push(*chain);
                             }
                         }
+                        // Overwritten by the host, after the copy landed.
+                        landed.remove(&(region.buf, b));
                     }
                 }
             }
@@ -390,6 +553,16 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
             });
             i += 1;
         }
+        // A landing no chained put waited for sets nothing: its copy's
+        // completion is what the host waits for (an unconsumed set would
+        // stay in the event for the next collective).
+        for l in pending {
+            if let Some(Op::ChainPut { signal, .. }) =
+                new.get_mut(l.copy as usize).map(|s| &mut s.op)
+            {
+                *signal = None;
+            }
+        }
         out.ranks[me].steps = new;
     }
     let set = out.seal()?;
@@ -400,6 +573,34 @@ pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
         moved: moved(&set),
         set,
     })
+}
+
+/// The rail of a chained copy: where what it waits for comes, so that no
+/// set has to cross to another rail's NIC: the folded wait's rail with
+/// the most sets, else its first landing's, else its first source's.
+fn copy_rail(
+    wait: Option<(Counter, &[u32; MAX_RAILS])>,
+    landings: &[Landing],
+    sources: &[u32],
+    new: &[Step],
+) -> u8 {
+    if let Some((_, arrivals)) = wait {
+        let most = arrivals
+            .iter()
+            .enumerate()
+            .max_by_key(|&(x, &n)| (n, std::cmp::Reverse(x)));
+        return most.map_or(0, |(x, _)| x as u8);
+    }
+    if let Some(l) = landings.first() {
+        return l.rail;
+    }
+    match sources.first().and_then(|&q| new.get(q as usize)) {
+        Some(Step {
+            op: Op::ChainPut { rail, .. },
+            ..
+        }) => *rail,
+        _ => 0,
+    }
 }
 
 /// How a chained put on `rail` is triggered.
@@ -428,6 +629,7 @@ struct Plan {
 fn plan_trigger(
     rail: u8,
     wait: Option<(Counter, &[u32; MAX_RAILS])>,
+    landings: &[Landing],
     sources: &[u32],
     new: &[Step],
     budget: &Budget,
@@ -449,6 +651,20 @@ fn plan_trigger(
                 entries += 2;
                 sibling_sets[usize::from(rail)] += 1;
             }
+        }
+    }
+    // Without a wait to fold, a landing on `rail` is the trigger itself;
+    // every other landing is relayed into the trigger (two entries, and a
+    // sibling set from another rail).
+    let own_landing = match wait {
+        None => landings.iter().find(|l| l.rail == rail).map(|l| l.counter),
+        Some(_) => None,
+    };
+    for l in landings.iter().filter(|l| Some(l.counter) != own_landing) {
+        relays.push((l.counter, l.rail));
+        entries += 2;
+        if l.rail != rail {
+            sibling_sets[usize::from(rail)] += 1;
         }
     }
     for &q in sources {
@@ -478,8 +694,8 @@ fn plan_trigger(
     if budget.feeds == 0 && (!relays.is_empty() || !sources.is_empty()) {
         return None;
     }
-    let trigger = match wait {
-        Some((c, _)) => c,
+    let trigger = match (wait, own_landing) {
+        (Some((c, _)), _) | (None, Some(c)) => c,
         // A join counter: the next one free (the caller takes it).
         _ if next_join < budget.counters => next_join,
         _ => return None,
