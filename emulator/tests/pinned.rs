@@ -69,6 +69,15 @@
 //!   host posts wait in four rings).
 //! - The `@nic-dma` form of every algorithm joined the set (issue 14):
 //!   rows added, the other rows unchanged.
+//! - Striped chained puts (issue 14): a put striped over several rails is
+//!   chained whole, its part on the trigger's rail leading and starting
+//!   the others by sibling sets. 122 multi-rail `@nic`/`@nic-dma` runs
+//!   changed hash, 88 of them latency: 26 faster (binomial broadcast on
+//!   hockney-4x1, 64 KiB: 113.7 -> 78.4 us), 62 slower by up to 1.30
+//!   (ring on 3 x 2, three rails, 4 KiB: 60.3 -> 78.1 us; recursive
+//!   doubling on qsnet2-4x4, 4 KiB: 311.5 -> 349.8 us): each hop crosses
+//!   the node's bus twice (relay to the lead, the lead's set to the other
+//!   parts) where the host posted every part itself.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -204,9 +204,18 @@ pub struct Completion {
     pub generation: u64,
     /// The chain block holding the command, for a chained post.
     chain_block: Option<usize>,
+    /// A completion event of the same rail lent as the post's trigger
+    /// (a part of a striped chained put, started by its lead's set).
+    trigger: Option<EventId>,
 }
 
 impl Completion {
+    /// Give `event` (a completion event of this post's rail, lent as its
+    /// trigger) back when the post is released.
+    pub(crate) fn lend_trigger(&mut self, event: EventId) {
+        self.trigger = Some(event);
+    }
+
     /// A destination event re-armed by [`Driver::push_arm_write`]: the
     /// driver lent nothing for it, so releasing it gives nothing back.
     pub fn of_dest_event(rail: usize, event: EventId, generation: u64) -> Self {
@@ -215,6 +224,7 @@ impl Completion {
             event,
             generation,
             chain_block: None,
+            trigger: None,
         }
     }
 }
@@ -748,6 +758,7 @@ impl Driver {
                 event,
                 generation: 0,
                 chain_block: None,
+                trigger: None,
             };
             if let Tracked::Chained { .. } | Tracked::Relay { .. } = post.what {
                 match self.take_chain_block() {
@@ -871,6 +882,9 @@ impl Driver {
     /// Give back what a completed (or never posted) tracked post took.
     pub fn release(&mut self, c: &Completion) {
         self.release_completion_event(c.rail, c.event);
+        if let Some(t) = c.trigger {
+            self.release_completion_event(c.rail, t);
+        }
         if let Some(block) = c.chain_block {
             self.free_chain_blocks.push(block);
         }

@@ -194,9 +194,14 @@ pub struct ChainedPut {
     /// Event to set at the target.
     pub dst_event: Option<DestEvent>,
     /// Events this rank's NICs set once each when the put is started, each
-    /// on its rail (at most [`crate::driver::MAX_FEEDS`]): how a later
-    /// chained put's join learns that this one's trigger fired.
+    /// on its rail (at most [`crate::driver::MAX_FEEDS`], less one per
+    /// other rail of a striped put): how a later chained put's join learns
+    /// that this one's trigger fired.
     pub feeds: Feeds,
+    /// The put's rails: `RailPolicy::Rail(rail)`, or striped over every
+    /// rail above a threshold (the part on `rail` leads: its COPY sets a
+    /// trigger of each other part on its sibling NIC, ABI 1.2 §5.1).
+    pub policy: RailPolicy,
 }
 
 /// An input queue for queued DMAs (QDMA, [ELAN-SEM §13 rule 7]): created
@@ -731,6 +736,7 @@ impl Endpoint {
             dst,
             dst_event,
             feeds,
+            policy,
         } = *chain;
         self.check_rank(dst_rank)?;
         self.check_rail(rail)?;
@@ -741,26 +747,97 @@ impl Endpoint {
         let len = dma_len(src.len())?;
         self.check_in_arena(&src)?;
         self.check_in_arena(&dst)?;
-        let command = Command::Dma(DmaCommand {
-            kind: DmaKind::Put,
-            len,
-            vp: dst_rank as u32,
-            src_addr: ARENA_VA + src.offset() as u64,
-            dst_addr: ARENA_VA + dst.offset() as u64,
-            src_event: None,
-            dst_event: dst_event.map(|d| d.0),
-            wake: false,
-        });
-        self.post_one(
-            rail,
-            Tracked::Chained {
-                trigger: trigger.0,
-                count,
-                command,
-                feeds,
-            },
-            src.len(),
-        )
+        let layout = stripe::plan(
+            policy,
+            self.cfg.shape.rails,
+            self.rank(),
+            dst_rank,
+            len as usize,
+            0,
+        );
+        let dma = |part: &Part| -> Result<Command, Error> {
+            Ok(Command::Dma(DmaCommand {
+                kind: DmaKind::Put,
+                len: dma_len(part.len)?,
+                vp: dst_rank as u32,
+                src_addr: ARENA_VA + (src.offset() + part.offset) as u64,
+                dst_addr: ARENA_VA + (dst.offset() + part.offset) as u64,
+                src_event: None,
+                dst_event: dst_event.map(|d| d.0),
+                wake: false,
+            }))
+        };
+        let Some(lead) = layout.iter().position(|p| p.rail == rail) else {
+            return Err(Error::Config(format!(
+                "a chained put triggered on rail {rail} has no part there ({policy:?})"
+            )));
+        };
+        // Every other part waits for a completion event of its rail lent as
+        // its trigger, which the lead's COPY sets on that sibling NIC.
+        let mut lent: Vec<(usize, EventId)> = Vec::new();
+        let taken = (|| -> Result<Vec<Post>, Error> {
+            let mut driver = self.driver.borrow_mut();
+            for p in layout.iter().filter(|p| p.rail != rail) {
+                lent.push((p.rail, driver.take_completion_event(p.rail)?));
+            }
+            let mut lead_feeds: Vec<(EventId, u8)> = feeds.as_slice().to_vec();
+            lead_feeds.extend(lent.iter().map(|&(r, ev)| (ev, r as u8)));
+            let mut lent_iter = lent.iter();
+            layout
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let what = if i == lead {
+                        Tracked::Chained {
+                            trigger: trigger.0,
+                            count,
+                            command: dma(p)?,
+                            feeds: Feeds::new(&lead_feeds)?,
+                        }
+                    } else {
+                        let &(_, ev) = lent_iter
+                            .next()
+                            .ok_or(Error::EventsExhausted("completion"))?;
+                        Tracked::Chained {
+                            trigger: ev,
+                            count: 1,
+                            command: dma(p)?,
+                            feeds: Feeds::default(),
+                        }
+                    };
+                    Ok(Post { rail: p.rail, what })
+                })
+                .collect()
+        })();
+        let give_back = |lent: &[(usize, EventId)]| {
+            let mut driver = self.driver.borrow_mut();
+            for &(r, ev) in lent {
+                driver.release_completion_event(r, ev);
+            }
+        };
+        let posts = match taken {
+            Ok(posts) => posts,
+            Err(e) => {
+                give_back(&lent);
+                return Err(e);
+            }
+        };
+        let mut handle = match self.post(&posts, layout) {
+            Ok(h) => h,
+            Err(e) => {
+                give_back(&lent);
+                return Err(e);
+            }
+        };
+        let mut lent_iter = lent.iter();
+        for (i, c) in handle.parts.iter_mut().enumerate() {
+            if i != lead
+                && let Some(&(_, ev)) = lent_iter.next()
+            {
+                c.lend_trigger(ev);
+            }
+        }
+        Ok(handle)
     }
 
     /// Arrange a relay: once `trigger` has been set `count` times on rail

@@ -16,7 +16,28 @@ fn on_rail(rail: usize, n: u32) -> Arrivals {
     a
 }
 
-const RAIL0: Option<RailPolicy> = Some(RailPolicy::Rail(0));
+
+/// Put `buf` into the same buffer of `to` on `rail`, setting `event`
+/// there, and wait for its local completion.
+fn put_signalled(
+    comm: &railcoll_host::Comm,
+    buf: &railcoll_host::arena::SymBuffer,
+    to: usize,
+    rail: usize,
+    event: railcoll_host::DestEvent,
+) -> Result<(), Error> {
+    comm.put_with(
+        buf,
+        to,
+        buf,
+        TransferOptions {
+            policy: Some(RailPolicy::Rail(rail)),
+            dest_event: Some(event),
+            wake: false,
+        },
+    )?
+    .wait()
+}
 
 /// A puts to B; B's NIC, on the put's arrival, puts the data on to C
 /// through an event COPY action, while B's host thread is blocked waiting
@@ -37,17 +58,7 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
                 // Wait until B has armed its chain, then put.
                 comm.wait_arrivals(&ready, &on_rail(0, 1))?;
                 comm.write_local(&buf, 0, &pattern(len, 42))?;
-                comm.put_with(
-                    &buf,
-                    1,
-                    &buf,
-                    TransferOptions {
-                        policy: RAIL0,
-                        dest_event: Some(arrived),
-                        wake: false,
-                    },
-                )?
-                .wait()?;
+                put_signalled(comm, &buf, 1, 0, arrived)?;
                 Ok(None)
             }
             1 => {
@@ -60,6 +71,7 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
                     dst: buf,
                     dst_event: Some(forwarded),
                     feeds: Default::default(),
+                    policy: RailPolicy::Rail(0),
                 })?;
                 comm.notify(0, &ready, &flag)?;
                 // Blocked: only C's acknowledgement releases B, and C sends
@@ -471,6 +483,7 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
                 dst: back_a,
                 dst_event: Some(got_a),
                 feeds: Feeds::new(&[(join.id(), 1)])?,
+                policy: RailPolicy::Rail(0),
             })?;
             let relay = comm.endpoint().relay(b, 1, 1, join, 1)?;
             let p2 = comm.chain_put(&ChainedPut {
@@ -482,6 +495,7 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
                 dst: back_both,
                 dst_event: Some(got_both),
                 feeds: Feeds::default(),
+                policy: RailPolicy::Rail(1),
             })?;
             comm.notify(0, &start, &back_a)?;
             // B's relay has run (its handle completes then): let A come.
@@ -496,17 +510,7 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
         comm.write_local(&parts, 0, &pattern(2 * half, 7))?;
         for (i, ev, rail) in [(1, b, 1), (0, a, 0)] {
             comm.wait_arrivals(&start, &on_rail(0, 1))?;
-            comm.put_with(
-                &part(i)?,
-                1,
-                &part(i)?,
-                TransferOptions {
-                    policy: Some(RailPolicy::Rail(rail)),
-                    dest_event: Some(ev),
-                    wake: false,
-                },
-            )?
-            .wait()?;
+            put_signalled(comm, &part(i)?, 1, rail, ev)?;
         }
         comm.wait_arrivals(&got_a, &on_rail(0, 1))?;
         comm.wait_arrivals(&got_both, &on_rail(1, 1))?;
@@ -516,6 +520,74 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
     });
     let both = out[0].as_ref().expect("ran").as_ref().expect("rank 0 ok");
     assert_eq!(both.as_deref(), Some(&pattern(2 * half, 7)[..]));
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+}
+
+/// A striped chained put: rank 1's NICs forward 64 KiB that rank 0 sent,
+/// over both rails, once its arrival on rail 0 fires the trigger: the
+/// rail-0 part leads, its COPY setting the lent trigger of the rail-1
+/// part on the sibling NIC. Both halves land byte-exact, each rail's part
+/// sets the target's event once on its rail, and the lent events go back
+/// to the driver. A chained put whose trigger rail carries no part of it
+/// is refused with a typed error and takes nothing.
+#[test]
+fn a_striped_chained_put_starts_every_part_from_its_lead() {
+    let c = cluster(2, 1, 2, 1 << 20);
+    let len = 64 << 10;
+    let out = c.run(move |comm| -> Result<Option<Vec<u8>>, Error> {
+        let buf = comm.alloc(len)?;
+        let back = comm.alloc(len)?;
+        let flag = comm.alloc(0)?;
+        let (arrived, returned, ready) = (
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+        );
+        let striped = RailPolicy::Stripe { threshold: 1024 };
+        if comm.rank() == 1 {
+            let free: Vec<usize> = (0..2)
+                .map(|r| comm.endpoint().free_completion_events(r))
+                .collect();
+            let wrong = ChainedPut {
+                trigger: arrived,
+                rail: 0,
+                count: 1,
+                src: buf,
+                dst_rank: 0,
+                dst: back,
+                dst_event: Some(returned),
+                feeds: Default::default(),
+                policy: RailPolicy::Rail(1),
+            };
+            assert!(matches!(comm.chain_put(&wrong), Err(Error::Config(_))));
+            let h = comm.chain_put(&ChainedPut {
+                policy: striped,
+                ..wrong
+            })?;
+            comm.notify(0, &ready, &flag)?;
+            h.wait()?;
+            let now: Vec<usize> = (0..2)
+                .map(|r| comm.endpoint().free_completion_events(r))
+                .collect();
+            assert_eq!(now, free, "every lent event is back");
+            assert_eq!(comm.take_nic_errors()?, Vec::new());
+            return Ok(None);
+        }
+        comm.write_local(&buf, 0, &pattern(len, 11))?;
+        comm.wait_arrivals(&ready, &on_rail(0, 1))?;
+        put_signalled(comm, &buf, 1, 0, arrived)?;
+        let mut both = Arrivals::new();
+        both.add(0, 1);
+        both.add(1, 1);
+        comm.wait_arrivals(&returned, &both)?;
+        let mut got = vec![0; len];
+        comm.read_local(&back, 0, &mut got)?;
+        Ok(Some(got))
+    });
+    let got = out[0].as_ref().expect("ran").as_ref().expect("rank 0 ok");
+    assert_eq!(got.as_deref(), Some(&pattern(len, 11)[..]));
     for r in out {
         r.expect("ran").expect("no error");
     }

@@ -89,6 +89,7 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
                 dst: dst.slice(at, 64)?,
                 dst_event: None,
                 feeds: Default::default(),
+                policy: RailPolicy::Rail(0),
             })
         };
         let mut held = Vec::new();
@@ -239,6 +240,7 @@ fn an_oversize_length_is_a_typed_error_on_every_post_path() {
                     dst: huge,
                     dst_event: None,
                     feeds: Default::default(),
+                    policy: RailPolicy::Rail(0),
                 })
                 .err(),
                 Some(too_large.clone())

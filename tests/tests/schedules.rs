@@ -305,6 +305,7 @@ fn a_cycle_of_chained_puts_is_named() {
                         trigger: 0,
                         count: 0,
                         rail: 0,
+                        lane: railcoll_host::sched::Lane::Rail(0),
                         to: 1 - r,
                         src: Region::one(Buf::Recv, r),
                         dst: Region::one(Buf::Recv, r),

@@ -533,7 +533,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
         let peak = set
             .ranks
             .iter()
-            .map(|s| railcoll_host::sched::budget::chain_peak(s).total)
+            .map(|s| railcoll_host::sched::budget::chain_peak(s, &set.params).total)
             .max()
             .unwrap_or(0);
         format!(

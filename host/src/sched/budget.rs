@@ -122,14 +122,36 @@ impl<T> Outstanding<T> {
     }
 }
 
-/// [`ChainPeak`] of `schedule`: its steps through the executor's own
-/// handle bookkeeping (`Outstanding`), without running anything.
-pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
-    // Each held handle is (the rail of its chain queue entries, how many,
-    // the sibling sets it posts into each rail), or `None` for a post that
+/// The rails of a chained put's parts (one, or every rail a striped one
+/// uses under `params`); empty for any other op.
+pub fn chain_parts(params: &Params, me: usize, op: &Op) -> Vec<usize> {
+    match op {
+        Op::ChainPut { lane, to, src, .. } => put_parts(
+            *lane,
+            params.shape.rails,
+            params.stripe_threshold,
+            me,
+            *to as usize,
+            src.count as usize * params.block_bytes,
+        )
+        .into_iter()
+        .map(|p| p.rail)
+        .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// [`ChainPeak`] of `schedule` (a rank's, under `params`): its steps
+/// through the executor's own handle bookkeeping (`Outstanding`), without
+/// running anything.
+pub fn chain_peak(schedule: &Schedule, params: &Params) -> ChainPeak {
+    // Each held handle is (its chain queue entries on each rail, the
+    // sibling sets it posts into each rail), or `None` for a post that
     // holds no chain block. A chained put injects one entry and one per
-    // feed; a relay two (the set and its completion).
-    type Held = Option<(usize, u32, [u32; MAX_RAILS])>;
+    // feed, a striped one also one per other part on its lead's rail (the
+    // set starting it) and one on the part's rail; a relay two (the set
+    // and its completion).
+    type Held = Option<([u32; MAX_RAILS], [u32; MAX_RAILS])>;
     let mut book: Outstanding<Held> = Outstanding::new(schedule.steps.len());
     let mut rails = [0u32; MAX_RAILS];
     let mut peers = [0u32; MAX_RAILS];
@@ -138,55 +160,73 @@ pub fn chain_peak(schedule: &Schedule) -> ChainPeak {
                    peers: &mut [u32; MAX_RAILS],
                    held: &mut Held|
      -> Result<bool, Infallible> {
-        if let Some((r, n, to)) = *held {
-            rails[r] -= n;
+        if let Some((entries, to)) = *held {
+            for (r, n) in rails.iter_mut().zip(entries) {
+                *r -= n;
+            }
             for (p, t) in peers.iter_mut().zip(to) {
                 *p -= t;
             }
         }
         Ok(true)
     };
-    let rail_of = |r: u8| usize::from(r).min(MAX_RAILS - 1);
+    let rail_of = |r: usize| r.min(MAX_RAILS - 1);
     for (i, step) in schedule.steps.iter().enumerate() {
         let Ok(_) = book.release_after(&step.after, |h| release(&mut rails, &mut peers, h));
-        let held = match &step.op {
+        let mut entries = [0u32; MAX_RAILS];
+        let mut to = [0u32; MAX_RAILS];
+        match &step.op {
             Op::Put { .. } => {
                 let Ok(_) = book.make_room(|h| release(&mut rails, &mut peers, h));
-                None
+                book.hold(i, None);
+                continue;
             }
-            Op::ChainPut { rail, feeds, .. } => {
-                let mut to = [0u32; MAX_RAILS];
-                for f in feeds.iter().filter(|f| f.rail != *rail) {
-                    to[rail_of(f.rail)] += 1;
+            op @ Op::ChainPut { rail, feeds, .. } => {
+                let lead = rail_of(usize::from(*rail));
+                entries[lead] += 1;
+                for f in feeds {
+                    entries[lead] += 1;
+                    if f.rail != *rail {
+                        to[rail_of(usize::from(f.rail))] += 1;
+                    }
                 }
-                Some((rail_of(*rail), 1 + feeds.len() as u32, to))
+                for part in chain_parts(params, schedule.rank as usize, op) {
+                    if rail_of(part) != lead {
+                        entries[lead] += 1;
+                        entries[rail_of(part)] += 1;
+                        to[rail_of(part)] += 1;
+                    }
+                }
             }
             Op::Relay { from, to: into, .. } => {
-                let mut to = [0u32; MAX_RAILS];
+                entries[rail_of(usize::from(*from))] += 2;
                 if into != from {
-                    to[rail_of(*into)] += 1;
+                    to[rail_of(usize::from(*into))] += 1;
                 }
-                Some((rail_of(*from), 2, to))
             }
-            Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } => None,
+            Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } => {
+                book.hold(i, None);
+                continue;
+            }
             _ => continue,
-        };
-        if let Some((r, n, to)) = held {
-            rails[r] += n;
-            for (p, t) in peers.iter_mut().zip(to) {
-                *p += t;
-            }
-            let total = rails.iter().sum::<u32>();
-            if total > peak.total {
-                peak.total = total;
-                peak.step = i as u32;
-            }
-            for (p, &now) in peak.per_rail.iter_mut().zip(&rails) {
-                *p = (*p).max(now);
-            }
-            for (p, &now) in peak.peer_sets.iter_mut().zip(&peers) {
-                *p = (*p).max(now);
-            }
+        }
+        let held = Some((entries, to));
+        for (r, n) in rails.iter_mut().zip(entries) {
+            *r += n;
+        }
+        for (p, t) in peers.iter_mut().zip(to) {
+            *p += t;
+        }
+        let total = rails.iter().sum::<u32>();
+        if total > peak.total {
+            peak.total = total;
+            peak.step = i as u32;
+        }
+        for (p, &now) in peak.per_rail.iter_mut().zip(&rails) {
+            *p = (*p).max(now);
+        }
+        for (p, &now) in peak.peer_sets.iter_mut().zip(&peers) {
+            *p = (*p).max(now);
         }
         book.hold(i, held);
     }
@@ -335,7 +375,7 @@ pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
     let mut per_nic: HashMap<(usize, usize), u32> = HashMap::new();
     let mut peer_per_nic: HashMap<(usize, usize), u32> = HashMap::new();
     for s in &set.ranks {
-        let peak = chain_peak(s);
+        let peak = chain_peak(s, &set.params);
         if peak.total > budget.chain_blocks {
             return Err(Overrun {
                 rank: Some(s.rank),
@@ -347,9 +387,13 @@ pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
                 )
             });
         }
+        // A chained put's COPY sets its feeds and, striped, the trigger of
+        // each other part.
         let feeding = s.steps.iter().enumerate().find_map(|(i, st)| match &st.op {
-            Op::ChainPut { feeds, .. } if feeds.len() as u32 > budget.feeds => {
-                Some((i, feeds.len()))
+            op @ Op::ChainPut { feeds, .. } => {
+                let parts = chain_parts(&set.params, s.rank as usize, op).len().max(1);
+                let sets = feeds.len() + parts - 1;
+                (sets as u32 > budget.feeds).then_some((i, sets))
             }
             _ => None,
         });
@@ -412,12 +456,18 @@ mod tests {
             trigger: 0,
             count: 1,
             rail,
+            lane: Lane::Rail(rail),
             to: 1,
             src: Region::one(Buf::Send, 0),
             dst: Region::one(Buf::Recv, 0),
             signal: None,
             feeds: Vec::new(),
         }
+    }
+
+    fn params() -> Params {
+        let shape = Shape::new(2, 1, 1, 2, crate::topology::Placement::Block).expect("shape");
+        Params::new(Collective::Allgather, Algorithm::Ring, shape, 0, 8)
     }
 
     fn put() -> Op {
@@ -457,7 +507,7 @@ mod tests {
                 step(chain(1), &[]),
             ],
         };
-        let peak = chain_peak(&s);
+        let peak = chain_peak(&s, &params());
         assert_eq!((peak.total, peak.step), (2, 1));
         assert_eq!(peak.per_rail[..2], [1, 2]);
     }
@@ -470,7 +520,7 @@ mod tests {
         let mut steps = vec![step(chain(0), &[])];
         steps.extend((0..MAX_OUTSTANDING).map(|_| step(put(), &[])));
         steps.push(step(chain(0), &[]));
-        let peak = chain_peak(&Schedule { rank: 0, steps });
+        let peak = chain_peak(&Schedule { rank: 0, steps }, &params());
         assert_eq!((peak.total, peak.step), (1, 0));
     }
 }

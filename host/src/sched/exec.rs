@@ -481,6 +481,7 @@ impl<'a> Coll<'a> {
                 trigger,
                 count,
                 rail,
+                lane,
                 to,
                 src,
                 dst,
@@ -500,6 +501,7 @@ impl<'a> Coll<'a> {
                     dst: run.region(dst)?,
                     dst_event: signal.map(|c| run.event(c)).transpose()?,
                     feeds: Feeds::new(&pairs)?,
+                    policy: lane.policy(p.stripe_threshold),
                 };
                 let h = self.ep.chain_put(&chain)?;
                 run.handles.hold(i, h);

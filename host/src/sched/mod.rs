@@ -199,14 +199,18 @@ pub enum Op {
     },
     /// A put that this rank's NIC starts by itself once `trigger` has
     /// collected `count` sets on `rail` ([ELAN-SEM §5.4]: the event's
-    /// COPY action injects the command). Arming is non-blocking.
+    /// COPY action injects the command). Arming is non-blocking. Striped
+    /// (`lane`), its part on `rail` leads and the same COPY starts the
+    /// others, each waiting on its own rail's NIC for a sibling set.
     ChainPut {
         /// Local counter that starts it.
         trigger: Counter,
         /// Sets of `trigger` needed (filled by [`ScheduleSet::seal`]).
         count: u32,
-        /// Rail of the trigger and of the put.
+        /// Rail of the trigger (and of the put, or of its leading part).
         rail: u8,
+        /// The put's rails: `Lane::Rail(rail)`, or striped.
+        lane: Lane,
         /// Target rank.
         to: Rank,
         /// Local source.
@@ -563,7 +567,8 @@ impl ScheduleSet {
                     }
                     Op::ChainPut {
                         to,
-                        rail,
+                        src,
+                        lane,
                         signal,
                         trigger,
                         ref feeds,
@@ -571,7 +576,10 @@ impl ScheduleSet {
                     } => {
                         counters = counters.max(trigger + 1);
                         if let Some(c) = signal {
-                            add(to as usize, c, usize::from(rail), &mut counters);
+                            let bytes = src.count as usize * b;
+                            for p in put_parts(lane, rails, threshold, me, to as usize, bytes) {
+                                add(to as usize, c, p.rail, &mut counters);
+                            }
                         }
                         for f in feeds {
                             add(me, f.into, usize::from(f.rail), &mut counters);
@@ -806,15 +814,20 @@ impl fmt::Display for Op {
                 trigger,
                 count,
                 rail,
+                lane,
                 to,
                 src,
                 dst,
                 signal,
                 feeds,
             } => {
+                let striped = match lane {
+                    Lane::Stripe => " (striped)",
+                    Lane::Rail(_) => "",
+                };
                 write!(
                     f,
-                    "chain    when c{trigger} x{count} on rail {rail}: NIC puts {src} -> rank {to} {dst}{}",
+                    "chain    when c{trigger} x{count} on rail {rail}: NIC puts {src} -> rank {to} {dst}{striped}{}",
                     fmt_signal(*signal)
                 )?;
                 for feed in feeds {

@@ -29,13 +29,19 @@
 //!   for P's own answer);
 //! - everything else P reads is local or was waited for by the host.
 //!
+//! A put striped over several rails is chained as one op whose trigger is
+//! on the part rail most of the folded wait's sets come to: there its part
+//! leads, and its COPY sets, on each other part's NIC, a completion event
+//! the driver lends that part as its trigger (a sibling set, one of the
+//! lead's feeds).
+//!
 //! A put stays with the host when its data comes with a counter no chained
-//! put implies, when it is striped over several rails, or when the budget
-//! is used up: the rank's share of chain blocks and of each NIC's chain
-//! queue (the node's ranks share it), of each NIC's sibling FIFO (relays
-//! and feeds into another rail), [`Budget::feeds`] per chained put
-//! (NICs whose COPY injects one block get neither relays nor joins), and
-//! the destination counters the joins take.
+//! put implies, or when the budget is used up: the rank's share of chain
+//! blocks and of each NIC's chain queue (the node's ranks share it), of
+//! each NIC's sibling FIFO (relays, feeds and striped parts into another
+//! rail), [`Budget::feeds`] per chained put (its feeds and its other
+//! parts; NICs whose COPY injects one block get neither relays, joins nor
+//! striped chains), and the destination counters the joins take.
 //!
 //! With [`Copies::Nic`] (`name@nic-dma`) a local copy is a candidate too:
 //! a chained put to the rank itself (the NIC's DMA), on the rail its
@@ -54,7 +60,7 @@
 //! fired; a step that speaks to node peers or the network (a flag, a shm
 //! copy, a barrier) waits for every chained put before it. What stays
 //! with the host: shared-memory phases, local copies (with
-//! [`Copies::Host`]), striped puts,
+//! [`Copies::Host`]),
 //! puts that wait for nothing but the host's program order (a pairwise
 //! exchange's puts, each after the previous one's completion), and the
 //! final waits. A chained put ordered after another put's completion is
@@ -348,10 +354,9 @@ pub fn compile_with(
                     if uncovered.is_empty() {
                         break;
                     }
-                    let room = matches!(
-                        new.get(*q as usize).map(|s| &s.op),
-                        Some(Op::ChainPut { feeds, .. }) if (feeds.len() as u32) < budget.feeds
-                    );
+                    let room = new
+                        .get(*q as usize)
+                        .is_some_and(|s| feed_room(p, me, &s.op, budget));
                     if room && cl.iter().all(allowed) && uncovered.iter().any(|c| cl.contains(c)) {
                         sources.push(*q);
                         uncovered.retain(|c| !cl.contains(c));
@@ -359,28 +364,43 @@ pub fn compile_with(
                 }
                 covered &= uncovered.is_empty();
                 // The put's one rail; a copy's: where its trigger is.
-                let rail = match lane {
-                    Some(lane) => {
-                        let bytes = src.count as usize * p.block_bytes;
-                        let parts = put_parts(
-                            lane,
-                            p.shape.rails,
-                            p.stripe_threshold,
-                            me,
-                            to as usize,
-                            bytes,
-                        );
-                        match parts[..] {
-                            [one] => Some(one.rail as u8),
-                            _ => None,
-                        }
-                    }
-                    None => Some(copy_rail(cand.wait, &landings, &sources, &new)),
+                // The put's rails; the trigger's is the part rail where
+                // most of the folded wait's sets come (fewest relays). A
+                // copy goes on the rail its trigger comes on.
+                let bytes = src.count as usize * p.block_bytes;
+                let part_rails: Vec<u8> = match lane {
+                    Some(lane) => put_parts(
+                        lane,
+                        p.shape.rails,
+                        p.stripe_threshold,
+                        me,
+                        to as usize,
+                        bytes,
+                    )
+                    .into_iter()
+                    .map(|x| x.rail as u8)
+                    .collect(),
+                    None => vec![copy_rail(cand.wait, &landings, &sources, &new)],
                 };
+                let rail = part_rails.iter().copied().max_by_key(|&x| {
+                    let sets = cand.wait.map_or(0, |(_, a)| a[usize::from(x)]);
+                    (sets, std::cmp::Reverse(x))
+                });
+                // A striped put's other parts each take a feed of the
+                // lead's COPY and a sibling FIFO entry on their rail.
+                let others: Vec<u8> = part_rails
+                    .iter()
+                    .copied()
+                    .filter(|&x| Some(x) != rail)
+                    .collect();
+                let striping_fits = others.len() as u32 <= budget.feeds
+                    && others
+                        .iter()
+                        .all(|&x| relays_into[usize::from(x)] < fifo_share);
                 let waits_for_something =
                     folded.is_some() || !sources.is_empty() || !landings.is_empty();
                 let plan = match rail {
-                    Some(rail) if covered && waits_for_something => plan_trigger(
+                    Some(rail) if covered && waits_for_something && striping_fits => plan_trigger(
                         rail,
                         cand.wait,
                         &landings,
@@ -405,8 +425,9 @@ pub fn compile_with(
                     }
                     _ => None,
                 };
+                let part_entries = 2 * others.len() as u32;
                 if let Some(plan) = plan
-                    && chains + plan.entries <= per_rank
+                    && chains + plan.entries + part_entries <= per_rank
                     && (!is_copy || landing.is_some())
                 {
                     let rail = plan.rail;
@@ -454,11 +475,15 @@ pub fn compile_with(
                     for (x, n) in plan.sibling_sets.iter().enumerate() {
                         relays_into[x] += n;
                     }
+                    for &x in &others {
+                        relays_into[usize::from(x)] += 1;
+                    }
                     new.push(Step {
                         op: Op::ChainPut {
                             trigger: plan.trigger,
                             count: 0,
                             rail,
+                            lane: lane.unwrap_or(Lane::Rail(rail)),
                             to,
                             src,
                             dst,
@@ -500,7 +525,7 @@ pub fn compile_with(
                     closures.push((at, cl));
                     map.extend(std::iter::repeat_n(at, cand.steps));
                     read_by_chain.push((src, at));
-                    chains += plan.entries;
+                    chains += plan.entries + part_entries;
                     i += cand.steps;
                     continue;
                 }
@@ -568,11 +593,28 @@ pub fn compile_with(
     let set = out.seal()?;
     // The conversion counted every chain queue entry against the rank's
     // share, so the executor's peak is within it.
-    debug_assert!(set.ranks.iter().all(|s| chain_peak(s).total <= per_rank));
+    debug_assert!(
+        set.ranks
+            .iter()
+            .all(|s| chain_peak(s, &set.params).total <= per_rank)
+    );
     Ok(Offloaded {
         moved: moved(&set),
         set,
     })
+}
+
+/// Can the chained put `op` (of rank `me`) feed one more trigger? Its
+/// COPY holds the put, its feeds and one set per other part of a striped
+/// put, within `budget.feeds` sets.
+fn feed_room(p: &Params, me: usize, op: &Op, budget: &Budget) -> bool {
+    match op {
+        Op::ChainPut { feeds, .. } => {
+            let parts = super::budget::chain_parts(p, me, op).len().max(1);
+            ((feeds.len() + parts - 1) as u32) < budget.feeds
+        }
+        _ => false,
+    }
 }
 
 /// The rail of a chained copy: where what it waits for comes, so that no
@@ -668,17 +710,10 @@ fn plan_trigger(
         }
     }
     for &q in sources {
-        let Some(Op::ChainPut {
-            rail: q_rail,
-            feeds,
-            ..
-        }) = new.get(q as usize).map(|s| &s.op)
-        else {
+        // (The caller chose sources with room for the feed.)
+        let Some(Op::ChainPut { rail: q_rail, .. }) = new.get(q as usize).map(|s| &s.op) else {
             return None;
         };
-        if feeds.len() as u32 >= budget.feeds {
-            return None;
-        }
         entries += 1;
         if *q_rail != rail {
             sibling_sets[usize::from(rail)] += 1;
@@ -718,8 +753,11 @@ fn plan_trigger(
 pub struct RailProgram {
     /// The rail (the NIC).
     pub rail: u8,
-    /// Blocks written ahead: (arming step, the chained put).
-    pub blocks: Vec<(u32, Op)>,
+    /// Blocks written ahead: (arming step, the chained put as this NIC
+    /// holds it: a striped one's part here carries none of its feeds, its
+    /// lead carries them all, and the rails of the other parts whose lent
+    /// trigger the lead's COPY sets).
+    pub blocks: Vec<(u32, Op, Vec<u8>)>,
     /// Events armed: (arming step, counter, sets it waits for, what it
     /// does when it fires).
     pub events: Vec<(u32, Counter, u32, Fires)>,
@@ -733,6 +771,15 @@ pub struct RailProgram {
 pub enum Fires {
     /// COPY of block `i` of its NIC: the NIC starts a put.
     Put(usize),
+    /// COPY of block `i` of its NIC, a part of a striped chained put: the
+    /// event is a completion event the driver lends, set once by the
+    /// leading part's COPY on rail `lead` (a sibling set).
+    Part {
+        /// The block.
+        block: usize,
+        /// The leading part's rail.
+        lead: u8,
+    },
     /// COPY of a `SET_EVENT` of `into` on rail `to` (a relay: to a
     /// sibling, or to this NIC's join).
     Relay {
@@ -776,10 +823,30 @@ pub fn program(set: &ScheduleSet, rank: usize) -> Option<NicProgram> {
                 rail,
                 ..
             } => {
-                if let Some(r) = rails.get_mut(usize::from(*rail)) {
-                    r.blocks.push((i, op.clone()));
+                let parts = super::budget::chain_parts(&set.params, rank, op);
+                let lent: Vec<u8> = parts
+                    .iter()
+                    .filter(|&&x| x != usize::from(*rail))
+                    .map(|&x| x as u8)
+                    .collect();
+                for &part in &parts {
+                    let Some(r) = rails.get_mut(part) else {
+                        continue;
+                    };
+                    let lead = part == usize::from(*rail);
+                    let mut held = op.clone();
+                    if let (false, Op::ChainPut { feeds, .. }) = (lead, &mut held) {
+                        feeds.clear();
+                    }
+                    r.blocks
+                        .push((i, held, if lead { lent.clone() } else { Vec::new() }));
                     let block = r.blocks.len() - 1;
-                    r.events.push((i, *trigger, *count, Fires::Put(block)));
+                    let fires = if lead {
+                        Fires::Put(block)
+                    } else {
+                        Fires::Part { block, lead: *rail }
+                    };
+                    r.events.push((i, *trigger, *count, fires));
                 }
             }
             Op::Wait { counter, arrivals } => {
@@ -818,7 +885,7 @@ pub fn program(set: &ScheduleSet, rank: usize) -> Option<NicProgram> {
     Some(NicProgram {
         rank: rank as Rank,
         rails,
-        peak: super::budget::chain_peak(schedule),
+        peak: super::budget::chain_peak(schedule, &set.params),
     })
 }
 
@@ -831,7 +898,7 @@ impl fmt::Display for NicProgram {
         )?;
         for r in &self.rails {
             writeln!(f, "rail {}:", r.rail)?;
-            for (b, (step, op)) in r.blocks.iter().enumerate() {
+            for (b, (step, op, lent)) in r.blocks.iter().enumerate() {
                 if let Op::ChainPut {
                     to,
                     src,
@@ -850,6 +917,9 @@ impl fmt::Display for NicProgram {
                         let whose = if feed.rail == r.rail { "" } else { " sibling" };
                         write!(f, "; SET_EVENT c{}{whose} rail {}", feed.into, feed.rail)?;
                     }
+                    for x in lent {
+                        write!(f, "; SET_EVENT lent event, sibling rail {x} (its part)")?;
+                    }
                     writeln!(f)?;
                 }
             }
@@ -866,6 +936,10 @@ impl fmt::Display for NicProgram {
                     Fires::Put(b) => writeln!(
                         f,
                         "  event c{counter}: after {sets} set(s) -> COPY block {b} (armed at step {step}: the NIC starts the put)"
+                    )?,
+                    Fires::Part { block, lead } => writeln!(
+                        f,
+                        "  lent event: after 1 set (rail {lead}'s c{counter} firing) -> COPY block {block} (armed at step {step}: this rail's part of a striped put)"
                     )?,
                     Fires::Host => writeln!(
                         f,

@@ -67,6 +67,7 @@ pub(super) fn tree_gather(
                         trigger: c,
                         count: 0,
                         rail: 0,
+                        lane: Lane::Rail(0),
                         to: to as Rank,
                         src,
                         dst,

@@ -303,11 +303,11 @@ impl<T: Timing> Sim<'_, T> {
                         src,
                         dst,
                         signal,
-                        rail,
+                        lane,
                         feeds,
                         ..
                     } => (
-                        Some((to, src, dst, signal, rail)),
+                        Some((to, src, dst, signal, lane)),
                         feeds.iter().map(|f| (f.into, f.rail)).collect(),
                     ),
                     Op::Relay { into, to, .. } => (None, vec![(into, to)]),
@@ -315,17 +315,8 @@ impl<T: Timing> Sim<'_, T> {
                 };
                 let saved = self.now;
                 self.now += self.t.chain();
-                if let Some((to, src, dst, signal, rail)) = put {
-                    self.issue_put(
-                        r,
-                        ch.step,
-                        fired,
-                        to as usize,
-                        src,
-                        dst,
-                        Lane::Rail(rail),
-                        signal,
-                    );
+                if let Some((to, src, dst, signal, lane)) = put {
+                    self.issue_put(r, ch.step, fired, to as usize, src, dst, lane, signal);
                 }
                 for (counter, rail) in sets {
                     let id = self.issue_set(r, ch.step, fired, usize::from(rail), counter);
