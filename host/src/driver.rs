@@ -204,9 +204,13 @@ pub struct Completion {
     pub generation: u64,
     /// The chain block holding the command, for a chained post.
     chain_block: Option<usize>,
-    /// A completion event of the same rail lent as the post's trigger
-    /// (a part of a striped chained put, started by its lead's set).
+    /// A completion event of the same rail lent to the post: the trigger
+    /// of a part of a striped chained put (set by its lead), or the source
+    /// event of a chained put with `done` sets (whose COPY sets `event`
+    /// and those).
     trigger: Option<EventId>,
+    /// The chain block of that source event's COPY.
+    done_block: Option<usize>,
 }
 
 impl Completion {
@@ -225,6 +229,7 @@ impl Completion {
             generation,
             chain_block: None,
             trigger: None,
+            done_block: None,
         }
     }
 }
@@ -238,7 +243,9 @@ pub enum Tracked {
     /// A command the NIC injects by itself once `trigger` has collected
     /// `count` sets on the post's rail (the event's COPY action); its
     /// completion field is set as for `Now`. The same COPY then sets each
-    /// of `feeds` once.
+    /// of `feeds` once. With `done` sets, the command completes through a
+    /// lent event instead, whose COPY sets the post's completion event and
+    /// then each of `done` once: sets made when the put has completed.
     Chained {
         /// The local event that starts it.
         trigger: EventId,
@@ -249,6 +256,8 @@ pub enum Tracked {
         /// Events set once after the command is injected, each on its
         /// rail (this NIC's or a sibling's, ABI 1.2 §5.1).
         feeds: Feeds,
+        /// Events set once after the command has completed.
+        done: Feeds,
     },
     /// Once `trigger` has collected `count` sets on the post's rail, the
     /// NIC sets `event` once on its sibling of rail `to` (ABI 1.2 §5.1),
@@ -759,10 +768,28 @@ impl Driver {
                 generation: 0,
                 chain_block: None,
                 trigger: None,
+                done_block: None,
             };
             if let Tracked::Chained { .. } | Tracked::Relay { .. } = post.what {
                 match self.take_chain_block() {
                     Ok(b) => c.chain_block = Some(b),
+                    Err(e) => {
+                        self.release(&c);
+                        return Err(e);
+                    }
+                }
+            }
+            // Sets made on completion: a lent source event and the chain
+            // block its COPY reads.
+            if let Tracked::Chained { done, .. } = &post.what
+                && !done.as_slice().is_empty()
+            {
+                let lent = self.take_completion_event(post.rail).and_then(|ev| {
+                    c.trigger = Some(ev);
+                    self.take_chain_block()
+                });
+                match lent {
+                    Ok(b) => c.done_block = Some(b),
                     Err(e) => {
                         self.release(&c);
                         return Err(e);
@@ -780,7 +807,10 @@ impl Driver {
                 rail: post.rail,
                 rails,
             })?;
-            *slot += 2;
+            *slot += match &post.what {
+                Tracked::Chained { done, .. } if !done.as_slice().is_empty() => 3,
+                _ => 2,
+            };
         }
         for (rail, &n) in per_rail.iter().enumerate() {
             if n > 0 {
@@ -817,6 +847,9 @@ impl Driver {
             let rail = post.rail;
             let (arm, generation) = self.arm_write_command(rail, c.event, post.what.count())?;
             c.generation = generation;
+            // A block to write between the arm and the post's own (the
+            // ARM_EVENT of a lent source event).
+            let mut before: Option<CommandBlock> = None;
             let second = match (&post.what, c.chain_block) {
                 (Tracked::Now(cmd), _) => Some(with_completion(*cmd, c.event)?.emit(cookie)),
                 (
@@ -825,21 +858,32 @@ impl Driver {
                         count,
                         command,
                         feeds,
+                        done,
                     },
                     Some(block),
                 ) => {
-                    let mut blocks = vec![with_completion(*command, c.event)?.emit(cookie)];
-                    for &(event, to) in feeds.as_slice() {
-                        let target = (usize::from(to) != rail).then_some(to);
-                        blocks.push(
-                            Command::SetEvent {
-                                event,
-                                count: 1,
-                                rail: target,
-                            }
-                            .emit(cookie),
-                        );
-                    }
+                    let set = |event, to: u8| {
+                        Command::SetEvent {
+                            event,
+                            count: 1,
+                            rail: (usize::from(to) != rail).then_some(to),
+                        }
+                        .emit(cookie)
+                    };
+                    // With `done` sets the command completes through the
+                    // lent event, whose COPY (armed first) sets the
+                    // completion event, then `done`.
+                    let source = match (c.trigger, c.done_block) {
+                        (Some(lent), Some(done_block)) if !done.as_slice().is_empty() => {
+                            let mut on_done = vec![set(c.event, rail as u8)];
+                            on_done.extend(done.as_slice().iter().map(|&(ev, to)| set(ev, to)));
+                            before = Some(self.fill_chain_slot(done_block, &on_done, lent, 1)?);
+                            lent
+                        }
+                        _ => c.event,
+                    };
+                    let mut blocks = vec![with_completion(*command, source)?.emit(cookie)];
+                    blocks.extend(feeds.as_slice().iter().map(|&(ev, to)| set(ev, to)));
                     Some(self.fill_chain_slot(block, &blocks, *trigger, *count)?)
                 }
                 (
@@ -870,6 +914,10 @@ impl Driver {
             let tail = self.port(rail)?.tail;
             self.write_block(rail, tail, &arm.emit(0))?;
             let mut next = tail.wrapping_add(1);
+            if let Some(block) = before {
+                self.write_block(rail, next, &block)?;
+                next = next.wrapping_add(1);
+            }
             if let Some(block) = second {
                 self.write_block(rail, next, &block)?;
                 next = next.wrapping_add(1);
@@ -884,6 +932,9 @@ impl Driver {
         self.release_completion_event(c.rail, c.event);
         if let Some(t) = c.trigger {
             self.release_completion_event(c.rail, t);
+        }
+        if let Some(block) = c.done_block {
+            self.free_chain_blocks.push(block);
         }
         if let Some(block) = c.chain_block {
             self.free_chain_blocks.push(block);

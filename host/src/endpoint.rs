@@ -202,6 +202,11 @@ pub struct ChainedPut {
     /// rail above a threshold (the part on `rail` leads: its COPY sets a
     /// trigger of each other part on its sibling NIC, ABI 1.2 §5.1).
     pub policy: RailPolicy,
+    /// Events this rank's NICs set once each when the put has completed
+    /// (delivered and acknowledged; at most [`crate::driver::MAX_FEEDS`]):
+    /// how a later chained put ordered after this one's completion learns
+    /// of it. Not for a striped put.
+    pub done: Feeds,
 }
 
 /// An input queue for queued DMAs (QDMA, [ELAN-SEM §13 rule 7]): created
@@ -737,10 +742,11 @@ impl Endpoint {
             dst_event,
             feeds,
             policy,
+            done,
         } = *chain;
         self.check_rank(dst_rank)?;
         self.check_rail(rail)?;
-        for &(_, to) in feeds.as_slice() {
+        for &(_, to) in feeds.as_slice().iter().chain(done.as_slice()) {
             self.check_rail(usize::from(to))?;
         }
         Self::check_same_len("the remote buffer", &src, &dst)?;
@@ -767,6 +773,12 @@ impl Endpoint {
                 wake: false,
             }))
         };
+        if layout.len() > 1 && !done.as_slice().is_empty() {
+            return Err(Error::Config(
+                "a striped chained put completes part by part: it cannot set events when done"
+                    .into(),
+            ));
+        }
         let Some(lead) = layout.iter().position(|p| p.rail == rail) else {
             return Err(Error::Config(format!(
                 "a chained put triggered on rail {rail} has no part there ({policy:?})"
@@ -793,6 +805,7 @@ impl Endpoint {
                             count,
                             command: dma(p)?,
                             feeds: Feeds::new(&lead_feeds)?,
+                            done,
                         }
                     } else {
                         let &(_, ev) = lent_iter
@@ -803,6 +816,7 @@ impl Endpoint {
                             count: 1,
                             command: dma(p)?,
                             feeds: Feeds::default(),
+                            done: Feeds::default(),
                         }
                     };
                     Ok(Post { rail: p.rail, what })

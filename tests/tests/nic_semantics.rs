@@ -16,7 +16,6 @@ fn on_rail(rail: usize, n: u32) -> Arrivals {
     a
 }
 
-
 /// Put `buf` into the same buffer of `to` on `rail`, setting `event`
 /// there, and wait for its local completion.
 fn put_signalled(
@@ -72,6 +71,7 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
                     dst_event: Some(forwarded),
                     feeds: Default::default(),
                     policy: RailPolicy::Rail(0),
+                    done: Default::default(),
                 })?;
                 comm.notify(0, &ready, &flag)?;
                 // Blocked: only C's acknowledgement releases B, and C sends
@@ -484,6 +484,7 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
                 dst_event: Some(got_a),
                 feeds: Feeds::new(&[(join.id(), 1)])?,
                 policy: RailPolicy::Rail(0),
+                done: Default::default(),
             })?;
             let relay = comm.endpoint().relay(b, 1, 1, join, 1)?;
             let p2 = comm.chain_put(&ChainedPut {
@@ -496,6 +497,7 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
                 dst_event: Some(got_both),
                 feeds: Feeds::default(),
                 policy: RailPolicy::Rail(1),
+                done: Default::default(),
             })?;
             comm.notify(0, &start, &back_a)?;
             // B's relay has run (its handle completes then): let A come.
@@ -560,10 +562,12 @@ fn a_striped_chained_put_starts_every_part_from_its_lead() {
                 dst_event: Some(returned),
                 feeds: Default::default(),
                 policy: RailPolicy::Rail(1),
+                done: Default::default(),
             };
             assert!(matches!(comm.chain_put(&wrong), Err(Error::Config(_))));
             let h = comm.chain_put(&ChainedPut {
                 policy: striped,
+                done: Default::default(),
                 ..wrong
             })?;
             comm.notify(0, &ready, &flag)?;
@@ -588,6 +592,83 @@ fn a_striped_chained_put_starts_every_part_from_its_lead() {
     });
     let got = out[0].as_ref().expect("ran").as_ref().expect("rank 0 ok");
     assert_eq!(got.as_deref(), Some(&pattern(len, 11)[..]));
+    for r in out {
+        r.expect("ran").expect("no error");
+    }
+}
+
+/// A chained put ordered after another one's completion: rank 1's NIC
+/// starts A (256 KiB on rail 0) when rank 0's go arrives; A completes
+/// through a lent event whose COPY sets A's completion event and, on the
+/// sibling NIC of rail 1, the trigger of B (a small put on rail 1). Rank 0
+/// waits for B alone and then finds every byte of A in place: B started
+/// on A's injection would have overtaken it on the other rail. A's handle
+/// completes and the driver gets its lent event back.
+#[test]
+fn a_chained_put_starts_when_another_has_completed() {
+    use railcoll_host::driver::Feeds;
+    let c = cluster(2, 1, 2, 1 << 20);
+    let big = 256 << 10;
+    let out = c.run(move |comm| -> Result<Option<Vec<u8>>, Error> {
+        let a = comm.alloc(big)?;
+        let b = comm.alloc(64)?;
+        let flag = comm.alloc(0)?;
+        let (go, a_done, got_a, got_b, ready) = (
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+            comm.alloc_dest_event()?,
+        );
+        if comm.rank() == 1 {
+            comm.write_local(&a, 0, &pattern(big, 5))?;
+            let free: Vec<usize> = (0..2)
+                .map(|r| comm.endpoint().free_completion_events(r))
+                .collect();
+            let first = comm.chain_put(&ChainedPut {
+                trigger: go,
+                rail: 0,
+                count: 1,
+                src: a,
+                dst_rank: 0,
+                dst: a,
+                dst_event: Some(got_a),
+                feeds: Feeds::default(),
+                policy: RailPolicy::Rail(0),
+                done: Feeds::new(&[(a_done.id(), 1)])?,
+            })?;
+            let second = comm.chain_put(&ChainedPut {
+                trigger: a_done,
+                rail: 1,
+                count: 1,
+                src: b,
+                dst_rank: 0,
+                dst: b,
+                dst_event: Some(got_b),
+                feeds: Feeds::default(),
+                policy: RailPolicy::Rail(1),
+                done: Feeds::default(),
+            })?;
+            comm.notify(0, &ready, &flag)?;
+            first.wait()?;
+            second.wait()?;
+            let now: Vec<usize> = (0..2)
+                .map(|r| comm.endpoint().free_completion_events(r))
+                .collect();
+            assert_eq!(now, free, "the lent source event is back");
+            assert_eq!(comm.take_nic_errors()?, Vec::new());
+            return Ok(None);
+        }
+        comm.wait_arrivals(&ready, &on_rail(0, 1))?;
+        put_signalled(comm, &flag, 1, 0, go)?;
+        comm.wait_arrivals(&got_b, &on_rail(1, 1))?;
+        let mut landed = vec![0; big];
+        comm.read_local(&a, 0, &mut landed)?;
+        comm.wait_arrivals(&got_a, &on_rail(0, 1))?;
+        Ok(Some(landed))
+    });
+    let landed = out[0].as_ref().expect("ran").as_ref().expect("rank 0 ok");
+    assert_eq!(landed.as_deref(), Some(&pattern(big, 5)[..]));
     for r in out {
         r.expect("ran").expect("no error");
     }

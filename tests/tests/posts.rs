@@ -90,6 +90,7 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
                 dst_event: None,
                 feeds: Default::default(),
                 policy: RailPolicy::Rail(0),
+                done: Default::default(),
             })
         };
         let mut held = Vec::new();
@@ -241,6 +242,7 @@ fn an_oversize_length_is_a_typed_error_on_every_post_path() {
                     dst_event: None,
                     feeds: Default::default(),
                     policy: RailPolicy::Rail(0),
+                    done: Default::default(),
                 })
                 .err(),
                 Some(too_large.clone())

@@ -311,6 +311,7 @@ fn a_cycle_of_chained_puts_is_named() {
                         dst: Region::one(Buf::Recv, r),
                         signal: Some(0),
                         feeds: Vec::new(),
+                        done: Vec::new(),
                     },
                     after: Vec::new(),
                 },

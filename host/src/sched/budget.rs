@@ -181,10 +181,16 @@ pub fn chain_peak(schedule: &Schedule, params: &Params) -> ChainPeak {
                 book.hold(i, None);
                 continue;
             }
-            op @ Op::ChainPut { rail, feeds, .. } => {
+            op @ Op::ChainPut {
+                rail, feeds, done, ..
+            } => {
                 let lead = rail_of(usize::from(*rail));
                 entries[lead] += 1;
-                for f in feeds {
+                // Sets on completion: the completion event's, then each.
+                if !done.is_empty() {
+                    entries[lead] += 1;
+                }
+                for f in feeds.iter().chain(done) {
                     entries[lead] += 1;
                     if f.rail != *rail {
                         to[rail_of(usize::from(f.rail))] += 1;
@@ -390,9 +396,9 @@ pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
         // A chained put's COPY sets its feeds and, striped, the trigger of
         // each other part.
         let feeding = s.steps.iter().enumerate().find_map(|(i, st)| match &st.op {
-            op @ Op::ChainPut { feeds, .. } => {
+            op @ Op::ChainPut { feeds, done, .. } => {
                 let parts = chain_parts(&set.params, s.rank as usize, op).len().max(1);
-                let sets = feeds.len() + parts - 1;
+                let sets = (feeds.len() + parts - 1).max(done.len());
                 (sets as u32 > budget.feeds).then_some((i, sets))
             }
             _ => None,
@@ -462,6 +468,7 @@ mod tests {
             dst: Region::one(Buf::Recv, 0),
             signal: None,
             feeds: Vec::new(),
+            done: Vec::new(),
         }
     }
 

@@ -487,11 +487,13 @@ impl<'a> Coll<'a> {
                 dst,
                 signal,
                 feeds,
+                done,
             } => {
-                let pairs = feeds
-                    .iter()
-                    .map(|f| Ok((run.event(f.into)?.id(), f.rail)))
-                    .collect::<Result<Vec<_>, Error>>()?;
+                let pairs = |list: &[Feed]| {
+                    list.iter()
+                        .map(|f| Ok((run.event(f.into)?.id(), f.rail)))
+                        .collect::<Result<Vec<_>, Error>>()
+                };
                 let chain = ChainedPut {
                     trigger: run.event(*trigger)?,
                     rail: usize::from(*rail),
@@ -500,8 +502,9 @@ impl<'a> Coll<'a> {
                     dst_rank: *to as usize,
                     dst: run.region(dst)?,
                     dst_event: signal.map(|c| run.event(c)).transpose()?,
-                    feeds: Feeds::new(&pairs)?,
+                    feeds: Feeds::new(&pairs(feeds)?)?,
                     policy: lane.policy(p.stripe_threshold),
+                    done: Feeds::new(&pairs(done)?)?,
                 };
                 let h = self.ep.chain_put(&chain)?;
                 run.handles.hold(i, h);

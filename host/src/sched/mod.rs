@@ -223,6 +223,10 @@ pub enum Op {
         /// the put (at most [`MAX_FEEDS`]): how the joins of later chained
         /// puts learn that this one's trigger has fired.
         feeds: Vec<Feed>,
+        /// Sets this rank's NICs make once the put has completed (its
+        /// source event's COPY; at most [`MAX_FEEDS`], one rail only): how
+        /// a later chained put ordered after its completion learns of it.
+        done: Vec<Feed>,
     },
     /// Relay `counter`'s sets from one rail's NIC to a join: once
     /// `counter` has collected `count` sets on rail `from`, this rank's NIC
@@ -572,9 +576,13 @@ impl ScheduleSet {
                         signal,
                         trigger,
                         ref feeds,
+                        ref done,
                         ..
                     } => {
                         counters = counters.max(trigger + 1);
+                        for f in done {
+                            add(me, f.into, usize::from(f.rail), &mut counters);
+                        }
                         if let Some(c) = signal {
                             let bytes = src.count as usize * b;
                             for p in put_parts(lane, rails, threshold, me, to as usize, bytes) {
@@ -771,6 +779,32 @@ fn fmt_signal(signal: Option<Counter>) -> String {
 }
 
 impl Op {
+    /// A chained put of `src` into `dst` of rank `to` on `lane`, started by
+    /// `trigger`'s sets on `rail` (counted by [`ScheduleSet::seal`]), with
+    /// no feeds and no sets on completion yet.
+    pub fn chained(
+        trigger: Counter,
+        rail: u8,
+        lane: Lane,
+        to: Rank,
+        src: Region,
+        dst: Region,
+        signal: Option<Counter>,
+    ) -> Op {
+        Op::ChainPut {
+            trigger,
+            count: 0,
+            rail,
+            lane,
+            to,
+            src,
+            dst,
+            signal,
+            feeds: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+
     /// The step's kind in one word.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -820,6 +854,7 @@ impl fmt::Display for Op {
                 dst,
                 signal,
                 feeds,
+                done,
             } => {
                 let striped = match lane {
                     Lane::Stripe => " (striped)",
@@ -832,6 +867,9 @@ impl fmt::Display for Op {
                 )?;
                 for feed in feeds {
                     write!(f, ", sets c{} on rail {}", feed.into, feed.rail)?;
+                }
+                for feed in done {
+                    write!(f, ", when done sets c{} on rail {}", feed.into, feed.rail)?;
                 }
                 Ok(())
             }

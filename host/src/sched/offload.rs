@@ -29,6 +29,15 @@
 //!   for P's own answer);
 //! - everything else P reads is local or was waited for by the host.
 //!
+//! A step ordered after the completion of a put on one rail (its `after`)
+//! waits for a set that put's completion makes (its source event's COPY,
+//! a *done* set; a host put that gets its first is chained, started by
+//! its own arming) instead of the host waiting before arming it. The
+//! host's wait also ordered every later step, so a completion reported
+//! this way is inherited by every later step until a host step waits for
+//! it (later chained puts wait for it too, minus what their other done
+//! sets' completions already imply).
+//!
 //! A put striped over several rails is chained as one op whose trigger is
 //! on the part rail most of the folded wait's sets come to: there its part
 //! leads, and its COPY sets, on each other part's NIC, a completion event
@@ -104,6 +113,12 @@ pub fn moved(set: &ScheduleSet) -> Moved {
     {
         match step.op {
             Op::ChainPut { to, .. } if to == rank => m.copies += 1,
+            // Started by its arming: a host put that reports its
+            // completion to a later chained put.
+            Op::ChainPut { count: 0, .. } => {
+                m.host_puts += 1;
+                m.host_posts += 1;
+            }
             Op::ChainPut { .. } => m.chained += 1,
             Op::Put { .. } => {
                 m.host_puts += 1;
@@ -239,6 +254,14 @@ pub fn compile_with(
         // consumed yet.
         let mut landed: HashMap<(Buf, u32), Vec<Landing>> = HashMap::new();
         let mut pending: Vec<Landing> = Vec::new();
+        // Completions program order still owes every later step: a host
+        // step's `after` blocked the host, ordering everything after it;
+        // one the NICs report to a chained put's trigger (a set on
+        // completion) does not, so later steps inherit it until the host
+        // waits for it. And what each chained put's completion implies
+        // (the completions its trigger waited for, transitively).
+        let mut inherited: Vec<u32> = Vec::new();
+        let mut implies_done: HashMap<u32, Vec<u32>> = HashMap::new();
         let remap = |after: &[u32], map: &[u32]| -> Vec<u32> {
             after
                 .iter()
@@ -397,15 +420,34 @@ pub fn compile_with(
                     && others
                         .iter()
                         .all(|&x| relays_into[usize::from(x)] < fifo_share);
-                let waits_for_something =
-                    folded.is_some() || !sources.is_empty() || !landings.is_empty();
+                // The completions it is ordered after: the puts among them
+                // the NICs can report (a set on completion) go into its
+                // trigger; the host waits for the rest before arming it.
+                let mut after_all = Vec::new();
+                if cand.steps == 2 {
+                    after_all.extend(remap(&step.after, &map));
+                }
+                after_all.extend(remap(&cand.put.after, &map));
+                after_all.extend(hazards.iter().copied());
+                after_all.extend(inherited.iter().copied());
+                let after_all = without_implied(after_all, &implies_done);
+                let (done_sources, rest_after): (Vec<u32>, Vec<u32>) = after_all
+                    .iter()
+                    .partition(|&&q| done_room(p, me, new.get(q as usize).map(|s| &s.op), budget));
+                let waits_for_something = folded.is_some()
+                    || !sources.is_empty()
+                    || !landings.is_empty()
+                    || !done_sources.is_empty();
                 let plan = match rail {
                     Some(rail) if covered && waits_for_something && striping_fits => plan_trigger(
                         rail,
                         cand.wait,
                         &landings,
                         &sources,
+                        &done_sources,
                         &new,
+                        p,
+                        me,
                         budget,
                         fifo_share,
                         &relays_into,
@@ -413,42 +455,60 @@ pub fn compile_with(
                     ),
                     _ => None,
                 };
-                // A copy's landing takes a counter after the join's.
-                let landing = match (&plan, is_copy) {
-                    (Some(plan), true) => {
-                        let c = if plan.trigger == next_join {
-                            next_join + 1
-                        } else {
-                            next_join
-                        };
-                        (c < budget.counters).then_some(c)
-                    }
-                    _ => None,
-                };
+                // Counters it takes: a join, a copy's landing, and one
+                // (never set: it fires when armed) per host put it chains
+                // to hear of its completion.
+                let conversions = done_sources
+                    .iter()
+                    .filter(|&&q| {
+                        matches!(new.get(q as usize).map(|s| &s.op), Some(Op::Put { .. }))
+                    })
+                    .count() as u16;
+                let takes = plan.as_ref().map_or(0, |plan| {
+                    u16::from(plan.trigger == next_join) + u16::from(is_copy) + conversions
+                });
                 let part_entries = 2 * others.len() as u32;
                 if let Some(plan) = plan
                     && chains + plan.entries + part_entries <= per_rank
-                    && (!is_copy || landing.is_some())
+                    && u32::from(next_join) + u32::from(takes) <= u32::from(budget.counters)
                 {
                     let rail = plan.rail;
                     if plan.trigger == next_join {
                         next_join += 1;
                     }
-                    let signal = match landing {
-                        Some(c) => {
-                            next_join = c + 1;
-                            Some(c)
+                    let landing = is_copy.then(|| {
+                        next_join += 1;
+                        next_join - 1
+                    });
+                    let signal = landing.or(signal);
+                    for &q in &done_sources {
+                        let Some(step) = new.get_mut(q as usize) else {
+                            continue;
+                        };
+                        if let Some(chained) = started_by_arming(p, me, &step.op, next_join) {
+                            step.op = chained;
+                            next_join += 1;
                         }
-                        None => signal,
-                    };
-                    let mut after = Vec::new();
-                    if cand.steps == 2 {
-                        after.extend(remap(&step.after, &map));
+                        if let Op::ChainPut { done, .. } = &mut step.op {
+                            done.push(Feed {
+                                into: plan.trigger,
+                                rail,
+                            });
+                        }
                     }
-                    after.extend(remap(&cand.put.after, &map));
-                    after.extend(hazards);
-                    after.sort_unstable();
-                    after.dedup();
+                    // What the host does not wait for before arming it,
+                    // later steps still owe; its completion implies what
+                    // its trigger waited for.
+                    inherited = after_all
+                        .iter()
+                        .copied()
+                        .filter(|q| !rest_after.contains(q))
+                        .collect();
+                    let mut implied = done_sources.clone();
+                    for q in &done_sources {
+                        implied.extend(implies_done.get(q).into_iter().flatten());
+                    }
+                    let after = rest_after;
                     let at = (new.len() + plan.relays.len()) as u32;
                     for &q in &sources {
                         if let Some(Op::ChainPut { feeds, .. }) =
@@ -479,23 +539,26 @@ pub fn compile_with(
                         relays_into[usize::from(x)] += 1;
                     }
                     new.push(Step {
-                        op: Op::ChainPut {
-                            trigger: plan.trigger,
-                            count: 0,
+                        op: Op::chained(
+                            plan.trigger,
                             rail,
-                            lane: lane.unwrap_or(Lane::Rail(rail)),
+                            lane.unwrap_or(Lane::Rail(rail)),
                             to,
                             src,
                             dst,
                             signal,
-                            feeds: Vec::new(),
-                        },
+                        ),
                         after,
                     });
                     // Its firing implies its wait's counter, the landings
                     // it waited for and everything its sources' firings
-                    // imply.
+                    // (and the completions it waited for) imply.
                     let mut cl: Vec<Counter> = folded.into_iter().collect();
+                    for (q, qc) in &closures {
+                        if done_sources.contains(q) {
+                            cl.extend(qc);
+                        }
+                    }
                     for l in &landings {
                         cl.push(l.counter);
                         fired_by.insert(l.counter, at);
@@ -523,6 +586,9 @@ pub fn compile_with(
                         fired_by.insert(c, at);
                     }
                     closures.push((at, cl));
+                    implied.sort_unstable();
+                    implied.dedup();
+                    implies_done.insert(at, implied);
                     map.extend(std::iter::repeat_n(at, cand.steps));
                     read_by_chain.push((src, at));
                     chains += plan.entries + part_entries;
@@ -533,7 +599,9 @@ pub fn compile_with(
             // A host step: it first waits for every chained put whose
             // firing delivers a block it touches, or that reads a block it
             // overwrites.
+            // (The host waits for every inherited completion here.)
             let mut after = remap(&step.after, &map);
+            after.append(&mut inherited);
             for (region, write) in touches(&step.op) {
                 for b in region.block..region.end() {
                     for c in from.get(&(region.buf, b)).into_iter().flatten() {
@@ -602,6 +670,70 @@ pub fn compile_with(
         moved: moved(&set),
         set,
     })
+}
+
+/// Host put `op` of rank `me` as a chained put its own arming starts
+/// (`trigger` takes no sets): how a host put reports its completion to a
+/// later chained put. `None` unless it is a put on one rail.
+fn started_by_arming(p: &Params, me: usize, op: &Op, trigger: Counter) -> Option<Op> {
+    let rail = single_rail(p, me, op)?;
+    let Op::Put {
+        to,
+        src,
+        dst,
+        lane,
+        signal,
+    } = *op
+    else {
+        return None;
+    };
+    Some(Op::chained(trigger, rail, lane, to, src, dst, signal))
+}
+
+/// `steps` sorted, without those whose completion another one's implies.
+fn without_implied(mut steps: Vec<u32>, implies_done: &HashMap<u32, Vec<u32>>) -> Vec<u32> {
+    steps.sort_unstable();
+    steps.dedup();
+    let implied: HashSet<u32> = steps
+        .iter()
+        .flat_map(|q| implies_done.get(q).into_iter().flatten().copied())
+        .collect();
+    steps.retain(|q| !implied.contains(q));
+    steps
+}
+
+/// The one rail of a host put of rank `me` that goes out in one part,
+/// `None` for any other step.
+fn single_rail(p: &Params, me: usize, op: &Op) -> Option<u8> {
+    match op {
+        Op::Put { to, src, lane, .. } => match put_parts(
+            *lane,
+            p.shape.rails,
+            p.stripe_threshold,
+            me,
+            *to as usize,
+            src.count as usize * p.block_bytes,
+        )[..]
+        {
+            [one] => Some(one.rail as u8),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Can a later chained put wait for the completion of step `op` through
+/// a set its source event's COPY makes? A chained put on one rail with
+/// room for one more such set, or a host put on one rail (chained, with
+/// nothing to wait for, when it gets its first).
+fn done_room(p: &Params, me: usize, op: Option<&Op>, budget: &Budget) -> bool {
+    match op {
+        Some(op @ Op::ChainPut { done, .. }) => {
+            super::budget::chain_parts(p, me, op).len() == 1 && (done.len() as u32) < budget.feeds
+        }
+        Some(op @ Op::Put { .. }) => single_rail(p, me, op).is_some() && budget.feeds > 0,
+        _ => false,
+    }
 }
 
 /// Can the chained put `op` (of rank `me`) feed one more trigger? Its
@@ -673,7 +805,10 @@ fn plan_trigger(
     wait: Option<(Counter, &[u32; MAX_RAILS])>,
     landings: &[Landing],
     sources: &[u32],
+    done_sources: &[u32],
     new: &[Step],
+    params: &Params,
+    me: usize,
     budget: &Budget,
     fifo_share: u32,
     relays_into: &[u32; MAX_RAILS],
@@ -719,6 +854,26 @@ fn plan_trigger(
             sibling_sets[usize::from(rail)] += 1;
         }
     }
+    // Each completion it waits for: a set in that put's source event's
+    // COPY (which also sets the put's completion event, one entry more
+    // for its first), the put itself chained if the host posted it.
+    for &q in done_sources {
+        let op = new.get(q as usize).map(|s| &s.op)?;
+        let (q_rail, first) = match op {
+            Op::ChainPut {
+                rail: q_rail, done, ..
+            } => (*q_rail, done.is_empty()),
+            Op::Put { .. } => {
+                entries += 1;
+                (single_rail(params, me, op)?, true)
+            }
+            _ => return None,
+        };
+        entries += if first { 2 } else { 1 };
+        if q_rail != rail {
+            sibling_sets[usize::from(rail)] += 1;
+        }
+    }
     if sibling_sets[usize::from(rail)] > 0
         && relays_into[usize::from(rail)] + sibling_sets[usize::from(rail)] > fifo_share
     {
@@ -726,7 +881,8 @@ fn plan_trigger(
     }
     // A relay's COPY is two blocks, a feed's one more than the put's: NICs
     // whose COPY injects one block (`feeds` 0) run neither.
-    if budget.feeds == 0 && (!relays.is_empty() || !sources.is_empty()) {
+    if budget.feeds == 0 && (!relays.is_empty() || !sources.is_empty() || !done_sources.is_empty())
+    {
         return None;
     }
     let trigger = match (wait, own_landing) {
@@ -905,20 +1061,34 @@ impl fmt::Display for NicProgram {
                     dst,
                     signal,
                     feeds,
+                    done,
                     ..
                 } = op
                 {
                     let signal = signal.map_or(String::new(), |c| format!(", signal c{c}"));
+                    // "c3 sibling rail 1": a set's event and the NIC it is on.
+                    let set = |feed: &Feed| {
+                        let whose = if feed.rail == r.rail { "" } else { " sibling" };
+                        format!("c{}{whose} rail {}", feed.into, feed.rail)
+                    };
                     write!(
                         f,
                         "  block {b} (written at step {step}): RUN_DMA put {src} -> rank {to} {dst}{signal}"
                     )?;
                     for feed in feeds {
-                        let whose = if feed.rail == r.rail { "" } else { " sibling" };
-                        write!(f, "; SET_EVENT c{}{whose} rail {}", feed.into, feed.rail)?;
+                        write!(f, "; SET_EVENT {}", set(feed))?;
                     }
                     for x in lent {
                         write!(f, "; SET_EVENT lent event, sibling rail {x} (its part)")?;
+                    }
+                    if !done.is_empty() {
+                        write!(
+                            f,
+                            "; completes through a lent event whose COPY sets the completion word's event"
+                        )?;
+                        for feed in done {
+                            write!(f, " and {}", set(feed))?;
+                        }
                     }
                     writeln!(f)?;
                 }

@@ -73,6 +73,7 @@ pub(super) fn tree_gather(
                         dst,
                         signal: Some(c),
                         feeds: Vec::new(),
+                        done: Vec::new(),
                     },
                 );
             } else {

@@ -187,6 +187,13 @@ impl<T: Timing> Sim<'_, T> {
             self.out.puts[put as usize].delivered = self.now;
             let op = self.set.ranks[from].steps[src_step as usize].op.clone();
             let to = rec.to as usize;
+            // A chained put's sets on completion (its source event's
+            // COPY), once delivered: acknowledged, in the replay.
+            if let (false, Op::ChainPut { done, .. }) = (rec.set_only, &op) {
+                for f in done {
+                    self.issue_set(from, src_step, node, usize::from(f.rail), f.into);
+                }
+            }
             match op {
                 _ if rec.set_only => {}
                 Op::Put { src, dst, .. }
