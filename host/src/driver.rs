@@ -217,6 +217,7 @@ impl Completion {
     /// Give `event` (a completion event of this post's rail, lent as its
     /// trigger) back when the post is released.
     pub(crate) fn lend_trigger(&mut self, event: EventId) {
+        debug_assert!(self.trigger.is_none(), "one lent event per post");
         self.trigger = Some(event);
     }
 

@@ -163,8 +163,13 @@ impl PutHandle<'_> {
         self.done = true;
         let result = self.ep.driver.borrow().wait_completions(&self.parts);
         let mut driver = self.ep.driver.borrow_mut();
+        // A part that never completed (a timeout) may still be armed on
+        // its NIC, with a COPY of its chain blocks: its events and blocks
+        // are kept out of the pools rather than reused under it.
         for c in &self.parts {
-            driver.release(c);
+            if driver.test_completion(c).is_some() {
+                driver.release(c);
+            }
         }
         result
     }
@@ -773,6 +778,17 @@ impl Endpoint {
                 wake: false,
             }))
         };
+        // The lead's COPY: the put, its feeds and one set per other part;
+        // a done put's source COPY: its completion and the done sets.
+        let limit = self.driver.borrow().nic_limits().feeds as usize;
+        let sets = feeds.as_slice().len() + layout.len().saturating_sub(1);
+        if sets > limit || done.as_slice().len() > limit {
+            return Err(Error::Config(format!(
+                "a chained put makes {} sets when it fires and {} when done; these NICs' COPY takes {limit}",
+                sets,
+                done.as_slice().len()
+            )));
+        }
         if layout.len() > 1 && !done.as_slice().is_empty() {
             return Err(Error::Config(
                 "a striped chained put completes part by part: it cannot set events when done"

@@ -414,6 +414,19 @@ pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
                 )
             });
         }
+        // A relay's COPY is two blocks: NICs whose COPY takes one cannot
+        // run it, local or not.
+        let relay = s
+            .steps
+            .iter()
+            .position(|st| matches!(st.op, Op::Relay { .. }));
+        if let (0, Some(i)) = (budget.feeds, relay) {
+            return Err(Overrun {
+                rank: Some(s.rank),
+                step: Some(i as u32),
+                ..over("relays (a two-block COPY)", 1, 0)
+            });
+        }
         let Ok((node, _)) = topo.locate(s.rank as usize) else {
             continue;
         };

@@ -197,6 +197,9 @@ impl<'a> Coll<'a> {
         let limits = self.nic_limits();
         params.peer_fifo = limits.peer_fifo;
         params.feeds = limits.feeds;
+        let nic = budget::Budget::for_nic(limits);
+        params.counters = nic.counters;
+        params.chain_queue = nic.chain_queue;
         if let Some(s) = self.st.exec.cache.borrow().get(&params) {
             return Ok(Arc::clone(s));
         }

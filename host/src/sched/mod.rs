@@ -422,6 +422,12 @@ pub struct Params {
     /// (`Budget::feeds`; 0 on NICs whose COPY injects one block: then no
     /// combined triggers).
     pub feeds: u32,
+    /// Destination counters the compiled program may take
+    /// (`Budget::counters`: what the communicator's NICs leave each of the
+    /// executor's two counter pools).
+    pub counters: u16,
+    /// Entries of each NIC's chain queue (`Budget::chain_queue`).
+    pub chain_queue: u32,
 }
 
 impl Params {
@@ -444,6 +450,8 @@ impl Params {
             persistent: false,
             peer_fifo: budget::Budget::default().peer_fifo,
             feeds: budget::Budget::default().feeds,
+            counters: budget::Budget::default().counters,
+            chain_queue: budget::Budget::default().chain_queue,
         }
     }
 
@@ -716,6 +724,9 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
         let budget = budget::Budget {
             peer_fifo: params.peer_fifo,
             feeds: params.feeds,
+            // The readiness guard of a persistent set takes one more.
+            counters: params.counters.saturating_sub(u16::from(params.persistent)),
+            chain_queue: params.chain_queue,
             ..budget::Budget::default()
         };
         let copies = match params.drive {

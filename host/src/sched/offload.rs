@@ -59,9 +59,10 @@
 //! relayed into it), host steps that touch its blocks wait for its
 //! completion, and a landing nothing waits for sets nothing. A copy moves
 //! only if every counter that ever delivers into what it reads or writes
-//! is already covered (no remote write can race it), and is armed after
-//! the chained puts still reading, and the chained copies still writing,
-//! its destination have completed.
+//! is already covered (no remote write can race it), and waits for the
+//! completion of the chained puts still reading, and the chained copies
+//! still writing, its destination (done sets, below; the host waits for
+//! the ones whose puts have no room for one more).
 //!
 //! Host steps that touch a block arriving with a counter a chained put
 //! implies, or that overwrite what a chained put reads, wait for that
@@ -69,11 +70,8 @@
 //! fired; a step that speaks to node peers or the network (a flag, a shm
 //! copy, a barrier) waits for every chained put before it. What stays
 //! with the host: shared-memory phases, local copies (with
-//! [`Copies::Host`]),
-//! puts that wait for nothing but the host's program order (a pairwise
-//! exchange's puts, each after the previous one's completion), and the
-//! final waits. A chained put ordered after another put's completion is
-//! armed once that one has completed (the host waits for it first).
+//! [`Copies::Host`]), puts that wait for nothing at all, and the final
+//! waits.
 
 use std::collections::{HashMap, HashSet};
 
@@ -199,10 +197,10 @@ pub enum Copies {
     /// The host, as in the set compiled from (`name@nic`).
     #[default]
     Host,
-    /// The NICs' DMA where the copy waits for data the NICs bring: a
-    /// chained put to the rank itself, whose landing sets a counter of
-    /// its own that the puts reading its output wait for
-    /// (`name@nic-dma`).
+    /// The NICs' DMA where the copy waits for data the NICs bring or for
+    /// a completion they report: a chained put to the rank itself, whose
+    /// landing sets a counter of its own that the puts reading its output
+    /// wait for (`name@nic-dma`).
     Nic,
 }
 
