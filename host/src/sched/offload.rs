@@ -634,6 +634,8 @@ pub fn compile_with(
             }
             after.sort_unstable();
             after.dedup();
+            // What the host has waited for reads nothing any more.
+            read_by_chain.retain(|(_, chain)| after.binary_search(chain).is_err());
             if let Op::Wait { counter, .. } = step.op {
                 waited.insert(counter);
             }
