@@ -851,6 +851,16 @@ impl Driver {
             // A block to write between the arm and the post's own (the
             // ARM_EVENT of a lent source event).
             let mut before: Option<CommandBlock> = None;
+            // One set of `event` on the NIC of rail `to`: this one, or a
+            // sibling (ABI 1.2 §5.1).
+            let set = |event, to: u8| {
+                Command::SetEvent {
+                    event,
+                    count: 1,
+                    rail: (usize::from(to) != rail).then_some(to),
+                }
+                .emit(cookie)
+            };
             let second = match (&post.what, c.chain_block) {
                 (Tracked::Now(cmd), _) => Some(with_completion(*cmd, c.event)?.emit(cookie)),
                 (
@@ -863,14 +873,6 @@ impl Driver {
                     },
                     Some(block),
                 ) => {
-                    let set = |event, to: u8| {
-                        Command::SetEvent {
-                            event,
-                            count: 1,
-                            rail: (usize::from(to) != rail).then_some(to),
-                        }
-                        .emit(cookie)
-                    };
                     // With `done` sets the command completes through the
                     // lent event, whose COPY (armed first) sets the
                     // completion event, then `done`.
@@ -896,15 +898,7 @@ impl Driver {
                     },
                     Some(block),
                 ) => {
-                    let set = |event, rail| Command::SetEvent {
-                        event,
-                        count: 1,
-                        rail,
-                    };
-                    let blocks = [
-                        set(*event, (usize::from(*to) != rail).then_some(*to)).emit(cookie),
-                        set(c.event, None).emit(cookie),
-                    ];
+                    let blocks = [set(*event, *to), set(c.event, rail as u8)];
                     Some(self.fill_chain_slot(block, &blocks, *trigger, *count)?)
                 }
                 (Tracked::Chained { .. } | Tracked::Relay { .. }, None) => {

@@ -122,11 +122,11 @@ impl<T> Outstanding<T> {
     }
 }
 
-/// The rails of a chained put's parts (one, or every rail a striped one
-/// uses under `params`); empty for any other op.
+/// The rails of a put's or a chained put's parts (one, or every rail a
+/// striped one uses under `params`); empty for any other op.
 pub fn chain_parts(params: &Params, me: usize, op: &Op) -> Vec<usize> {
     match op {
-        Op::ChainPut { lane, to, src, .. } => put_parts(
+        Op::Put { lane, to, src, .. } | Op::ChainPut { lane, to, src, .. } => put_parts(
             *lane,
             params.shape.rails,
             params.stripe_threshold,

@@ -656,25 +656,23 @@ impl ScheduleSet {
                         })?;
                         *arrivals = incoming.get(&(me, *counter)).copied().unwrap_or_default();
                     }
+                    // A chained put's trigger and a relay's counter: the
+                    // sets on one rail.
                     Op::ChainPut {
-                        trigger,
+                        trigger: counter,
                         count,
                         rail,
                         ..
-                    } => {
-                        consume(*trigger, Some(*rail))?;
-                        let per_rail = incoming.get(&(me, *trigger)).copied().unwrap_or_default();
-                        *count = per_rail.get(usize::from(*rail)).copied().unwrap_or(0);
                     }
-                    Op::Relay {
+                    | Op::Relay {
                         counter,
                         count,
-                        from,
+                        from: rail,
                         ..
                     } => {
-                        consume(*counter, Some(*from))?;
+                        consume(*counter, Some(*rail))?;
                         let per_rail = incoming.get(&(me, *counter)).copied().unwrap_or_default();
-                        *count = per_rail.get(usize::from(*from)).copied().unwrap_or(0);
+                        *count = per_rail.get(usize::from(*rail)).copied().unwrap_or(0);
                     }
                     Op::WaitFlag { flag, count } => {
                         if !seen_flags.insert(*flag) {
@@ -785,7 +783,7 @@ impl fmt::Display for Lane {
     }
 }
 
-fn fmt_signal(signal: Option<Counter>) -> String {
+pub(crate) fn fmt_signal(signal: Option<Counter>) -> String {
     signal.map_or(String::new(), |c| format!(", signal c{c}"))
 }
 

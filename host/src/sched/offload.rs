@@ -705,19 +705,8 @@ fn without_implied(mut steps: Vec<u32>, implies_done: &HashMap<u32, Vec<u32>>) -
 /// The one rail of a host put of rank `me` that goes out in one part,
 /// `None` for any other step.
 fn single_rail(p: &Params, me: usize, op: &Op) -> Option<u8> {
-    match op {
-        Op::Put { to, src, lane, .. } => match put_parts(
-            *lane,
-            p.shape.rails,
-            p.stripe_threshold,
-            me,
-            *to as usize,
-            src.count as usize * p.block_bytes,
-        )[..]
-        {
-            [one] => Some(one.rail as u8),
-            _ => None,
-        },
+    match (op, &super::budget::chain_parts(p, me, op)[..]) {
+        (Op::Put { .. }, &[rail]) => Some(rail as u8),
         _ => None,
     }
 }
@@ -1065,7 +1054,7 @@ impl fmt::Display for NicProgram {
                     ..
                 } = op
                 {
-                    let signal = signal.map_or(String::new(), |c| format!(", signal c{c}"));
+                    let signal = super::fmt_signal(*signal);
                     // "c3 sibling rail 1": a set's event and the NIC it is on.
                     let set = |feed: &Feed| {
                         let whose = if feed.rail == r.rail { "" } else { " sibling" };
