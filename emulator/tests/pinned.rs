@@ -90,6 +90,22 @@
 //!   over the bus, the next trigger's event and another COPY, where an
 //!   idle host saw the completion word and posted; 2 faster
 //!   (exchange@nic-dma on clan-8x1, 64 KiB: 23428.5 -> 23011.1 us).
+//! - The RDMA barrier on the NICs (issue 14): `rdma@nic` and `smp@nic`
+//!   count the exchange (each word put a zero-length put setting the
+//!   partner's counter, each word wait a wait for it) and chain every
+//!   round after the first; a put without data needs everything its rank
+//!   waited for before it. And a chained put fed by earlier ones takes
+//!   the earliest single source whose firing implies all it needs, where
+//!   it took the earliest ones covering it together. 16 barrier runs
+//!   changed: faster with one rank per NIC (clan-8x1: 26.2 -> 25.3 us;
+//!   hockney-4x1: 3.22 -> 3.20 us; smp@nic on qsnet2-4x4: 5.80 -> 5.74
+//!   us), slower where ranks share a NIC (rdma@nic on qsnet2-4x4: 21.6 ->
+//!   33.2 us; on 3 x 2, three rails: 9.1 -> 10.9 us): each round costs
+//!   the NIC an event, a COPY and a feed for each of its ranks, in one
+//!   queue. 36 all-gather `@nic` runs changed (fewer feeds), 31 faster
+//!   (recursive doubling on qsnet2-4x4, 8 B: 32.3 -> 30.1 us) and 5
+//!   slower by at most 0.6 % (bruck@nic-dma on qsnet2-4x4, 4 KiB: 861.6
+//!   -> 866.3 us).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -3,15 +3,22 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use railcoll_host::{Algorithm, Collective, Comm, Error};
+use railcoll_host::{Algorithm, Choice, Collective, Comm, Error};
 use railcoll_tests::{cluster, pattern};
 
-/// Algorithms valid for a shape.
-fn barriers(nodes: usize) -> Vec<Algorithm> {
-    Collective::Barrier
+/// Barriers valid for a shape: every algorithm host-driven, and the ones
+/// with an exchange the NICs run also compiled onto them (`@nic`: the word
+/// puts counted and chained).
+fn barriers(nodes: usize) -> Vec<Choice> {
+    let algorithms = Collective::Barrier
         .algorithms()
         .into_iter()
-        .filter(|a| nodes == 1 || *a != Algorithm::Shm)
+        .filter(|a| nodes == 1 || *a != Algorithm::Shm);
+    algorithms
+        .flat_map(|a| {
+            let offloaded = matches!(a, Algorithm::Rdma | Algorithm::Smp);
+            std::iter::once(Choice::host(a)).chain(offloaded.then(|| Choice::nic(a)))
+        })
         .collect()
 }
 
@@ -27,7 +34,7 @@ fn bcasts(nodes: usize) -> Vec<Algorithm> {
 /// barrier, and after leaving checks that every rank has arrived.
 fn stamped_barriers(
     comm: &Comm,
-    algo: Algorithm,
+    algo: Choice,
     rounds: u64,
     stamps: &[AtomicU64],
 ) -> Result<(), Error> {
@@ -39,7 +46,7 @@ fn stamped_barriers(
             let seen = s.load(Ordering::SeqCst);
             assert!(
                 seen >= round,
-                "rank {me} left barrier {round} ({algo:?}) before rank {r} entered it (at {seen})"
+                "rank {me} left barrier {round} ({algo}) before rank {r} entered it (at {seen})"
             );
         }
     }
@@ -111,7 +118,7 @@ fn every_barrier_and_broadcast_on_every_shape() {
 fn a_hundred_thousand_back_to_back_barriers() {
     let c = cluster(2, 2, 2, 1 << 20);
     let stamps: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
-    let out = c.run(|comm| stamped_barriers(comm, Algorithm::Smp, 100_000, &stamps));
+    let out = c.run(|comm| stamped_barriers(comm, Algorithm::Smp.into(), 100_000, &stamps));
     for r in out {
         r.expect("ran").expect("no error");
     }
@@ -120,11 +127,16 @@ fn a_hundred_thousand_back_to_back_barriers() {
 
 #[test]
 fn back_to_back_rdma_barriers_on_a_non_power_of_two() {
-    let c = cluster(3, 2, 1, 1 << 20);
-    let stamps: Vec<AtomicU64> = (0..6).map(|_| AtomicU64::new(0)).collect();
-    let out = c.run(|comm| stamped_barriers(comm, Algorithm::Rdma, 5_000, &stamps));
-    for r in out {
-        r.expect("ran").expect("no error");
+    // Host-driven (barrier numbers in words) and on the NICs (counters
+    // from the two alternating pools, a rank one barrier ahead).
+    for algo in [Choice::host(Algorithm::Rdma), Choice::nic(Algorithm::Rdma)] {
+        let c = cluster(3, 2, 1, 1 << 20);
+        let stamps: Vec<AtomicU64> = (0..6).map(|_| AtomicU64::new(0)).collect();
+        let out = c.run(|comm| stamped_barriers(comm, algo, 5_000, &stamps));
+        for r in out {
+            r.expect("ran").expect("no error");
+        }
+        assert!(stamps.iter().all(|s| s.load(Ordering::SeqCst) == 5_000));
     }
 }
 

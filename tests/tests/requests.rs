@@ -71,6 +71,7 @@ fn persistent_collectives_restart_a_thousand_times_on_changing_data() {
         (Collective::Gather, Choice::nic(Algorithm::Binomial), 3),
         (Collective::Bcast, Choice::nic(Algorithm::Binomial), 2),
         (Collective::Barrier, Choice::host(Algorithm::Rdma), 0),
+        (Collective::Barrier, Choice::nic(Algorithm::Rdma), 0),
     ];
     let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
         shape: railcoll_tests::shape(3, 2, 1, 2, Placement::Cyclic),

@@ -44,6 +44,13 @@
 //! the driver lends that part as its trigger (a sibling set, one of the
 //! lead's feeds).
 //!
+//! A put without data carries only program order (a barrier round's "I
+//! have got this far"): it needs everything its rank waited for before
+//! it. The RDMA barrier's exchange is first counted (its word puts
+//! become zero-length puts setting the partner's counters, its word
+//! waits waits for them: `counted_barrier`), so that its rounds chain
+//! like any other.
+//!
 //! A put stays with the host when its data comes with a counter no chained
 //! put implies, or when the budget is used up: the rank's share of chain
 //! blocks and of each NIC's chain queue (the node's ranks share it), of
@@ -204,6 +211,87 @@ pub enum Copies {
     Nic,
 }
 
+/// `set`'s RDMA barrier exchange in a form the NICs can chain, or `None`
+/// where it has none (or its counters would not fit `budget`).
+///
+/// A barrier word is memory the host polls, which no NIC event sees
+/// [GTNP02 §6.4]. Counted, each word put becomes a zero-length put that
+/// sets a destination counter of the partner, and each wait for a word a
+/// wait for that counter: the exchange Quadrics ran on events
+/// [ELAN-SEM §5]. Every rank's i-th word wait gets counter
+/// `set.counters + i`, so a sender finds its partner's counter by the
+/// partner's wait for its slot. The barrier numbers are then not needed:
+/// counters alternate between the executor's two pools on consecutive
+/// calls, and a rank can be at most one barrier ahead of another.
+fn counted_barrier(set: &ScheduleSet, budget: &Budget) -> Result<Option<ScheduleSet>, Error> {
+    let mut counter_of: HashMap<(usize, Words, u32), Counter> = HashMap::new();
+    let mut most = 0u16;
+    for (r, s) in set.ranks.iter().enumerate() {
+        let mut waits = 0u16;
+        for step in &s.steps {
+            if let Op::WordWait { words, slot } = step.op {
+                let c = set.counters + waits;
+                if counter_of.insert((r, words, slot), c).is_some() {
+                    // A word waited for twice in one call: its number,
+                    // not a count, is what the second wait means.
+                    return Ok(None);
+                }
+                waits += 1;
+            }
+        }
+        most = most.max(waits);
+    }
+    if most == 0 || u32::from(set.counters) + u32::from(most) > u32::from(budget.counters) {
+        return Ok(None);
+    }
+    let nothing = Region::new(Buf::Recv, 0, 0);
+    let mut out = set.clone();
+    for (r, s) in out.ranks.iter_mut().enumerate() {
+        let mut map: Vec<Option<u32>> = Vec::with_capacity(s.steps.len());
+        let mut steps: Vec<Step> = Vec::with_capacity(s.steps.len());
+        for step in &s.steps {
+            let op = match step.op {
+                Op::BarrierNumber(Numbers::Words(_)) => {
+                    map.push(None);
+                    continue;
+                }
+                Op::WordPut { to, words, slot } => {
+                    let Some(&c) = counter_of.get(&(to as usize, words, slot)) else {
+                        // A word nobody waits for: leave the set as it is.
+                        return Ok(None);
+                    };
+                    Op::Put {
+                        to,
+                        src: nothing,
+                        dst: nothing,
+                        lane: Lane::Rail(0),
+                        signal: Some(c),
+                    }
+                }
+                Op::WordWait { words, slot } => Op::Wait {
+                    counter: counter_of[&(r, words, slot)],
+                    arrivals: [0; MAX_RAILS],
+                },
+                ref op => op.clone(),
+            };
+            map.push(Some(steps.len() as u32));
+            steps.push(Step {
+                op,
+                after: step.after.clone(),
+            });
+        }
+        for step in &mut steps {
+            step.after = step
+                .after
+                .iter()
+                .filter_map(|&a| map.get(a as usize).copied().flatten())
+                .collect();
+        }
+        s.steps = steps;
+    }
+    out.seal().map(Some)
+}
+
 /// Compile `set` (see the module's contract), within `budget`, copies on
 /// the host.
 pub fn compile(set: &ScheduleSet, budget: &Budget) -> Result<Offloaded, Error> {
@@ -217,6 +305,8 @@ pub fn compile_with(
     budget: &Budget,
     copies: Copies,
 ) -> Result<Offloaded, Error> {
+    let counted = counted_barrier(set, budget)?;
+    let set = counted.as_ref().unwrap_or(set);
     let p = &set.params;
     // Each rank's share: its chain blocks, and an equal part of each NIC's
     // chain queue, which the node's ranks share.
@@ -336,6 +426,13 @@ pub fn compile_with(
                         }
                     }
                 }
+                // A put without data carries only program order (a
+                // barrier's notice: "I have got this far"), so it needs
+                // everything this rank has waited for before it, the
+                // counters earlier chained puts folded included.
+                if src.count == 0 && !is_copy {
+                    needs.extend(fired_by.keys().filter(|&&c| Some(c) != folded));
+                }
                 for b in src.block..src.end() {
                     for l in landed.get(&(src.buf, b)).into_iter().flatten() {
                         if fired_by.contains_key(&l.counter) {
@@ -366,19 +463,33 @@ pub fn compile_with(
                         || needs.contains(c)
                         || landings.iter().any(|l| l.counter == *c)
                 };
-                // The earliest chained puts (they fire first) that cover
-                // what is needed, have room for one more feed and imply
-                // nothing else.
+                // The chained puts that cover what is needed, have room for
+                // one more feed and imply nothing else: the earliest one
+                // that covers it all (a source fires once its closure has
+                // come, which the put waits for anyway, so one costs no
+                // time and the fewest feeds), else the earliest ones (they
+                // fire first) that cover it together.
+                let usable = |q: u32, cl: &[Counter]| {
+                    cl.iter().all(allowed)
+                        && new
+                            .get(q as usize)
+                            .is_some_and(|s| feed_room(p, me, &s.op, budget))
+                };
                 let mut sources: Vec<u32> = Vec::new();
                 let mut uncovered = needs.clone();
+                if let Some((q, _)) = closures.iter().find(|(q, cl)| {
+                    uncovered.len() > 1
+                        && uncovered.iter().all(|c| cl.contains(c))
+                        && usable(*q, cl)
+                }) {
+                    sources.push(*q);
+                    uncovered.clear();
+                }
                 for (q, cl) in &closures {
                     if uncovered.is_empty() {
                         break;
                     }
-                    let room = new
-                        .get(*q as usize)
-                        .is_some_and(|s| feed_room(p, me, &s.op, budget));
-                    if room && cl.iter().all(allowed) && uncovered.iter().any(|c| cl.contains(c)) {
+                    if uncovered.iter().any(|c| cl.contains(c)) && usable(*q, cl) {
                         sources.push(*q);
                         uncovered.retain(|c| !cl.contains(c));
                     }

@@ -22,12 +22,13 @@
 //!    written exactly once (for gather, only the root's receive buffer is
 //!    written);
 //! 7. in-flight puts per rail stay within budget;
-//! 8. a barrier synchronises: every rank's last step happens after every
-//!    other rank's first;
+//! 8. a barrier synchronises: every rank returns (its last step, and the
+//!    completion of every put it issued or armed) after every other
+//!    rank's first step;
 //! 9. a rank's buffers are its own again when it returns: every access
 //!    another rank makes to them (a put into them, a node peer's copy
-//!    from or into them) is over before that rank's last step, so the
-//!    caller may reuse them at once;
+//!    from or into them) is over before that rank returns, so the caller
+//!    may reuse them at once;
 //! 10. (persistent sets, started back to back on the same buffers) no rank
 //!     touches another's buffers before that rank has started: its first
 //!     step happens before every such access ([`super::persist`]).
@@ -411,16 +412,16 @@ pub fn expected(p: &Params, rank: usize, i: usize) -> Option<u64> {
     }
 }
 
-/// A barrier's promise: no rank's last step can happen before every
-/// rank's first (so none can leave before all have entered).
+/// A barrier's promise: no rank can return before every rank's first
+/// step (so none can leave before all have entered). A rank whose last
+/// wait a chained put folded returns when that put completes.
 fn synchronises(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Violation> {
-    let (first, last) = first_and_last_steps(set, replay);
+    let (first, _) = first_and_last_steps(set, replay);
+    let ends = returns(set, replay);
     for (a, &enter) in first.iter().enumerate() {
-        for (b, &leave) in last.iter().enumerate().filter(|&(b, _)| b != a) {
-            let ordered = match (enter, leave) {
-                (Some(enter), Some(leave)) => anc.before(enter, leave),
-                _ => false,
-            };
+        for (b, leave) in ends.iter().enumerate().filter(|&(b, _)| b != a) {
+            let ordered =
+                enter.is_some_and(|enter| leave.iter().any(|&end| anc.before(enter, end)));
             if !ordered {
                 return Err(fail(
                     Some(b as Rank),
@@ -476,15 +477,7 @@ fn returns_its_buffers(
     replay: &Replay,
     anc: &Ancestors,
 ) -> Result<(), Violation> {
-    // A rank returns after its last step and after every put it issued
-    // or armed has completed (the executor waits for them all).
-    let (_, last) = first_and_last_steps(set, replay);
-    let mut ends: Vec<Vec<NodeId>> = last.iter().map(|l| l.iter().copied().collect()).collect();
-    for p in replay.puts.iter().filter(|p| p.node != u32::MAX) {
-        if let Some(e) = ends.get_mut(p.from as usize) {
-            e.push(p.node);
-        }
-    }
+    let ends = returns(set, replay);
     for a in replay.accesses.iter().filter(|a| a.mem.rank != a.rank) {
         let over = ends
             .get(a.mem.rank as usize)
@@ -529,6 +522,21 @@ fn touches_only_started_ranks(
         }
     }
     Ok(())
+}
+
+/// What each rank returns after: its last step and every put it issued
+/// or armed (the executor waits for them all to complete). A rank has
+/// returned once all of them have happened, so anything ordered before
+/// any one of them is ordered before its return.
+fn returns(set: &ScheduleSet, replay: &Replay) -> Vec<Vec<NodeId>> {
+    let (_, last) = first_and_last_steps(set, replay);
+    let mut ends: Vec<Vec<NodeId>> = last.iter().map(|l| l.iter().copied().collect()).collect();
+    for p in replay.puts.iter().filter(|p| p.node != u32::MAX) {
+        if let Some(e) = ends.get_mut(p.from as usize) {
+            e.push(p.node);
+        }
+    }
+    ends
 }
 
 /// Each rank's first and last step nodes.
