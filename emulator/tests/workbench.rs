@@ -464,9 +464,13 @@ fn traces_are_chrome_json_with_tracks_per_rank_nic_and_rail_and_nested_spans() {
 
 /// The best algorithm per size from `tune`'s summary line for `shape`.
 fn tuned_bests(summary: &str, shape: &str) -> Vec<(usize, String)> {
+    tuned_bests_of(summary, "allgather", shape)
+}
+
+fn tuned_bests_of(summary: &str, collective: &str, shape: &str) -> Vec<(usize, String)> {
     let line = summary
         .lines()
-        .find(|l| l.starts_with(&format!("allgather {shape}:")))
+        .find(|l| l.starts_with(&format!("{collective} {shape}:")))
         .expect("summary line");
     line.split_whitespace()
         .skip(2)
@@ -516,34 +520,12 @@ fn tune_writes_a_table_that_library_calls_then_follow() {
     // A library call on that shape picks the tuned algorithm.
     let tuned = Arc::new(TuningTable::load(&table).expect("valid table"));
     let preset_sockets = 2; // gcd(qsnet2-4x4's 4 sockets, 2 ranks per node)
-    let cfg = ClusterConfig {
-        shape: railcoll_host::sched::Shape::new(
-            2,
-            2,
-            preset_sockets,
-            2,
-            railcoll_host::Placement::Block,
-        )
-        .expect("shape"),
-        mode: Mode::Modeled,
-        ..ClusterConfig::default()
-    };
-    let cluster =
-        Cluster::modeled(cfg, Profile::builtin("qsnet2-dual").expect("profile")).expect("cluster");
-    let picks = cluster.run(|comm| {
-        comm.set_tuning(Arc::clone(&tuned))?;
-        bests
-            .iter()
-            .map(|(size, _)| {
-                comm.tuned_algorithm(Collective::Allgather, *size)
-                    .map(|a| a.name().to_string())
-            })
-            .collect::<Result<Vec<_>, _>>()
-    });
-    let expected: Vec<String> = bests.iter().map(|(_, a)| a.clone()).collect();
-    for p in picks {
-        assert_eq!(p.expect("ran").expect("picked"), expected);
-    }
+    library_follows(
+        &tuned,
+        (2, 2, preset_sockets),
+        Collective::Allgather,
+        &bests,
+    );
     // Without --output, tune writes the user's table, which is then the
     // one in use (what `Comm::tuning` loads), unless RAILCOLL_TUNING says
     // otherwise.
@@ -593,6 +575,101 @@ fn tune_writes_a_table_that_library_calls_then_follow() {
         ],
     ));
     assert!(shown.contains("from RAILCOLL_TUNING"), "{shown}");
+}
+
+/// `tune --algo all,all@nic` ranks the forms compiled onto the NICs beside
+/// the host-driven ones: its table names the winner of each size as the
+/// sweep of the same list finds it, `@nic` forms included, and the
+/// library follows it.
+#[test]
+fn tune_ranks_the_forms_compiled_onto_the_nics() {
+    let dir = scratch("tune-nic");
+    let table = dir.join("tuned.toml");
+    let table_arg = table.display().to_string();
+    let (sizes, algos) = ("4,64K", "all,all@nic");
+    let summary = ok(&railcoll(&[
+        "tune", "gather", "--algo", algos, "--shapes", "4x1", "--sizes", sizes, "-o", &table_arg,
+        "-q",
+    ]));
+    let bests = tuned_bests_of(&summary, "gather", "4x1");
+    assert_eq!(bests.len(), 2, "{summary}");
+    let doc: Value = serde_json::from_str(&ok(&railcoll(&[
+        "sweep",
+        "gather",
+        "--algo",
+        algos,
+        "--nodes",
+        "4",
+        "--ranks-per-node",
+        "1",
+        "--sizes",
+        sizes,
+        "--json",
+        "-q",
+    ])))
+    .expect("json");
+    let points = doc["sweeps"][0]["points"].as_array().expect("points");
+    for (p, (size, best)) in points.iter().zip(&bests) {
+        assert_eq!(
+            (p["size"].as_u64(), p["best"].as_str()),
+            (Some(*size as u64), Some(best.as_str()))
+        );
+    }
+    // qsnet2-dual's model has the native gather's NIC-chained tree on the
+    // NICs fastest at 64 KiB on 4 x 1 (docs/offload.md): an offloaded form
+    // wins a size, and the table says so.
+    assert!(
+        bests.iter().any(|(_, a)| a.ends_with("@nic")),
+        "no offloaded form won: {bests:?}"
+    );
+    let tuned = Arc::new(TuningTable::load(&table).expect("valid table"));
+    assert!(
+        tuned
+            .origin
+            .as_deref()
+            .is_some_and(|o| o.contains("--algo all,all@nic")),
+        "{:?}",
+        tuned.origin
+    );
+    library_follows(&tuned, (4, 1, 1), Collective::Gather, &bests);
+}
+
+/// Every rank of a modeled (nodes, ranks per node, sockets) cluster on
+/// two rails, given `tuned`, picks `bests`' algorithm at each size.
+fn library_follows(
+    tuned: &Arc<TuningTable>,
+    (nodes, rpn, sockets): (usize, usize, usize),
+    collective: Collective,
+    bests: &[(usize, String)],
+) {
+    let cfg = ClusterConfig {
+        shape: railcoll_host::sched::Shape::new(
+            nodes,
+            rpn,
+            sockets,
+            2,
+            railcoll_host::Placement::Block,
+        )
+        .expect("shape"),
+        mode: Mode::Modeled,
+        ..ClusterConfig::default()
+    };
+    let cluster =
+        Cluster::modeled(cfg, Profile::builtin("qsnet2-dual").expect("profile")).expect("cluster");
+    let picks = cluster.run(|comm| {
+        comm.set_tuning(Arc::clone(tuned))?;
+        bests
+            .iter()
+            .map(|(size, _)| {
+                comm.tuned_algorithm(collective, *size)
+                    .map(|a| a.name().to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()
+    });
+    let expected: Vec<String> = bests.iter().map(|(_, a)| a.clone()).collect();
+    for p in picks {
+        assert_eq!(p.expect("ran").expect("picked"), expected);
+    }
 }
 
 #[test]

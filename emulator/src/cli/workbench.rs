@@ -219,6 +219,11 @@ pub struct TuneArgs {
     /// Tune for 4, 8 and 16 processes.
     #[arg(long)]
     pub scaling: bool,
+    /// Algorithms ranked, as `sweep --algo`: all (every one, host-driven),
+    /// or a list such as all,all@nic,all@nic-dma, which lets a form
+    /// compiled onto the NICs win wherever it is measured faster.
+    #[arg(long, default_value = "all")]
+    pub algo: String,
     /// Message (block) sizes.
     #[arg(long, default_value = "4..1M", value_parser = parse_sizes)]
     pub sizes: Sizes,
@@ -482,7 +487,7 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
         &subjects,
         &configs,
         &args.study,
-        "all",
+        &args.algo,
         &args.sizes.0,
         0,
         args.iters,
@@ -497,8 +502,13 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
         .collect();
     let names: Vec<&str> = subjects.iter().map(|s| s.name()).collect();
     let origin = format!(
-        "railcoll tune {} --shapes {} --rails {} --sizes {}..{} --mode {}{} (best measured per size; built-in rules follow as the fallback)",
+        "railcoll tune {}{} --shapes {} --rails {} --sizes {}..{} --mode {}{} (best measured per size; built-in rules follow as the fallback)",
         names.join(","),
+        if args.algo == "all" {
+            String::new()
+        } else {
+            format!(" --algo {}", args.algo)
+        },
         shapes.join(","),
         base.shape.rails,
         args.sizes.0.iter().min().copied().unwrap_or(0),
