@@ -106,6 +106,15 @@
 //!   (recursive doubling on qsnet2-4x4, 8 B: 32.3 -> 30.1 us) and 5
 //!   slower by at most 0.6 % (bruck@nic-dma on qsnet2-4x4, 4 KiB: 861.6
 //!   -> 866.3 us).
+//! - Node phases on the NICs (issue 14): with `@nic-dma`, node flags
+//!   become destination counters, copies into node peers puts to them,
+//!   and copies out of a peer that waits for its raise the peer's puts
+//!   (`sched::counted`). The 42 `@nic-dma` runs of algorithms with node
+//!   phases changed, all slower: a memcpy of a few hundred nanoseconds
+//!   becomes a put over the link and back through the node's shared NIC
+//!   (smp-gather-tree all-gather on qsnet2-4x4, 64 KiB: 6080.0 -> 6467.6
+//!   us; smp-direct all-gather on qsnet2-4x4, 8 B: 4.68 -> 34.14 us).
+//!   What they buy is overlap: docs/offload.md.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

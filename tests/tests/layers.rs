@@ -207,6 +207,7 @@ const HOST_LAYERS: &[&[&str]] = &[
         "sched::generate::alltoall",
         "sched::generate::bcast",
         "sched::generate::barrier",
+        "sched::counted",
         "sched::offload",
         "sched::persist",
         "sched::request",

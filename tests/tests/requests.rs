@@ -72,6 +72,12 @@ fn persistent_collectives_restart_a_thousand_times_on_changing_data() {
         (Collective::Bcast, Choice::nic(Algorithm::Binomial), 2),
         (Collective::Barrier, Choice::host(Algorithm::Rdma), 0),
         (Collective::Barrier, Choice::nic(Algorithm::Rdma), 0),
+        (
+            Collective::Allgather,
+            Choice::nic_dma(Algorithm::SmpDirect),
+            0,
+        ),
+        (Collective::Gather, Choice::nic_dma(Algorithm::SmpTree), 3),
     ];
     let cluster = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
         shape: railcoll_tests::shape(3, 2, 1, 2, Placement::Cyclic),
@@ -127,11 +133,24 @@ fn persistent_collectives_restart_a_thousand_times_on_changing_data() {
     }
 }
 
-/// The ring all-gather on one rail, compiled onto the NICs: once started,
-/// the NICs forward every block by themselves.
-fn ring_cluster() -> railcoll_emu::Cluster {
+/// The all-gathers that, compiled onto the NICs, forward every block by
+/// themselves once started, on one rail: the ring on six single-rank
+/// nodes, and the SMP-aware Direct on three nodes of two ranks with its
+/// node phases on the NICs too (`@nic-dma`), with their host-driven forms
+/// beside them.
+const ON_THE_NICS: [(usize, usize, Algorithm, Choice); 2] = [
+    (6, 1, Algorithm::Ring, Choice::nic(Algorithm::Ring)),
+    (
+        3,
+        2,
+        Algorithm::SmpDirect,
+        Choice::nic_dma(Algorithm::SmpDirect),
+    ),
+];
+
+fn one_rail_cluster(nodes: usize, ranks_per_node: usize) -> railcoll_emu::Cluster {
     railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
-        shape: railcoll_tests::shape(6, 1, 1, 1, Placement::Block),
+        shape: railcoll_tests::shape(nodes, ranks_per_node, 1, 1, Placement::Block),
         mode: railcoll_tests::mode(),
         arena_size: 1 << 20,
         packet_size: 2048,
@@ -149,10 +168,10 @@ fn all_landed(mem: &DmaMemory, n: usize) -> bool {
     (0..n).all(|i| mem.read(i * RING_BYTES, &mut got).is_ok() && got == data(i, 0, 0, RING_BYTES))
 }
 
-/// Threads mode: every rank, once it has started the offloaded ring, blocks
-/// on a channel; a watcher outside the ranks reads every rank's receive
-/// buffer and lets them go only once every block has landed everywhere.
-/// The NICs must have finished the collective by themselves.
+/// Threads mode: every rank, once it has started an offloaded all-gather,
+/// blocks on a channel; a watcher outside the ranks reads every rank's
+/// receive buffer and lets them go only once every block has landed
+/// everywhere. The NICs must have moved every block by themselves.
 #[test]
 fn an_offloaded_collective_completes_while_every_host_is_blocked() {
     if railcoll_tests::mode() != Mode::Threads {
@@ -160,8 +179,14 @@ fn an_offloaded_collective_completes_while_every_host_is_blocked() {
         // (a rank blocked outside the model would stop virtual time).
         return;
     }
-    let cluster = ring_cluster();
-    let n = 6;
+    for (nodes, rpn, _, offloaded) in ON_THE_NICS {
+        blocked_hosts(nodes, rpn, offloaded);
+    }
+}
+
+fn blocked_hosts(nodes: usize, rpn: usize, offloaded: Choice) {
+    let cluster = one_rail_cluster(nodes, rpn);
+    let n = nodes * rpn;
     let (to_watcher, from_ranks) = mpsc::channel::<(DmaMemory, mpsc::Sender<bool>)>();
     let watcher = std::thread::spawn(move || {
         let mut ranks = Vec::new();
@@ -188,13 +213,7 @@ fn an_offloaded_collective_completes_while_every_host_is_blocked() {
             .map_err(|e| e.to_string())?;
         comm.barrier().map_err(|e| e.to_string())?;
         let req = comm
-            .icollective_with(
-                Collective::Allgather,
-                Choice::nic(Algorithm::Ring),
-                &send,
-                &recv,
-                0,
-            )
+            .icollective_with(Collective::Allgather, offloaded, &send, &recv, 0)
             .map_err(|e| e.to_string())?;
         let (release_tx, release_rx) = mpsc::channel();
         let mem = comm.local_memory(&recv).map_err(|e| e.to_string())?;
@@ -207,7 +226,7 @@ fn an_offloaded_collective_completes_while_every_host_is_blocked() {
         let landed = release_rx.recv().map_err(|e| e.to_string())?;
         if !landed {
             return Err(format!(
-                "rank {me}: the blocks never all landed while the hosts were blocked"
+                "{offloaded}: rank {me}: the blocks never all landed while the hosts were blocked"
             ));
         }
         req.wait().map_err(|e| e.to_string())?;
@@ -217,22 +236,31 @@ fn an_offloaded_collective_completes_while_every_host_is_blocked() {
         r.expect("started")
             .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
     }
-    assert!(watcher.join().expect("watcher"), "every block landed");
+    assert!(
+        watcher.join().expect("watcher"),
+        "{offloaded}: every block landed"
+    );
 }
 
-/// Modeled mode: every rank starts the ring and computes for far longer
-/// than the collective takes, then looks at its receive buffer without a
-/// library call. Offloaded, every block is there; host-driven (progress
-/// only inside `test`/`wait`), the host has forwarded nothing, so at most
-/// the neighbour's own block is.
+/// Modeled mode: every rank starts an all-gather and computes for far
+/// longer than the collective takes, then looks at its receive buffer
+/// without a library call. Offloaded, every block is there; host-driven
+/// (progress only inside `test`/`wait`), the host has forwarded nothing,
+/// so some block is missing.
 #[test]
 fn offloaded_collective_overlaps_host_compute() {
     if railcoll_tests::mode() != Mode::Modeled {
         return; // threads mode: the test above
     }
-    let cluster = ring_cluster();
-    let n = 6;
-    for drive in [Choice::nic(Algorithm::Ring), Choice::host(Algorithm::Ring)] {
+    for (nodes, rpn, algorithm, offloaded) in ON_THE_NICS {
+        computing_hosts(nodes, rpn, [offloaded, Choice::host(algorithm)]);
+    }
+}
+
+fn computing_hosts(nodes: usize, rpn: usize, drives: [Choice; 2]) {
+    let cluster = one_rail_cluster(nodes, rpn);
+    let n = nodes * rpn;
+    for drive in drives {
         let results = cluster.run(|comm| -> Result<bool, String> {
             let me = comm.rank();
             let send = comm.alloc(RING_BYTES).map_err(|e| e.to_string())?;

@@ -238,6 +238,71 @@ fn every_algorithm_offloaded_still_verifies() {
     assert!(checked > 2000, "{checked}");
 }
 
+/// With `@nic-dma` the node phases leave the host: no flag is raised or
+/// waited for and no copy goes into a node peer's memory (each became a
+/// put to the peer and its counter), and in the SMP-aware gathers and
+/// all-gathers no copy comes out of one either (each was handed to the
+/// peer, whose raise became the put of those bytes; the gather-and-
+/// broadcast all-gathers copy out after the node's flat-tree barrier,
+/// which stays with the host), while `@nic` keeps them all. On several
+/// shapes with two to four ranks per node.
+#[test]
+fn node_phases_move_onto_the_nics_with_nic_dma() {
+    let node_ops = |set: &railcoll_host::sched::ScheduleSet| {
+        let (mut flags, mut pushes, mut pulls) = (0, 0, 0);
+        for step in set.ranks.iter().flat_map(|r| &r.steps) {
+            match step.op {
+                Op::Signal { .. } | Op::WaitFlag { .. } => flags += 1,
+                Op::PeerCopy {
+                    dir: railcoll_host::sched::PeerDir::Push,
+                    ..
+                } => pushes += 1,
+                Op::PeerCopy { .. } => pulls += 1,
+                _ => {}
+            }
+        }
+        (flags, pushes, pulls)
+    };
+    let handed_whole = [
+        (Collective::Gather, Algorithm::SmpTree),
+        (Collective::Gather, Algorithm::SmpDirect),
+        (Collective::Allgather, Algorithm::SmpDirect),
+        (Collective::Allgather, Algorithm::SmpBruck),
+    ];
+    let mut moved = 0;
+    for (nodes, rpn, rails, placement) in [
+        (3, 2, 1, Placement::Block),
+        (2, 4, 2, Placement::Cyclic),
+        (4, 3, 1, Placement::Block),
+    ] {
+        let shape = Shape::new(nodes, rpn, 1, rails, placement).expect("shape");
+        for c in Collective::ALL {
+            for a in c.algorithms() {
+                let p = Params::new(c, a, shape, 1 % shape.size(), 64);
+                let Ok(host) = generate(&p) else { continue };
+                let (flags, pushes, _) = node_ops(&host);
+                if flags == 0 && pushes == 0 {
+                    continue;
+                }
+                let kept = node_ops(&generate(&p.with_choice(Choice::nic(a))).expect("@nic"));
+                assert_eq!(kept, node_ops(&host), "{c} {a}@nic on {shape:?}");
+                let dma = generate(&p.with_choice(Choice::nic_dma(a))).expect("@nic-dma");
+                let (flags, pushes, pulls) = node_ops(&dma);
+                assert_eq!(
+                    (flags, pushes),
+                    (0, 0),
+                    "{c} {a}@nic-dma on {shape:?} keeps flags or pushes"
+                );
+                if handed_whole.contains(&(c, a)) {
+                    assert_eq!(pulls, 0, "{c} {a}@nic-dma on {shape:?} keeps pulls");
+                }
+                moved += 1;
+            }
+        }
+    }
+    assert!(moved > 20, "{moved}");
+}
+
 /// On two rails, a chained put whose trigger's sets arrive on the other
 /// rail is fed by a relay; NICs without the sibling path (a budget with no
 /// `PEER_SET` FIFO) get no relays; a FIFO too small for the relays that may

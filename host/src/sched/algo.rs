@@ -194,7 +194,7 @@ macro_rules! algorithm_names {
             }
 
             /// The name of its form compiled onto the NICs with their DMA
-            /// doing the local copies too (`name@nic-dma`).
+            /// doing the copies too, local and node (`name@nic-dma`).
             pub fn nic_dma_name(self) -> &'static str {
                 use Aggregation::*;
                 use LeaderExchange::*;
@@ -244,7 +244,9 @@ pub enum Drive {
     Nic,
     /// As [`Drive::Nic`], and the local copies that wait for data the
     /// NICs bring become NIC DMAs too (chained puts to the rank itself),
-    /// so the NICs go on past them without the host. Spelled
+    /// as do the node phases (copies to and from node peers, and the
+    /// flags that order them, become puts to the peers and their
+    /// counters), so the NICs go on past them without the host. Spelled
     /// `name@nic-dma`.
     NicDma,
 }

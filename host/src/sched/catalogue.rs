@@ -386,7 +386,7 @@ impl Collective {
 
     /// Parse an algorithm as it runs: a name of this collective's
     /// catalogue, host-driven, `name@nic`, compiled onto the NICs, or
-    /// `name@nic-dma`, their DMA doing the local copies too; the error
+    /// `name@nic-dma`, their DMA doing the copies too; the error
     /// names the accepted ones.
     pub fn parse_choice(self, s: &str) -> Result<Choice, String> {
         if let Some(base) = s.strip_suffix("@nic-dma") {
@@ -398,7 +398,7 @@ impl Collective {
         }
         .map_err(|e| {
             format!(
-                "{e}; each also as NAME@nic, compiled onto the NICs, or NAME@nic-dma, their DMA doing the local copies too"
+                "{e}; each also as NAME@nic, compiled onto the NICs, or NAME@nic-dma, their DMA doing the copies too (local and node)"
             )
         })
     }

@@ -37,7 +37,9 @@
 //! Submodules: [`algo`] (names), [`budget`] (what a schedule takes from
 //! the NICs, proved before posting), [`catalogue`] (one entry per algorithm:
 //! reference, constraints, generator, closed form), [`mod@generate`] (generators),
-//! [`offload`] (puts moved onto the NICs as chained puts), [`persist`]
+//! [`offload`] (puts moved onto the NICs as chained puts; `counted`,
+//! crate-private, first turns barrier words and node flags into
+//! destination counters for it), [`persist`]
 //! (the readiness guard of persistent collectives), [`request`]
 //! (non-blocking and persistent collectives),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
@@ -46,6 +48,7 @@ pub mod algo;
 pub mod budget;
 pub mod catalogue;
 pub mod cost;
+pub(crate) mod counted;
 pub mod exec;
 pub mod generate;
 pub mod offload;

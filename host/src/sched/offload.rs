@@ -44,12 +44,13 @@
 //! the driver lends that part as its trigger (a sibling set, one of the
 //! lead's feeds).
 //!
-//! A put without data carries only program order (a barrier round's "I
-//! have got this far"): it needs everything its rank waited for before
-//! it. The RDMA barrier's exchange is first counted (its word puts
-//! become zero-length puts setting the partner's counters, its word
-//! waits waits for them: `counted_barrier`), so that its rounds chain
-//! like any other.
+//! The set is first counted (`sched::counted`): barrier words,
+//! and with [`Copies::Nic`] node flags and copies to and from node peers,
+//! become puts and waits on destination counters, so that what follows
+//! them chains like any other step. A put made from a raise or a word,
+//! and any put without data, carries its rank's program order (a
+//! barrier round's "I have got this far"): it needs everything its rank
+//! waited for before it.
 //!
 //! A put stays with the host when its data comes with a counter no chained
 //! put implies, or when the budget is used up: the rank's share of chain
@@ -76,13 +77,14 @@
 //! chained put's completion first (`after`), which implies its trigger
 //! fired; a step that speaks to node peers or the network (a flag, a shm
 //! copy, a barrier) waits for every chained put before it. What stays
-//! with the host: shared-memory phases, local copies (with
-//! [`Copies::Host`]), puts that wait for nothing at all, and the final
-//! waits.
+//! with the host: shared-memory phases and local copies (with
+//! [`Copies::Host`]), the node's flat-tree barrier and broadcast, puts
+//! that wait for nothing at all, and the final waits.
 
 use std::collections::{HashMap, HashSet};
 
 use super::budget::{Budget, chain_peak};
+use super::counted;
 use super::*;
 
 /// A compiled set and what was moved to the NICs.
@@ -207,89 +209,10 @@ pub enum Copies {
     /// The NICs' DMA where the copy waits for data the NICs bring or for
     /// a completion they report: a chained put to the rank itself, whose
     /// landing sets a counter of its own that the puts reading its output
-    /// wait for (`name@nic-dma`).
+    /// wait for; and the node phases' copies and flags as puts to node
+    /// peers and their counters (`name@nic-dma`, see
+    /// `sched::counted`).
     Nic,
-}
-
-/// `set`'s RDMA barrier exchange in a form the NICs can chain, or `None`
-/// where it has none (or its counters would not fit `budget`).
-///
-/// A barrier word is memory the host polls, which no NIC event sees
-/// [GTNP02 §6.4]. Counted, each word put becomes a zero-length put that
-/// sets a destination counter of the partner, and each wait for a word a
-/// wait for that counter: the exchange Quadrics ran on events
-/// [ELAN-SEM §5]. Every rank's i-th word wait gets counter
-/// `set.counters + i`, so a sender finds its partner's counter by the
-/// partner's wait for its slot. The barrier numbers are then not needed:
-/// counters alternate between the executor's two pools on consecutive
-/// calls, and a rank can be at most one barrier ahead of another.
-fn counted_barrier(set: &ScheduleSet, budget: &Budget) -> Result<Option<ScheduleSet>, Error> {
-    let mut counter_of: HashMap<(usize, Words, u32), Counter> = HashMap::new();
-    let mut most = 0u16;
-    for (r, s) in set.ranks.iter().enumerate() {
-        let mut waits = 0u16;
-        for step in &s.steps {
-            if let Op::WordWait { words, slot } = step.op {
-                let c = set.counters + waits;
-                if counter_of.insert((r, words, slot), c).is_some() {
-                    // A word waited for twice in one call: its number,
-                    // not a count, is what the second wait means.
-                    return Ok(None);
-                }
-                waits += 1;
-            }
-        }
-        most = most.max(waits);
-    }
-    if most == 0 || u32::from(set.counters) + u32::from(most) > u32::from(budget.counters) {
-        return Ok(None);
-    }
-    let nothing = Region::new(Buf::Recv, 0, 0);
-    let mut out = set.clone();
-    for (r, s) in out.ranks.iter_mut().enumerate() {
-        let mut map: Vec<Option<u32>> = Vec::with_capacity(s.steps.len());
-        let mut steps: Vec<Step> = Vec::with_capacity(s.steps.len());
-        for step in &s.steps {
-            let op = match step.op {
-                Op::BarrierNumber(Numbers::Words(_)) => {
-                    map.push(None);
-                    continue;
-                }
-                Op::WordPut { to, words, slot } => {
-                    let Some(&c) = counter_of.get(&(to as usize, words, slot)) else {
-                        // A word nobody waits for: leave the set as it is.
-                        return Ok(None);
-                    };
-                    Op::Put {
-                        to,
-                        src: nothing,
-                        dst: nothing,
-                        lane: Lane::Rail(0),
-                        signal: Some(c),
-                    }
-                }
-                Op::WordWait { words, slot } => Op::Wait {
-                    counter: counter_of[&(r, words, slot)],
-                    arrivals: [0; MAX_RAILS],
-                },
-                ref op => op.clone(),
-            };
-            map.push(Some(steps.len() as u32));
-            steps.push(Step {
-                op,
-                after: step.after.clone(),
-            });
-        }
-        for step in &mut steps {
-            step.after = step
-                .after
-                .iter()
-                .filter_map(|&a| map.get(a as usize).copied().flatten())
-                .collect();
-        }
-        s.steps = steps;
-    }
-    out.seal().map(Some)
 }
 
 /// Compile `set` (see the module's contract), within `budget`, copies on
@@ -305,8 +228,13 @@ pub fn compile_with(
     budget: &Budget,
     copies: Copies,
 ) -> Result<Offloaded, Error> {
-    let counted = counted_barrier(set, budget)?;
-    let set = counted.as_ref().unwrap_or(set);
+    let counted = counted::count(set, budget, copies == Copies::Nic)?;
+    let set = counted.as_ref().map_or(set, |c| &c.set);
+    let carries_order = |rank: usize, step: usize| {
+        counted
+            .as_ref()
+            .is_some_and(|c| c.ordered[rank].contains(&(step as u32)))
+    };
     let p = &set.params;
     // Each rank's share: its chain blocks, and an equal part of each NIC's
     // chain queue, which the node's ranks share.
@@ -430,7 +358,7 @@ pub fn compile_with(
                 // barrier's notice: "I have got this far"), so it needs
                 // everything this rank has waited for before it, the
                 // counters earlier chained puts folded included.
-                if src.count == 0 && !is_copy {
+                if (src.count == 0 || carries_order(me, i + cand.steps - 1)) && !is_copy {
                     needs.extend(fired_by.keys().filter(|&&c| Some(c) != folded));
                 }
                 for b in src.block..src.end() {
@@ -734,12 +662,18 @@ pub fn compile_with(
                 }
             }
             // A step that tells node peers or the network something (a
-            // flag, a shm copy, a barrier) may say "my data is here":
-            // every chained put so far must have fired.
-            let speaks = !matches!(
-                step.op,
-                Op::Put { .. } | Op::Wait { .. } | Op::Copy { .. } | Op::ChainPut { .. }
-            );
+            // flag, a shm copy, a barrier, a put that carries program
+            // order) may say "my data is here": every chained put so far
+            // must have fired.
+            let carries = match step.op {
+                Op::Put { src, .. } => src.count == 0 || carries_order(me, i),
+                _ => false,
+            };
+            let speaks = carries
+                || !matches!(
+                    step.op,
+                    Op::Put { .. } | Op::Wait { .. } | Op::Copy { .. } | Op::ChainPut { .. }
+                );
             if speaks {
                 after.extend(read_by_chain.iter().map(|&(_, chain)| chain));
             }
