@@ -115,6 +115,20 @@
 //!   (smp-gather-tree all-gather on qsnet2-4x4, 64 KiB: 6080.0 -> 6467.6
 //!   us; smp-direct all-gather on qsnet2-4x4, 8 B: 4.68 -> 34.14 us).
 //!   What they buy is overlap: docs/offload.md.
+//! - A defect fixed in the offload compiler (issue 14): a put now waits
+//!   for every notice its target sent before it ("I am ready", a put
+//!   without data) that an earlier chained put folded, as the host's
+//!   wait made it do. The binomial broadcast's root chained its first
+//!   child's put on the children's readiness and posted the others at
+//!   once, so a child could get its bytes before it entered the call
+//!   (found by running `@nic` broadcasts back to back without a barrier,
+//!   which the broadcast promises). 24 `@nic` broadcast runs slower
+//!   (binomial@nic on qsnet2-4x4, 4 KiB: 41.4 -> 58.3 us; on
+//!   hockney-4x1, 64 KiB: 78.4 -> 113.7 us). And with `@nic-dma` the
+//!   node's flat-tree barrier (arrivals, release) and the node broadcast
+//!   (readiness, bytes, receipt) are puts and counters too: 55 more
+//!   `@nic-dma` runs changed, all but one slower (barrier smp@nic-dma on
+//!   qsnet2-4x4: 5.74 -> 22.90 us).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

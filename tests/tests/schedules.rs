@@ -239,7 +239,8 @@ fn every_algorithm_offloaded_still_verifies() {
 }
 
 /// With `@nic-dma` the node phases leave the host: no flag is raised or
-/// waited for and no copy goes into a node peer's memory (each became a
+/// waited for, no node barrier or node broadcast is left, and no copy goes
+/// into a node peer's memory (each became a
 /// put to the peer and its counter), and in the SMP-aware gathers and
 /// all-gathers no copy comes out of one either (each was handed to the
 /// peer, whose raise became the put of those bytes; the gather-and-
@@ -252,7 +253,12 @@ fn node_phases_move_onto_the_nics_with_nic_dma() {
         let (mut flags, mut pushes, mut pulls) = (0, 0, 0);
         for step in set.ranks.iter().flat_map(|r| &r.steps) {
             match step.op {
-                Op::Signal { .. } | Op::WaitFlag { .. } => flags += 1,
+                // The node's flat tree and broadcast count as flags.
+                Op::Signal { .. }
+                | Op::WaitFlag { .. }
+                | Op::NodeArrive
+                | Op::NodeRelease
+                | Op::NodeBcast { .. } => flags += 1,
                 Op::PeerCopy {
                     dir: railcoll_host::sched::PeerDir::Push,
                     ..

@@ -1,4 +1,4 @@
-//! Barrier words and node flags as destination counters: the form of a set
+//! Barrier words and node phases as destination counters: the form of a set
 //! in which the offload compiler can chain what follows them.
 //!
 //! A barrier word [GTNP02 §6.4] and a node flag are memory the host
@@ -16,7 +16,9 @@
 //!   to the same peer (the counter is set once its bytes are in place);
 //!   and a copy out of a node peer's memory that waits for that peer's
 //!   raise is done by the peer, whose raise becomes the put of those
-//!   bytes.
+//!   bytes; the node's flat-tree barrier and broadcast become puts and
+//!   waits too (`node_ops`: arrivals and release; readiness, bytes and
+//!   receipt).
 //!
 //! Every rank's i-th polled wait gets counter `set.counters + i`, so a
 //! sender finds its partner's counter by the partner's wait for its word
@@ -58,6 +60,17 @@ pub(crate) struct Counted {
 enum Polled {
     Word(Words, u32),
     Flag(Flag),
+    /// The node master's wait for its node's arrivals (the flat tree).
+    Arrivals,
+    /// A node rank's wait for its master's release.
+    Release,
+    /// A node rank's wait for its node broadcast's bytes.
+    NodeBcast,
+    /// The node broadcast root's wait for its node's ranks to be ready.
+    BcastReady,
+    /// The node broadcast root's wait for its node's ranks to have
+    /// their bytes.
+    BcastDone,
 }
 
 /// A copy out of a peer's memory that the peer does instead: the peer's
@@ -83,9 +96,38 @@ pub(crate) fn count(
     budget: &Budget,
     node_phases: bool,
 ) -> Result<Option<Counted>, Error> {
-    let polled = |op: &Op| match *op {
+    let node = NodeOf::new(set)?;
+    let bcasts = if node_phases {
+        bcasts_to_puts(set, &node)
+    } else {
+        HashSet::new()
+    };
+    // A node broadcast root waits twice: for readiness, then for its
+    // ranks to have taken the bytes.
+    let polled_twice = |r: usize, op: &Op| match *op {
+        Op::NodeBcast { root, .. }
+            if bcasts.contains(&node.of[r]) && root as usize == r && node.peers(r).len() > 1 =>
+        {
+            Some(Polled::BcastDone)
+        }
+        _ => None,
+    };
+    let polled = |r: usize, op: &Op| match *op {
         Op::WordWait { words, slot } => Some(Polled::Word(words, slot)),
         Op::WaitFlag { flag, .. } if node_phases => Some(Polled::Flag(flag)),
+        Op::NodeArrive if node_phases && node.is_master(r) && node.peers(r).len() > 1 => {
+            Some(Polled::Arrivals)
+        }
+        Op::NodeRelease if node_phases && !node.is_master(r) => Some(Polled::Release),
+        Op::NodeBcast { root, .. } if bcasts.contains(&node.of[r]) => {
+            if root as usize != r {
+                Some(Polled::NodeBcast)
+            } else if node.peers(r).len() > 1 {
+                Some(Polled::BcastReady)
+            } else {
+                None
+            }
+        }
         _ => None,
     };
     let mut counter_of: HashMap<(usize, Polled), Counter> = HashMap::new();
@@ -93,7 +135,10 @@ pub(crate) fn count(
     for (r, s) in set.ranks.iter().enumerate() {
         let mut waits = 0u16;
         for step in &s.steps {
-            if let Some(key) = polled(&step.op) {
+            for key in [polled(r, &step.op), polled_twice(r, &step.op)]
+                .into_iter()
+                .flatten()
+            {
                 if counter_of.insert((r, key), set.counters + waits).is_some() {
                     // A word waited for twice in one call: its number, not
                     // a count, is what the second wait means.
@@ -192,6 +237,25 @@ pub(crate) fn count(
                         raise.is_some(),
                     )
                 }
+                // The node's flat tree and broadcast: arrivals, releases,
+                // readiness and bytes as puts to the node's ranks and their
+                // counters.
+                Op::NodeArrive | Op::NodeRelease | Op::NodeBcast { .. }
+                    if node_phases
+                        && (!matches!(step.op, Op::NodeBcast { .. })
+                            || bcasts.contains(&node.of[r])) =>
+                {
+                    let Some(ops) = node_ops(&step.op, r, &node, &counter_of, set) else {
+                        return Ok(None);
+                    };
+                    if ops.is_empty() {
+                        // A node of one rank: nothing to tell.
+                        map.push(None);
+                        i += 1;
+                        continue;
+                    }
+                    (ops, true, false)
+                }
                 Op::WordWait { words, slot } => (
                     vec![Op::Wait {
                         counter: counter_of[&(r, Polled::Word(words, slot))],
@@ -224,7 +288,7 @@ pub(crate) fn count(
                 } else {
                     Vec::new()
                 });
-                if carries_order {
+                if carries_order && matches!(op, Op::Put { .. }) {
                     ordered[r].insert(steps.len() as u32);
                 }
                 steps.push(Step {
@@ -337,6 +401,151 @@ fn handed_copies(set: &ScheduleSet) -> HashMap<(usize, usize), HandOver> {
     handed
 }
 
+/// Where every rank lives: its node, and each node's ranks by local
+/// index (the first is the node's master).
+struct NodeOf {
+    of: Vec<usize>,
+    members: Vec<Vec<usize>>,
+}
+
+impl NodeOf {
+    fn new(set: &ScheduleSet) -> Result<Self, Error> {
+        let topo = set.params.shape.topology;
+        let mut members = vec![Vec::new(); topo.nodes()];
+        let mut of = Vec::with_capacity(set.ranks.len());
+        for r in 0..set.ranks.len() {
+            let (n, _) = topo.locate(r)?;
+            of.push(n);
+        }
+        for (n, list) in members.iter_mut().enumerate() {
+            for l in 0..topo.ranks_per_node() {
+                list.push(topo.rank_of(n, l)?);
+            }
+        }
+        Ok(Self { of, members })
+    }
+
+    fn peers(&self, r: usize) -> &[usize] {
+        &self.members[self.of[r]]
+    }
+
+    fn master(&self, r: usize) -> usize {
+        self.peers(r)[0]
+    }
+
+    fn is_master(&self, r: usize) -> bool {
+        self.master(r) == r
+    }
+
+    fn others(&self, r: usize) -> Vec<usize> {
+        self.peers(r).iter().copied().filter(|&p| p != r).collect()
+    }
+}
+
+/// The nodes whose broadcast (every rank of the node runs one
+/// [`Op::NodeBcast`]) can be the root's puts: a rank other than the root
+/// touches the bytes it receives nowhere before, and no rank off the
+/// node writes them (the root's put may land any time after the root's
+/// step).
+fn bcasts_to_puts(set: &ScheduleSet, node: &NodeOf) -> HashSet<usize> {
+    let mut ok: HashMap<usize, bool> = HashMap::new();
+    for (r, s) in set.ranks.iter().enumerate() {
+        let mut seen = 0;
+        for (k, step) in s.steps.iter().enumerate() {
+            let Op::NodeBcast { root, region } = step.op else {
+                continue;
+            };
+            seen += 1;
+            let fine = seen == 1
+                && (root as usize == r
+                    || (s.steps[..k]
+                        .iter()
+                        .all(|x| reads_or_writes(&x.op).iter().all(|g| !overlaps(g, &region)))
+                        && !written_by_others(set, r, &region)));
+            *ok.entry(node.of[r]).or_insert(true) &= fine;
+        }
+    }
+    ok.into_iter()
+        .filter(|&(_, fine)| fine)
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// The node's flat tree and broadcast on rank `r` as puts and waits on
+/// counters (`None`: a counter is missing, the set stays as it is):
+/// - arrival: a rank puts to its master, which waits for them all;
+/// - release: the master puts to every other rank, each waits for it;
+/// - broadcast: every rank but the root tells the root it is ready (a
+///   put, as the binomial broadcast's children do: the bytes must not
+///   land in a buffer its owner may still be rewriting before it
+///   entered), waits for the bytes and tells the root it has them; the
+///   root waits for them all to be ready, puts its region into each
+///   one's, and waits for them all to have it (as the shared-memory
+///   broadcast's root waits for its readers: without it the root could
+///   run two broadcasts ahead of a rank still to take its bytes, and
+///   counters alternate between two pools only).
+fn node_ops(
+    op: &Op,
+    r: usize,
+    node: &NodeOf,
+    counter_of: &HashMap<(usize, Polled), Counter>,
+    set: &ScheduleSet,
+) -> Option<Vec<Op>> {
+    let nothing = Region::new(Buf::Recv, 0, 0);
+    let wait = |key| {
+        counter_of.get(&(r, key)).map(|&counter| Op::Wait {
+            counter,
+            arrivals: [0; MAX_RAILS],
+        })
+    };
+    let tell = |to: usize, key, src, dst| {
+        counter_of
+            .get(&(to, key))
+            .map(|&c| node_put(to as Rank, src, dst, Some(c)))
+    };
+    let alone = node.peers(r).len() == 1;
+    match *op {
+        Op::NodeArrive if alone => Some(Vec::new()),
+        Op::NodeArrive if node.is_master(r) => Some(vec![wait(Polled::Arrivals)?]),
+        Op::NodeArrive => Some(vec![tell(
+            node.master(r),
+            Polled::Arrivals,
+            nothing,
+            nothing,
+        )?]),
+        Op::NodeRelease if node.is_master(r) => node
+            .others(r)
+            .into_iter()
+            .map(|o| tell(o, Polled::Release, nothing, nothing))
+            .collect(),
+        Op::NodeRelease => Some(vec![wait(Polled::Release)?]),
+        Op::NodeBcast { .. } if alone => Some(Vec::new()),
+        Op::NodeBcast { root, region } if root as usize == r => {
+            let mut ops = vec![wait(Polled::BcastReady)?];
+            for o in node.others(r) {
+                let into = bcast_into(&set.ranks[o])?;
+                ops.push(tell(o, Polled::NodeBcast, region, into)?);
+            }
+            ops.push(wait(Polled::BcastDone)?);
+            Some(ops)
+        }
+        Op::NodeBcast { root, .. } => Some(vec![
+            tell(root as usize, Polled::BcastReady, nothing, nothing)?,
+            wait(Polled::NodeBcast)?,
+            tell(root as usize, Polled::BcastDone, nothing, nothing)?,
+        ]),
+        _ => None,
+    }
+}
+
+/// Where a rank's node broadcast puts the bytes it receives.
+fn bcast_into(s: &Schedule) -> Option<Region> {
+    s.steps.iter().find_map(|st| match st.op {
+        Op::NodeBcast { region, .. } => Some(region),
+        _ => None,
+    })
+}
+
 /// The regions of its own memory a step reads or writes.
 fn reads_or_writes(op: &Op) -> Vec<Region> {
     match *op {
@@ -362,8 +571,15 @@ fn written_by_others(set: &ScheduleSet, a: usize, region: &Region) -> bool {
                     remote,
                     ..
                 } => peer as usize == a && overlaps(&remote, region),
-                // A broadcast reaches ranks on other nodes: conservative.
-                Op::HwBcast { dst, .. } => overlaps(&dst, region),
+                // The switch's broadcast reaches the rank of the sender's
+                // local index on every other node.
+                Op::HwBcast { dst, .. } => {
+                    let topo = set.params.shape.topology;
+                    let (Ok((na, la)), Ok((nb, lb))) = (topo.locate(a), topo.locate(b)) else {
+                        return true;
+                    };
+                    na != nb && la == lb && overlaps(&dst, region)
+                }
                 _ => false,
             })
     })

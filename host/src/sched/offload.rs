@@ -167,6 +167,35 @@ fn provenance(set: &ScheduleSet, rank: usize) -> HashMap<(Buf, u32), Vec<Counter
     by_block
 }
 
+/// Which ranks set each counter of `rank` with a notice (a put without
+/// data, or a readiness flag become one: "I am ready", "I have got this
+/// far").
+fn notices_from(set: &ScheduleSet, rank: usize) -> HashMap<Counter, Vec<Rank>> {
+    let mut by: HashMap<Counter, Vec<Rank>> = HashMap::new();
+    for s in &set.ranks {
+        for step in &s.steps {
+            if let Op::Put {
+                to,
+                src,
+                signal: Some(c),
+                ..
+            }
+            | Op::ChainPut {
+                to,
+                src,
+                signal: Some(c),
+                ..
+            } = step.op
+                && to as usize == rank
+                && src.count == 0
+            {
+                by.entry(c).or_default().push(s.rank);
+            }
+        }
+    }
+    by
+}
+
 /// The regions a step reads and writes on this rank.
 fn touches(op: &Op) -> Vec<(Region, bool)> {
     match op {
@@ -247,6 +276,17 @@ pub fn compile_with(
     let mut out = set.clone();
     for (me, sched) in set.ranks.iter().enumerate() {
         let from = provenance(set, me);
+        let told = notices_from(set, me);
+        // The folded counters a put to `to` must still wait for: the
+        // notices `to` sets ("I am ready" may be what makes the put safe
+        // to land there, as in the binomial broadcast).
+        let from_target = |to: Rank, fired_by: &HashMap<Counter, u32>| -> Vec<Counter> {
+            fired_by
+                .keys()
+                .copied()
+                .filter(|c| told.get(c).is_some_and(|t| t.contains(&to)))
+                .collect()
+        };
         let steps = &sched.steps;
         let mut new: Vec<Step> = Vec::with_capacity(steps.len());
         // Old step index -> new step index.
@@ -360,6 +400,13 @@ pub fn compile_with(
                 // counters earlier chained puts folded included.
                 if (src.count == 0 || carries_order(me, i + cand.steps - 1)) && !is_copy {
                     needs.extend(fired_by.keys().filter(|&&c| Some(c) != folded));
+                }
+                if !is_copy {
+                    needs.extend(
+                        from_target(to, &fired_by)
+                            .into_iter()
+                            .filter(|&c| Some(c) != folded),
+                    );
                 }
                 for b in src.block..src.end() {
                     for l in landed.get(&(src.buf, b)).into_iter().flatten() {
@@ -676,6 +723,14 @@ pub fn compile_with(
                 );
             if speaks {
                 after.extend(read_by_chain.iter().map(|&(_, chain)| chain));
+            }
+            // A put waits for what its target told this rank before it.
+            if let Op::Put { to, .. } = step.op {
+                after.extend(
+                    from_target(to, &fired_by)
+                        .iter()
+                        .filter_map(|c| fired_by.get(c).copied()),
+                );
             }
             after.sort_unstable();
             after.dedup();
