@@ -617,15 +617,35 @@ fn a_race_between_a_put_and_a_copy_is_rejected() {
     let mut set = allgather_set(Algorithm::Bruck);
     // Move rank 0's first wait to the end: its final shift reads scratch
     // that peers are still writing.
-    let steps = &mut set.ranks[0].steps;
+    first_wait_last(&mut set.ranks[0].steps);
+    let v = verify::verify(&set, &Budget::default()).expect_err("race");
+    assert!(v.to_string().contains("concurrently"), "{v}");
+}
+
+/// A broadcast promises that it writes no rank's buffer before that rank
+/// has entered (it runs back to back on rewritten buffers, no barrier):
+/// a root that sends before its children said they are ready (its wait
+/// for them moved to the end, as the offload compiler once did for all
+/// but its first child) is refused in words.
+#[test]
+fn a_broadcast_sending_before_its_children_are_ready_is_refused() {
+    let shape = Shape::new(8, 1, 1, 1, Placement::Block).expect("shape");
+    let p = Params::new(Collective::Bcast, Algorithm::Binomial, shape, 0, 64);
+    let mut set = generate(&p).expect("binomial");
+    verify::verify(&set, &Budget::default()).expect("as generated");
+    first_wait_last(&mut set.ranks[0].steps);
+    let v = verify::verify(&set, &Budget::default()).expect_err("sends too early");
+    assert!(v.to_string().contains("before rank"), "{v}");
+}
+
+/// Move a schedule's first wait for a counter to its end.
+fn first_wait_last(steps: &mut Vec<railcoll_host::sched::Step>) {
     let wait = steps
         .iter()
         .position(|s| matches!(s.op, Op::Wait { .. }))
-        .expect("wait");
+        .expect("a wait");
     let w = steps.remove(wait);
     steps.push(w);
-    let v = verify::verify(&set, &Budget::default()).expect_err("race");
-    assert!(v.to_string().contains("concurrently"), "{v}");
 }
 
 /// Under Hockney, every algorithm whose paper formula holds for N

@@ -29,9 +29,10 @@
 //!    another rank makes to them (a put into them, a node peer's copy
 //!    from or into them) is over before that rank returns, so the caller
 //!    may reuse them at once;
-//! 10. (persistent sets, started back to back on the same buffers) no rank
-//!     touches another's buffers before that rank has started: its first
-//!     step happens before every such access ([`super::persist`]).
+//! 10. (persistent sets, started back to back on the same buffers, and
+//!     every broadcast, which promises that for one-shot calls too) no
+//!     rank touches another's buffers before that rank has started: its
+//!     first step happens before every such access ([`super::persist`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -208,7 +209,9 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
         synchronises(set, &replay, &anc)?;
     }
     returns_its_buffers(set, &replay, &anc)?;
-    if p.persistent {
+    // A broadcast promises it for every call: it runs back to back on
+    // buffers rewritten in between, with no barrier.
+    if p.persistent || p.collective == Collective::Bcast {
         touches_only_started_ranks(set, &replay, &anc)?;
     }
     Ok(Report {
