@@ -381,7 +381,7 @@ fn handed_copies(set: &ScheduleSet) -> HashMap<(usize, usize), HandOver> {
                 };
                 let untouched_before = s.steps[..k]
                     .iter()
-                    .all(|x| reads_or_writes(&x.op).iter().all(|r| !overlaps(r, &local)));
+                    .all(|x| touches(&x.op).iter().all(|(r, _)| !r.overlaps(&local)));
                 if peer as usize != b || !untouched_before || written_by_others(set, a, &local) {
                     break;
                 }
@@ -460,7 +460,7 @@ fn bcasts_to_puts(set: &ScheduleSet, node: &NodeOf) -> HashSet<usize> {
                 && (root as usize == r
                     || (s.steps[..k]
                         .iter()
-                        .all(|x| reads_or_writes(&x.op).iter().all(|g| !overlaps(g, &region)))
+                        .all(|x| touches(&x.op).iter().all(|(g, _)| !g.overlaps(&region)))
                         && !written_by_others(set, r, &region)));
             *ok.entry(node.of[r]).or_insert(true) &= fine;
         }
@@ -546,31 +546,20 @@ fn bcast_into(s: &Schedule) -> Option<Region> {
     })
 }
 
-/// The regions of its own memory a step reads or writes.
-fn reads_or_writes(op: &Op) -> Vec<Region> {
-    match *op {
-        Op::Put { src, .. } | Op::ChainPut { src, .. } | Op::HwBcast { src, .. } => vec![src],
-        Op::Copy { src, dst } => vec![src, dst],
-        Op::PeerCopy { local, .. } => vec![local],
-        Op::NodeBcast { region, .. } => vec![region],
-        _ => Vec::new(),
-    }
-}
-
 /// Whether any rank other than `a` writes into `a`'s `region`.
 fn written_by_others(set: &ScheduleSet, a: usize, region: &Region) -> bool {
     set.ranks.iter().enumerate().any(|(b, s)| {
         b != a
             && s.steps.iter().any(|st| match st.op {
                 Op::Put { to, dst, .. } | Op::ChainPut { to, dst, .. } => {
-                    to as usize == a && overlaps(&dst, region)
+                    to as usize == a && dst.overlaps(region)
                 }
                 Op::PeerCopy {
                     peer,
                     dir: PeerDir::Push,
                     remote,
                     ..
-                } => peer as usize == a && overlaps(&remote, region),
+                } => peer as usize == a && remote.overlaps(region),
                 // The switch's broadcast reaches the rank of the sender's
                 // local index on every other node.
                 Op::HwBcast { dst, .. } => {
@@ -578,15 +567,11 @@ fn written_by_others(set: &ScheduleSet, a: usize, region: &Region) -> bool {
                     let (Ok((na, la)), Ok((nb, lb))) = (topo.locate(a), topo.locate(b)) else {
                         return true;
                     };
-                    na != nb && la == lb && overlaps(&dst, region)
+                    na != nb && la == lb && dst.overlaps(region)
                 }
                 _ => false,
             })
     })
-}
-
-fn overlaps(x: &Region, y: &Region) -> bool {
-    x.buf == y.buf && x.block < y.end() && y.block < x.end() && x.count > 0 && y.count > 0
 }
 
 #[cfg(test)]

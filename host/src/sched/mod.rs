@@ -107,6 +107,15 @@ impl Region {
     pub fn end(&self) -> u32 {
         self.block + self.count
     }
+
+    /// Whether the two share a block.
+    pub fn overlaps(&self, other: &Region) -> bool {
+        self.buf == other.buf
+            && self.block < other.end()
+            && other.block < self.end()
+            && self.count > 0
+            && other.count > 0
+    }
 }
 
 /// Which rails a put uses.
@@ -362,6 +371,20 @@ pub enum Op {
         /// Counter set at each target.
         signal: Option<Counter>,
     },
+}
+
+/// The regions of its own memory a step reads and writes (`true`:
+/// writes), as the offload compiler and its counting pass see them.
+pub(crate) fn touches(op: &Op) -> Vec<(Region, bool)> {
+    match op {
+        Op::Put { src, .. } | Op::ChainPut { src, .. } | Op::HwBcast { src, .. } => {
+            vec![(*src, false)]
+        }
+        Op::Copy { src, dst } => vec![(*src, false), (*dst, true)],
+        Op::PeerCopy { dir, local, .. } => vec![(*local, *dir == PeerDir::Pull)],
+        Op::NodeBcast { region, .. } => vec![(*region, true)],
+        _ => Vec::new(),
+    }
 }
 
 /// A step: an operation and the earlier puts whose local completion it

@@ -167,11 +167,11 @@ fn provenance(set: &ScheduleSet, rank: usize) -> HashMap<(Buf, u32), Vec<Counter
     by_block
 }
 
-/// Which ranks set each counter of `rank` with a notice (a put without
-/// data, or a readiness flag become one: "I am ready", "I have got this
-/// far").
-fn notices_from(set: &ScheduleSet, rank: usize) -> HashMap<Counter, Vec<Rank>> {
-    let mut by: HashMap<Counter, Vec<Rank>> = HashMap::new();
+/// For every rank, which ranks set each of its counters with a notice (a
+/// put without data, or a readiness flag become one: "I am ready", "I
+/// have got this far"). One pass over the set.
+fn notices(set: &ScheduleSet) -> Vec<HashMap<Counter, Vec<Rank>>> {
+    let mut by: Vec<HashMap<Counter, Vec<Rank>>> = vec![HashMap::new(); set.ranks.len()];
     for s in &set.ranks {
         for step in &s.steps {
             if let Op::Put {
@@ -186,27 +186,14 @@ fn notices_from(set: &ScheduleSet, rank: usize) -> HashMap<Counter, Vec<Rank>> {
                 signal: Some(c),
                 ..
             } = step.op
-                && to as usize == rank
                 && src.count == 0
+                && let Some(target) = by.get_mut(to as usize)
             {
-                by.entry(c).or_default().push(s.rank);
+                target.entry(c).or_default().push(s.rank);
             }
         }
     }
     by
-}
-
-/// The regions a step reads and writes on this rank.
-fn touches(op: &Op) -> Vec<(Region, bool)> {
-    match op {
-        Op::Put { src, .. } | Op::ChainPut { src, .. } | Op::HwBcast { src, .. } => {
-            vec![(*src, false)]
-        }
-        Op::Copy { src, dst } => vec![(*src, false), (*dst, true)],
-        Op::PeerCopy { dir, local, .. } => vec![(*local, *dir == PeerDir::Pull)],
-        Op::NodeBcast { region, .. } => vec![(*region, true)],
-        _ => Vec::new(),
-    }
 }
 
 /// A put (or a local copy) the compiler may chain: the step (or the wait
@@ -259,11 +246,15 @@ pub fn compile_with(
 ) -> Result<Offloaded, Error> {
     let counted = counted::count(set, budget, copies == Copies::Nic)?;
     let set = counted.as_ref().map_or(set, |c| &c.set);
-    let carries_order = |rank: usize, step: usize| {
-        counted
-            .as_ref()
-            .is_some_and(|c| c.ordered[rank].contains(&(step as u32)))
+    // A put that carries its rank's program order: one without data, or
+    // one the counting made from a raise or a word.
+    let carries_order = |rank: usize, step: usize, src: &Region| {
+        src.count == 0
+            || counted
+                .as_ref()
+                .is_some_and(|c| c.ordered[rank].contains(&(step as u32)))
     };
+    let notices = notices(set);
     let p = &set.params;
     // Each rank's share: its chain blocks, and an equal part of each NIC's
     // chain queue, which the node's ranks share.
@@ -276,7 +267,7 @@ pub fn compile_with(
     let mut out = set.clone();
     for (me, sched) in set.ranks.iter().enumerate() {
         let from = provenance(set, me);
-        let told = notices_from(set, me);
+        let told = &notices[me];
         // The folded counters a put to `to` must still wait for: the
         // notices `to` sets ("I am ready" may be what makes the put safe
         // to land there, as in the binomial broadcast).
@@ -398,7 +389,7 @@ pub fn compile_with(
                 // barrier's notice: "I have got this far"), so it needs
                 // everything this rank has waited for before it, the
                 // counters earlier chained puts folded included.
-                if (src.count == 0 || carries_order(me, i + cand.steps - 1)) && !is_copy {
+                if !is_copy && carries_order(me, i + cand.steps - 1, &src) {
                     needs.extend(fired_by.keys().filter(|&&c| Some(c) != folded));
                 }
                 if !is_copy {
@@ -713,7 +704,7 @@ pub fn compile_with(
             // order) may say "my data is here": every chained put so far
             // must have fired.
             let carries = match step.op {
-                Op::Put { src, .. } => src.count == 0 || carries_order(me, i),
+                Op::Put { src, .. } => carries_order(me, i, &src),
                 _ => false,
             };
             let speaks = carries
