@@ -632,6 +632,26 @@ fn tune_ranks_the_forms_compiled_onto_the_nics() {
         tuned.origin
     );
     library_follows(&tuned, (4, 1, 1), Collective::Gather, &bests);
+    // An algorithm the collective does not have is refused in words, and
+    // nothing is written.
+    let bad = dir.join("bad.toml");
+    let out = railcoll(&[
+        "tune",
+        "gather",
+        "--algo",
+        "all,bogus@nic",
+        "--shapes",
+        "4x1",
+        "--sizes",
+        "4",
+        "-o",
+        &bad.display().to_string(),
+        "-q",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown gather algorithm 'bogus'"), "{err}");
+    assert!(!bad.exists(), "nothing written for a refused tune");
 }
 
 /// Every rank of a modeled (nodes, ranks per node, sockets) cluster on
