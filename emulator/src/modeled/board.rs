@@ -13,9 +13,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use railcoll_fw::abi::ContextIndex;
 use railcoll_fw::abi::error::ErrorCode;
 use railcoll_fw::abi::packet::PacketHeader;
+use railcoll_fw::abi::{ContextIndex, MAX_DMAS};
 use railcoll_fw::engine::Engine;
 use railcoll_fw::engine::hw::{
     Activity, BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet,
@@ -71,6 +71,13 @@ pub struct ModelBoard {
     pub(crate) tx_free: Ps,
     /// Wire time of the last packet queued, for double-buffered pacing.
     last_ser: Ps,
+    /// When the DMA engine can take the next DMA (one per `dma_gap`).
+    dma_free: Ps,
+    /// When each transmit channel's DMA is through its start-up, by
+    /// channel (DMA slots, then the broadcast engine).
+    dma_ready: [Ps; MAX_DMAS + 1],
+    /// The channel of the packet the engine is about to send.
+    sending: Option<u8>,
     pub(crate) effects: Vec<Effect>,
     /// Processor activity (start, end or None for an instant, what), kept
     /// only while a timeline is attached.
@@ -100,6 +107,9 @@ impl ModelBoard {
             cursor: 0,
             tx_free: 0,
             last_ser: 0,
+            dma_free: 0,
+            dma_ready: [0; MAX_DMAS + 1],
+            sending: None,
             effects: Vec::new(),
             spans: None,
             rail: 0,
@@ -195,7 +205,14 @@ impl Link for ModelBoard {
             // on the reverse route), not queued behind this NIC's own DMAs.
             self.cursor
         } else {
-            let start = fetched.max(self.tx_free) + self.costs.packet_overhead;
+            // A DMA's packets wait for its start-up, not for other DMAs':
+            // DMAs started together overlap their start-up latencies.
+            let ready = self
+                .sending
+                .take()
+                .and_then(|c| self.dma_ready.get(usize::from(c)).copied())
+                .unwrap_or(0);
+            let start = fetched.max(self.tx_free).max(ready) + self.costs.packet_overhead;
             self.tx_free = start + ser;
             self.last_ser = ser;
             start
@@ -287,10 +304,19 @@ impl Meter for ModelBoard {
                 self.cursor += self.costs.nic_event;
                 (Some(self.cursor), "event fired")
             }
-            // The start-up occupies the transmit engine, not the processor.
-            Activity::DmaStart => {
-                self.tx_free = self.tx_free.max(self.cursor) + self.costs.dma_setup;
+            // The DMA engine takes one DMA per gap (LogGP's g); the DMA's
+            // packets may leave once its start-up latency has passed too.
+            // Neither occupies the processor or the wire.
+            Activity::DmaStart { channel } => {
+                self.dma_free = self.dma_free.max(self.cursor) + self.costs.dma_gap;
+                if let Some(ready) = self.dma_ready.get_mut(usize::from(channel)) {
+                    *ready = self.dma_free + self.costs.dma_latency;
+                }
                 (None, "dma start")
+            }
+            Activity::DmaPacket { channel } => {
+                self.sending = Some(channel);
+                return;
             }
         };
         if let Some(spans) = self.spans.as_mut() {

@@ -51,7 +51,7 @@ use zerocopy::IntoBytes;
 use super::board::{Effect, ModelBoard, ModelEngine, Ps};
 use super::fiber;
 use super::profile::{Costs, transfer};
-use super::queue::{ActionQueue, Arrivals};
+use super::queue::{ActionQueue, Ports};
 use super::ranks::{RankState, Ranks, Watch};
 pub use super::witness::{Stalled, TraceDigest, TraceRecord};
 use super::witness::{Trace, Watchdog, hash_of, ns, trace_nic, trace_packet, trace_switch};
@@ -89,9 +89,12 @@ enum Action {
         nic: usize,
         packet: WirePacket,
     },
-    /// The head of NIC `nic`'s data arrivals (see `World::arrivals`).
-    ArriveData {
+    /// NIC `nic`'s receive port is due to end a packet's reception or
+    /// start the next (see `World::ports`); `token` tells a live serve
+    /// from one superseded by an earlier arrival.
+    PortServe {
         nic: usize,
+        token: u32,
     },
     SwitchIn {
         rail: usize,
@@ -130,15 +133,14 @@ pub struct ModelStats {
 struct World {
     now: Ps,
     queue: ActionQueue<Action>,
-    /// Data packets on their way into each NIC, in arrival order (a
-    /// port receives one packet at a time, so their times never
-    /// decrease): only each head is in `queue`, which keeps the queue as
-    /// small as the number of agents instead of packets in flight.
-    arrivals: Arrivals<WirePacket>,
+    /// Data packets waiting for each NIC's receive port, served in the
+    /// order their first bits arrive: one live action per busy port is in
+    /// `queue`, which keeps the queue as small as the number of agents
+    /// instead of packets in flight.
+    ports: Ports<WirePacket>,
     ranks: Ranks,
     nics: Vec<NicSlot>,
     switches: Vec<Switch>,
-    rx_free: Vec<Ps>,
     copies: Vec<Vec<Ps>>,
     trace: Trace,
     stats: ModelStats,
@@ -238,11 +240,10 @@ impl Kernel {
         let world = World {
             now: 0,
             queue: ActionQueue::new(),
-            arrivals: Arrivals::new(nodes * rails),
+            ports: Ports::new(nodes * rails),
             ranks,
             nics,
             switches: (0..rails).map(|_| Switch::new()).collect(),
-            rx_free: vec![0; nodes * rails],
             copies: vec![Vec::new(); nodes],
             trace: Trace::new(seed),
             stats: ModelStats::default(),
@@ -457,15 +458,16 @@ impl Kernel {
             }
             Action::Arrive { nic, packet } => self.arrive(w, nic, packet),
             Action::PeerSet { nic, word } => self.peer_set_arrives(w, nic, word),
-            Action::ArriveData { nic } => {
-                let Some(packet) = w.arrivals.pop(nic) else {
-                    return Next::Continue;
+            Action::PortServe { nic, token } => {
+                let Some(served) = w.ports.serve(nic, t, token) else {
+                    return Next::Continue; // superseded by an earlier arrival
                 };
-                if let Some(next) = w.arrivals.head_time(nic) {
-                    let e = self.entity_nic(nic);
-                    self.push(w, next, e, Action::ArriveData { nic });
+                if let Some((at, token)) = served.next {
+                    self.push(w, at, e, Action::PortServe { nic, token });
                 }
-                self.arrive(w, nic, packet);
+                if let Some(packet) = served.done {
+                    self.arrive(w, nic, packet);
+                }
             }
             Action::SwitchIn { rail, packet } => {
                 let h = hash_of(packet.header.as_bytes());

@@ -89,9 +89,15 @@ pub struct NicCosts {
     pub command_ns: f64,
     /// Firing one event (running its action).
     pub event_ns: f64,
-    /// Setting up a DMA before its first packet (occupies the transmit
-    /// engine: the per-message start-up).
-    pub dma_setup_ns: f64,
+    /// LogGP's g at the NIC: the transmit engine's time per DMA, charged
+    /// one DMA after another (a DMA started behind others waits for their
+    /// gaps, not their start-up latencies): the inverse of the message
+    /// rate.
+    pub dma_gap_ns: f64,
+    /// The rest of a DMA's start-up (descriptor fetch, translation): a
+    /// pipeline latency between the transmit engine and the wire, which
+    /// DMAs started together overlap (part of LogGP's L).
+    pub dma_latency_ns: f64,
 }
 
 /// The host bus the NICs sit on.
@@ -193,7 +199,8 @@ impl Profile {
             ("link.switch_collective_ns", self.link.switch_collective_ns),
             ("nic.command_ns", self.nic.command_ns),
             ("nic.event_ns", self.nic.event_ns),
-            ("nic.dma_setup_ns", self.nic.dma_setup_ns),
+            ("nic.dma_gap_ns", self.nic.dma_gap_ns),
+            ("nic.dma_latency_ns", self.nic.dma_latency_ns),
             ("pci.latency_ns", self.pci.latency_ns),
             ("host.post_ns", self.host.post_ns),
             ("host.command_ns", self.host.command_ns),
@@ -239,8 +246,8 @@ impl Profile {
 
     /// The profile reduced to Hockney's two numbers, for predictions: the
     /// start-up `t_s` is every fixed cost on one message's path (host post
-    /// and command write, bus latency to the NIC, NIC command and DMA
-    /// start-up, per-packet overhead, link latency, bus latency of the
+    /// and command write, bus latency to the NIC, NIC command, DMA gap and
+    /// start-up latency, per-packet overhead, link latency, bus latency of the
     /// delivery, the destination event, the host's poll), in microseconds;
     /// `tau` is the slower of link and bus per byte, in microseconds. Under
     /// the `hockney` profile this is exactly t_s = 1.6 us, 900 MB/s.
@@ -251,7 +258,8 @@ impl Profile {
             + h.command_ns
             + self.pci.latency_ns
             + n.command_ns
-            + n.dma_setup_ns
+            + n.dma_gap_ns
+            + n.dma_latency_ns
             + self.link.packet_overhead_ns
             + self.link.latency_ns
             + self.pci.latency_ns
@@ -278,7 +286,8 @@ impl Profile {
             switch_collective: ns(self.link.switch_collective_ns),
             nic_command: ns(self.nic.command_ns),
             nic_event: ns(self.nic.event_ns),
-            dma_setup: ns(self.nic.dma_setup_ns),
+            dma_gap: ns(self.nic.dma_gap_ns),
+            dma_latency: ns(self.nic.dma_latency_ns),
             pci_latency: ns(self.pci.latency_ns),
             pci_ps_per_byte: per_byte(self.pci.bandwidth_mb_s),
             pci_shared: self.pci.shared,
@@ -315,7 +324,8 @@ pub struct Costs {
     pub switch_collective: u64,
     pub nic_command: u64,
     pub nic_event: u64,
-    pub dma_setup: u64,
+    pub dma_gap: u64,
+    pub dma_latency: u64,
     pub pci_latency: u64,
     pub pci_ps_per_byte: f64,
     pub pci_shared: bool,

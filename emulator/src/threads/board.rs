@@ -210,7 +210,8 @@ impl Meter for EmuBoard {
         let (cat, what) = match activity {
             Activity::Command => ("nic", "command"),
             Activity::EventFired => ("event", "event fired"),
-            Activity::DmaStart => ("nic", "dma start"),
+            Activity::DmaStart { .. } => ("nic", "dma start"),
+            Activity::DmaPacket { .. } => return,
         };
         self.trace_instant(false, cat, || what.into());
     }

@@ -19,7 +19,7 @@
 //! is not a failure); the switch answers an arrival for a number it already
 //! released with the release.
 
-use super::hw::{Activity, Hardware, PayloadSource};
+use super::hw::{Activity, BCAST_CHANNEL, Hardware, PayloadSource};
 use super::rx::InboundWrite;
 use super::{BcastTx, Engine, PendingBarrier, TX_BUDGET};
 use crate::abi::error::ErrorCode;
@@ -81,7 +81,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 };
             }
         }
-        self.hw.note(Activity::DmaStart);
+        self.hw.note(Activity::DmaStart {
+            channel: BCAST_CHANNEL,
+        });
         self.bcast = BcastTx {
             active: true,
             ctx,
@@ -159,6 +161,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 len,
             };
             self.stats.packets_sent = self.stats.packets_sent.wrapping_add(1);
+            self.hw.note(Activity::DmaPacket {
+                channel: BCAST_CHANNEL,
+            });
             let _ = self.hw.send(&packet.emit(), Some(payload));
             self.bcast.sent = self.bcast.sent.wrapping_add(1);
             progressed = true;

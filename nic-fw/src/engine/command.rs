@@ -439,14 +439,18 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     pub(super) fn install_dma(&mut self, dma: Dma) -> Result<(), ErrorCode> {
-        let slot = self
+        let channel = self
             .dmas
-            .iter_mut()
-            .find(|s| !s.active)
+            .iter()
+            .position(|s| !s.active)
             .ok_or(ErrorCode::Busy)?;
-        *slot = dma;
+        if let Some(slot) = self.dmas.get_mut(channel) {
+            *slot = dma;
+        }
         self.dmas_active = self.dmas_active.wrapping_add(1);
-        self.hw.note(Activity::DmaStart);
+        self.hw.note(Activity::DmaStart {
+            channel: channel as u8,
+        });
         Ok(())
     }
 }

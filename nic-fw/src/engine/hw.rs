@@ -139,9 +139,24 @@ pub enum Activity {
     Command,
     /// An event fired (its action ran).
     EventFired,
-    /// A DMA (put, get response or broadcast) was set up.
-    DmaStart,
+    /// A DMA (put, get or broadcast) was set up on transmit channel
+    /// `channel` (a DMA slot, or [`BCAST_CHANNEL`]).
+    DmaStart {
+        /// The channel.
+        channel: u8,
+    },
+    /// The next packet handed to [`Link::send`] belongs to the DMA on
+    /// `channel`, so a board can hold it until that DMA's start-up is over
+    /// without holding other DMAs' packets.
+    DmaPacket {
+        /// The channel.
+        channel: u8,
+    },
 }
+
+/// The transmit channel of the broadcast engine in [`Activity`] (DMA
+/// slots number `0..MAX_DMAS`).
+pub const BCAST_CHANNEL: u8 = crate::abi::MAX_DMAS as u8;
 
 /// Activity accounting (optional: the default ignores it).
 pub trait Meter {

@@ -1,7 +1,7 @@
 //! Transmission: packetising DMAs, the go-back-N window, acknowledgements,
 //! retransmission and DMA completion.
 
-use super::hw::{Hardware, PayloadSource};
+use super::hw::{Activity, Hardware, PayloadSource};
 use super::{DmaRole, Engine, TX_BUDGET, TxEntry, TxFlow};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::packet::{DataPacket, GetRequestPacket, Packet, PacketType, Route};
@@ -193,6 +193,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             ),
         };
         self.stats.packets_sent = self.stats.packets_sent.wrapping_add(1);
+        self.hw.note(Activity::DmaPacket { channel: e.dma });
         // A packet the link refuses is treated as lost: the timer resends it.
         let _ = self.hw.send(&packet.emit(), payload);
     }

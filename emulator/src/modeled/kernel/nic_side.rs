@@ -38,8 +38,9 @@ impl Kernel {
     }
 
     /// A packet whose first bit reaches NIC `nic`'s port at `first_bit`.
-    /// Data queues for the receiving port; acknowledgements travel on the
-    /// link level beside it.
+    /// Data waits for the receiving port, which takes packets in the order
+    /// their first bits arrive; acknowledgements travel on the link level
+    /// beside it.
     pub(super) fn transmit(
         &self,
         w: &mut World,
@@ -48,23 +49,16 @@ impl Kernel {
         ser: Ps,
         packet: WirePacket,
     ) {
-        let Some(free) = w.rx_free.get_mut(nic) else {
+        if nic >= self.nodes * self.rails {
             return; // no such node: the packet is lost, the sender retries
-        };
-        let at = if is_control(&packet) {
-            first_bit + ser
-        } else {
-            let start = first_bit.max(*free);
-            *free = start + ser;
-            start + ser
-        };
+        }
         let entity = self.entity_nic(nic);
         if is_control(&packet) {
-            self.push(w, at, entity, Action::Arrive { nic, packet });
+            self.push(w, first_bit + ser, entity, Action::Arrive { nic, packet });
             return;
         }
-        if w.arrivals.push(nic, at, packet) {
-            self.push(w, at, entity, Action::ArriveData { nic });
+        if let Some((at, token)) = w.ports.offer(nic, first_bit, ser, packet) {
+            self.push(w, at, entity, Action::PortServe { nic, token });
         }
     }
 
