@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use railcoll_host::env::{HostObserver, WaitHook, WaitTimeout, WordWatch};
+use railcoll_host::env::{HostObserver, LibraryWork, WaitHook, WaitTimeout, WordWatch};
 
 /// One agent's lane in the viewer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -300,6 +300,10 @@ impl HostObserver for TracingWait {
     fn at_step(&self, step: u32, what: &'static str) {
         self.timeline.step(self.rank, step, what, self.now());
         self.inner.observer().at_step(step, what);
+    }
+
+    fn library(&self, work: LibraryWork) {
+        self.inner.observer().library(work);
     }
 }
 

@@ -147,6 +147,13 @@
 //!   all-gather on clan-8x1, 4 KiB: 407.8 -> 435.7 us). Host-driven runs
 //!   on qsnet2-4x4 moved by less than 4 % (direct gather, 8 B: 5.11 ->
 //!   4.93 us). The one-message latency of every profile is unchanged.
+//! - The message-passing layer's software (issue 15): profiles' new
+//!   `library.send_ns` / `recv_ns` (LogGP's o on the send/receive path)
+//!   are charged per queued send and per matched receive. The 9
+//!   `sendrecv` barrier runs changed, and nothing else: clan-8x1, where
+//!   MVICH's 4 us per message is sourced, 28.57 -> 38.63 us; 3 x 2,
+//!   three rails: 10.65 -> 12.30 us; qsnet2-4x4: 24.95 -> 25.22 us (four
+//!   ranks share each NIC, whose queueing hides most of the 250 ns).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -129,6 +129,28 @@ pub trait HostObserver: Send + Sync {
     fn at_step(&self, step: u32, what: &'static str) {
         let _ = (step, what);
     }
+    /// The rank's message-passing layer did its per-message software work
+    /// (LogGP's o on the send/receive path, beyond the NIC post an RDMA
+    /// put also pays); a modeled environment charges the profile's cost.
+    fn library(&self, work: LibraryWork) {
+        let _ = work;
+    }
+}
+
+/// Per-message work of the message-passing layer (send/receive over the
+/// NIC's input queues), as a library in the style of MPI does it: what
+/// [`HostObserver::library`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LibraryWork {
+    /// A send: the request and envelope built before the post.
+    Send,
+    /// A receive matched its message. `unexpected_bytes` is nonzero when
+    /// the message came before the receive was posted: the library kept
+    /// it aside and now copies it out.
+    Receive {
+        /// Bytes copied out of the unexpected-message store (0: expected).
+        unexpected_bytes: usize,
+    },
 }
 
 /// An observer that observes nothing (real hardware, threads mode).

@@ -37,9 +37,16 @@ fn modeled_makespan(c: Collective, a: Algorithm, n: usize, rails: usize, block: 
         comm.collective_with(c, a, &send, &recv, 0)?;
         Ok((start, cluster.now_ns()))
     });
+    first_start_to_last_end_us(out)
+}
+
+/// First start to last end over every rank's (start, end) in ns, in us.
+fn first_start_to_last_end_us<E: std::fmt::Debug, F: std::fmt::Debug>(
+    out: Vec<Result<Result<(f64, f64), E>, F>>,
+) -> f64 {
     let (mut first, mut last) = (f64::INFINITY, 0.0f64);
     for r in out {
-        let (s, e) = r.expect("rank ran").expect("collective ran");
+        let (s, e) = r.expect("rank ran").expect("call ran");
         (first, last) = (first.min(s), last.max(e));
     }
     (last - first) / 1e3
@@ -110,6 +117,57 @@ fn under_the_hockney_profile_direct_exchanges_reach_the_bandwidth_bound() {
             );
         }
     }
+}
+
+/// Modeled latency (us) of one barrier with `algorithm` on `n` nodes x 1
+/// rank, one rail, after the hardware barrier, under `profile`.
+fn barrier_makespan(profile: Profile, n: usize, algorithm: railcoll_host::Algorithm) -> f64 {
+    let cluster = Cluster::modeled(
+        ClusterConfig {
+            shape: railcoll_tests::shape(n, 1, 1, 1, Placement::Block),
+            ..ClusterConfig::default()
+        },
+        profile,
+    )
+    .expect("cluster");
+    let out = cluster.run(|comm| -> Result<(f64, f64), railcoll_host::Error> {
+        comm.barrier_with(railcoll_host::Algorithm::Hardware)?;
+        let start = cluster.now_ns();
+        comm.barrier_with(algorithm)?;
+        Ok((start, cluster.now_ns()))
+    });
+    first_start_to_last_end_us(out)
+}
+
+/// The message-passing layer's software (`library.send_ns`,
+/// `library.recv_ns`) is charged once per message on the send/receive
+/// path and never on the RDMA path: on 8 nodes the `sendrecv` barrier's
+/// three rounds (a send, then a matched receive, on every rank) take
+/// exactly 3 x (send + receive) longer, and the RDMA barrier not at all.
+#[test]
+fn library_costs_are_charged_per_message_on_the_message_passing_path_only() {
+    let (_, text) = Profile::load("hockney").expect("hockney");
+    let free = Profile::parse("hockney", &text).expect("profile");
+    let costly = text
+        .replace("send_ns = 0 ", "send_ns = 700 ")
+        .replace("recv_ns = 0", "recv_ns = 1100");
+    let costly = Profile::parse("hockney-library", &costly).expect("profile");
+    assert_eq!(
+        (costly.library.send_ns, costly.library.recv_ns),
+        (700.0, 1100.0)
+    );
+    let (rdma, sendrecv) = (
+        railcoll_host::Algorithm::Rdma,
+        railcoll_host::Algorithm::SendRecv,
+    );
+    let extra =
+        barrier_makespan(costly.clone(), 8, sendrecv) - barrier_makespan(free.clone(), 8, sendrecv);
+    assert!(
+        (extra - 3.0 * 1.8).abs() < 1e-3,
+        "sendrecv: {extra:.6} us more"
+    );
+    let extra = barrier_makespan(costly, 8, rdma) - barrier_makespan(free, 8, rdma);
+    assert!(extra.abs() < 1e-6, "rdma: {extra:.6} us more");
 }
 
 /// A small but busy run: every collective kind, both node phases.

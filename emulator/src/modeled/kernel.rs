@@ -43,7 +43,7 @@ use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_fw::engine::{Engine, Location};
 use railcoll_fw::switch::Switch;
 use railcoll_host::Topology;
-use railcoll_host::env::WordWatch;
+use railcoll_host::env::{LibraryWork, WordWatch};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 use zerocopy::IntoBytes;

@@ -34,7 +34,7 @@ mod witness;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railcoll_host::env::{HostObserver, WaitHook, WaitTimeout, WordWatch};
+use railcoll_host::env::{HostObserver, LibraryWork, WaitHook, WaitTimeout, WordWatch};
 use railcoll_mem::regio::RegisterIo;
 
 pub use kernel::{Kernel, ModelStats, Stalled, TraceDigest, TraceRecord};
@@ -111,6 +111,10 @@ impl HostObserver for ModelWait {
 
     fn at_step(&self, step: u32, what: &'static str) {
         self.kernel.at_step(self.rank, step, what);
+    }
+
+    fn library(&self, work: LibraryWork) {
+        self.kernel.library(self.rank, work);
     }
 }
 

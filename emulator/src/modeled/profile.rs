@@ -136,6 +136,20 @@ pub struct HostCosts {
     pub cacheline_xsocket_ns: f64,
 }
 
+/// The message-passing layer's software (send/receive over the NIC's
+/// input queues, as an MPI library does it): LogGP's o on that path, on
+/// top of the doorbell and poll every NIC operation pays ([`HostCosts`]).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LibraryCosts {
+    /// Per send: building the request and envelope (o_s).
+    pub send_ns: f64,
+    /// Per receive: matching the message against the posted and
+    /// unexpected lists (o_r); a message that came before its receive is
+    /// also copied out of the library's store at `host.memcpy_mb_s`.
+    pub recv_ns: f64,
+}
+
 /// A calibration profile.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -156,6 +170,8 @@ pub struct Profile {
     pub pci: PciCosts,
     /// Per node.
     pub host: HostCosts,
+    /// Per rank, on the message-passing path only.
+    pub library: LibraryCosts,
 }
 
 impl Profile {
@@ -207,6 +223,8 @@ impl Profile {
             ("host.poll_ns", self.host.poll_ns),
             ("host.cacheline_ns", self.host.cacheline_ns),
             ("host.cacheline_xsocket_ns", self.host.cacheline_xsocket_ns),
+            ("library.send_ns", self.library.send_ns),
+            ("library.recv_ns", self.library.recv_ns),
         ];
         for (key, v) in times {
             if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
@@ -299,6 +317,8 @@ impl Profile {
             memory_ps_per_byte: per_byte(self.host.memory_mb_s),
             cacheline: ns(self.host.cacheline_ns),
             cacheline_xsocket: ns(self.host.cacheline_xsocket_ns),
+            library_send: ns(self.library.send_ns),
+            library_recv: ns(self.library.recv_ns),
         }
     }
 }
@@ -337,6 +357,8 @@ pub struct Costs {
     pub memory_ps_per_byte: f64,
     pub cacheline: u64,
     pub cacheline_xsocket: u64,
+    pub library_send: u64,
+    pub library_recv: u64,
 }
 
 /// `bytes` at `ps_per_byte`, rounded to the picosecond.

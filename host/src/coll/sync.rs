@@ -6,7 +6,7 @@
 
 use super::state::{Coll, Progress};
 use crate::endpoint::{PutHandle, TransferOptions};
-use crate::env::{WordTest, WordWatch};
+use crate::env::{LibraryWork, WordTest, WordWatch};
 use crate::error::Error;
 use crate::sched::{Numbers, Words};
 
@@ -70,6 +70,7 @@ impl<'a> Coll<'a> {
 
     /// Queue the barrier number into rank `to`'s barrier queue.
     pub(crate) fn queue_number(&self, to: usize) -> Result<PutHandle<'a>, Error> {
+        self.ep.wait_arc().observer().library(LibraryWork::Send);
         self.ep
             .queue_send(&self.st.barrier_queue, to, &self.st.bufs.barrier_source)
     }
@@ -79,13 +80,19 @@ impl<'a> Coll<'a> {
     /// belong to.
     pub(crate) fn recv_number(&self, from: usize, number: u64, how: Progress) -> Result<(), Error> {
         let want = (from, number);
-        loop {
-            let mut stash = self.st.unexpected.borrow_mut();
-            if let Some(at) = stash.iter().position(|m| *m == want) {
-                stash.swap_remove(at);
-                return Ok(());
-            }
+        let matched = |unexpected_bytes| {
+            let work = LibraryWork::Receive { unexpected_bytes };
+            self.ep.wait_arc().observer().library(work);
+        };
+        let mut stash = self.st.unexpected.borrow_mut();
+        if let Some(at) = stash.iter().position(|m| *m == want) {
+            stash.swap_remove(at);
             drop(stash);
+            matched(8);
+            return Ok(());
+        }
+        drop(stash);
+        loop {
             let mut word = [0u8; 8];
             let item = match how {
                 Progress::Block => self.queue_recv(&self.st.barrier_queue, &mut word)?,
@@ -93,10 +100,13 @@ impl<'a> Coll<'a> {
                     .try_queue_recv(&self.st.barrier_queue, &mut word)?
                     .ok_or(Error::WouldBlock)?,
             };
-            self.st
-                .unexpected
-                .borrow_mut()
-                .push((item.src, u64::from_le_bytes(word)));
+            let got = (item.src, u64::from_le_bytes(word));
+            if got == want {
+                matched(0);
+                return Ok(());
+            }
+            // Another receive's message: kept aside until it is posted.
+            self.st.unexpected.borrow_mut().push(got);
         }
     }
 

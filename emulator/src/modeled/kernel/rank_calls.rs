@@ -123,6 +123,32 @@ impl Kernel {
         }
     }
 
+    /// `rank`'s message-passing layer did its per-message work: the
+    /// profile's `library` cost passes on its clock, and a message that
+    /// came before its receive is copied out of the library's store.
+    pub(crate) fn library(&self, rank: usize, work: LibraryWork) {
+        if self.sync(rank).is_err() {
+            return;
+        }
+        let (cost, what, unexpected) = match work {
+            LibraryWork::Send => (self.costs.library_send, "library: send", 0),
+            LibraryWork::Receive { unexpected_bytes } => {
+                (self.costs.library_recv, "library: match", unexpected_bytes)
+            }
+        };
+        {
+            let mut w = self.lock();
+            let now = w.now;
+            w.ranks.slots[rank].time = now + cost;
+            if let Some(tl) = w.timeline.as_ref() {
+                tl.rank_span(rank, "host", what.into(), ns(now), ns(now + cost));
+            }
+        }
+        if unexpected > 0 {
+            self.host_copy(rank, unexpected, false);
+        }
+    }
+
     /// `rank` polled something that was not ready: a poll's worth of
     /// virtual time passes (at least 10 ns, so that a spinning rank always
     /// lets the model move).
