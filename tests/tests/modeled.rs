@@ -40,10 +40,11 @@ fn modeled_makespan(c: Collective, a: Algorithm, n: usize, rails: usize, block: 
     first_start_to_last_end_us(out)
 }
 
+/// Each rank's (start, end) of a call, in ns, as `Cluster::run` returns it.
+type Spans<E, F> = Vec<Result<Result<(f64, f64), E>, F>>;
+
 /// First start to last end over every rank's (start, end) in ns, in us.
-fn first_start_to_last_end_us<E: std::fmt::Debug, F: std::fmt::Debug>(
-    out: Vec<Result<Result<(f64, f64), E>, F>>,
-) -> f64 {
+fn first_start_to_last_end_us<E: std::fmt::Debug, F: std::fmt::Debug>(out: Spans<E, F>) -> f64 {
     let (mut first, mut last) = (f64::INFINITY, 0.0f64);
     for r in out {
         let (s, e) = r.expect("rank ran").expect("call ran");
