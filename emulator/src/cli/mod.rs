@@ -11,9 +11,11 @@
 //! - this module: parsing, the `bench`, `schedule`, `profile` and `tuning`
 //!   subcommands;
 //! - `workbench`: `sweep`, `trace` and `tune`;
+//! - `calibration`: `calibrate` and `validate`;
 //! - [`error`]: [`CliError`], and the one place that prints it and picks
 //!   the exit status.
 
+mod calibration;
 pub mod error;
 mod workbench;
 
@@ -32,6 +34,7 @@ use railcoll_host::sched::verify::{Budget, verify};
 use railcoll_host::sched::{Collective, Params, Shape, generate};
 
 use crate::workbench::AlgoSet;
+pub use calibration::{CalibrateArgs, ValidateArgs};
 pub use error::CliError;
 use error::output;
 pub use workbench::{StudyArgs, SweepArgs, TraceArgs, TuneArgs};
@@ -56,6 +59,12 @@ pub enum Command {
     Trace(TraceArgs),
     /// Sweep cluster shapes and write the tuning table the library uses.
     Tune(TuneArgs),
+    /// Fit a profile's link and NIC costs to your own point-to-point
+    /// measurements (osu_latency, osu_bw or CSV) by least squares.
+    Calibrate(CalibrateArgs),
+    /// The model's error against measured collective latencies (CSV or
+    /// OSU output), per algorithm and size, with a plot.
+    Validate(ValidateArgs),
     /// Measure operations on the emulated cluster.
     Bench {
         /// Which operation.
@@ -420,6 +429,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
         Command::Sweep(args) => workbench::run_sweep(&args),
         Command::Trace(args) => workbench::run_trace(&args),
         Command::Tune(args) => workbench::run_tune(&args),
+        Command::Calibrate(args) => calibration::run_calibrate(&args),
+        Command::Validate(args) => calibration::run_validate(&args),
         Command::Bench { what } => match what {
             BenchCommand::Put(args) => run_put(&args),
             BenchCommand::Barrier(args) => run_barrier(&args),

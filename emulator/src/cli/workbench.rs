@@ -23,19 +23,9 @@ pub struct StudyArgs {
     /// hockney-4x1. The shape flags below override its fields.
     #[arg(long, default_value = "qsnet2-4x4", value_parser = |s: &str| s.parse::<Preset>())]
     pub preset: Preset,
-    /// Nodes (1..=256).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub nodes: Option<u16>,
-    /// Ranks per node (1..=16).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16))]
-    pub ranks_per_node: Option<u8>,
-    /// Sockets per node (default: the preset's, reduced to divide the
-    /// ranks per node).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
-    pub sockets: Option<u8>,
-    /// Rails (1..=4).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
-    pub rails: Option<u8>,
+    /// The shape flags (each overrides the preset's).
+    #[command(flatten)]
+    pub shape: ShapeFlags,
     /// Rank placement.
     #[arg(long, value_parser = ["block", "cyclic"])]
     pub placement: Option<String>,
@@ -55,20 +45,19 @@ pub struct StudyArgs {
     pub workers: Option<u8>,
 }
 
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
+use crate::workbench::gcd;
 
 impl StudyArgs {
     /// The cluster these flags describe (the shape checked).
     pub fn config(&self) -> Result<ClusterConfig, railcoll_host::Error> {
         let p = self.preset;
-        let rpn = self.ranks_per_node.map_or(p.ranks_per_node, usize::from);
+        let f = &self.shape;
+        let rpn = f.ranks_per_node.map_or(p.ranks_per_node, usize::from);
         let shape = Shape::new(
-            self.nodes.map_or(p.nodes, usize::from),
+            f.nodes.map_or(p.nodes, usize::from),
             rpn,
-            self.sockets.map_or(gcd(p.sockets, rpn), usize::from),
-            self.rails.map_or(p.rails, usize::from),
+            f.sockets.map_or(gcd(p.sockets, rpn), usize::from),
+            f.rails.map_or(p.rails, usize::from),
             self.placement
                 .as_deref()
                 .and_then(|s| s.parse().ok())
@@ -201,6 +190,24 @@ pub struct TraceArgs {
     /// No notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Cluster shape flags, each optional (a default fills what is not given).
+#[derive(Clone, Debug, Args)]
+pub struct ShapeFlags {
+    /// Nodes (1..=256).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub nodes: Option<u16>,
+    /// Ranks per node (1..=16).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub ranks_per_node: Option<u8>,
+    /// Sockets per node (default: the preset's or profile's, reduced to
+    /// divide the ranks per node).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub sockets: Option<u8>,
+    /// Rails (1..=4).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub rails: Option<u8>,
 }
 
 /// `railcoll tune`.
@@ -453,6 +460,7 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
             .map(|(nodes, rpn)| {
                 let sockets = args
                     .study
+                    .shape
                     .sockets
                     .map_or(gcd(base.shape.sockets, rpn), usize::from);
                 Ok(ClusterConfig {

@@ -294,6 +294,128 @@ impl Profile {
         }
     }
 
+    /// The numeric keys a profile has, as `section.key` (what
+    /// [`Profile::get`], [`Profile::set`] and calibration name).
+    pub const KEYS: &'static [&'static str] = &[
+        "link.latency_ns",
+        "link.bandwidth_mb_s",
+        "link.packet_overhead_ns",
+        "link.switch_collective_ns",
+        "nic.command_ns",
+        "nic.event_ns",
+        "nic.dma_gap_ns",
+        "nic.dma_latency_ns",
+        "pci.latency_ns",
+        "pci.bandwidth_mb_s",
+        "host.post_ns",
+        "host.command_ns",
+        "host.poll_ns",
+        "host.memcpy_mb_s",
+        "host.memcpy_xsocket_mb_s",
+        "host.memory_mb_s",
+        "host.cacheline_ns",
+        "host.cacheline_xsocket_ns",
+        "library.send_ns",
+        "library.recv_ns",
+    ];
+
+    fn field(&mut self, key: &str) -> Option<&mut f64> {
+        Some(match key {
+            "link.latency_ns" => &mut self.link.latency_ns,
+            "link.bandwidth_mb_s" => &mut self.link.bandwidth_mb_s,
+            "link.packet_overhead_ns" => &mut self.link.packet_overhead_ns,
+            "link.switch_collective_ns" => &mut self.link.switch_collective_ns,
+            "nic.command_ns" => &mut self.nic.command_ns,
+            "nic.event_ns" => &mut self.nic.event_ns,
+            "nic.dma_gap_ns" => &mut self.nic.dma_gap_ns,
+            "nic.dma_latency_ns" => &mut self.nic.dma_latency_ns,
+            "pci.latency_ns" => &mut self.pci.latency_ns,
+            "pci.bandwidth_mb_s" => &mut self.pci.bandwidth_mb_s,
+            "host.post_ns" => &mut self.host.post_ns,
+            "host.command_ns" => &mut self.host.command_ns,
+            "host.poll_ns" => &mut self.host.poll_ns,
+            "host.memcpy_mb_s" => &mut self.host.memcpy_mb_s,
+            "host.memcpy_xsocket_mb_s" => &mut self.host.memcpy_xsocket_mb_s,
+            "host.memory_mb_s" => &mut self.host.memory_mb_s,
+            "host.cacheline_ns" => &mut self.host.cacheline_ns,
+            "host.cacheline_xsocket_ns" => &mut self.host.cacheline_xsocket_ns,
+            "library.send_ns" => &mut self.library.send_ns,
+            "library.recv_ns" => &mut self.library.recv_ns,
+            _ => return None,
+        })
+    }
+
+    /// The value of numeric key `key` (one of [`Profile::KEYS`]).
+    pub fn get(&self, key: &str) -> Option<f64> {
+        self.clone().field(key).map(|v| *v)
+    }
+
+    /// Set numeric key `key` to `value`; the profile must stay valid (a
+    /// time in 0..=1e9 ns, a bandwidth of at least 1 MB/s).
+    pub fn set(&mut self, key: &str, value: f64) -> Result<(), ProfileError> {
+        let invalid = |msg: String| ProfileError::Invalid {
+            name: self.name.clone(),
+            msg,
+        };
+        let mut next = self.clone();
+        let field = next.field(key).ok_or_else(|| {
+            invalid(format!(
+                "no numeric key `{key}` (accepted: {})",
+                Self::KEYS.join(", ")
+            ))
+        })?;
+        *field = value;
+        next.validate().map_err(invalid)?;
+        *self = next;
+        Ok(())
+    }
+
+    /// `text` (a profile's TOML) with each `(key, value)` of `values`
+    /// written in place: the line `key = ...` of its section gets the new
+    /// value and keeps its comment, so a calibrated profile still says
+    /// where every other number came from. The result must parse.
+    pub fn edit_text(
+        name: &str,
+        text: &str,
+        values: &[(&str, f64)],
+    ) -> Result<String, ProfileError> {
+        let invalid = |msg: String| ProfileError::Invalid {
+            name: name.to_string(),
+            msg,
+        };
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        for &(key, value) in values {
+            let (section, field) = key
+                .split_once('.')
+                .ok_or_else(|| invalid(format!("`{key}` is not `section.key`")))?;
+            let header = format!("[{section}]");
+            let start = lines
+                .iter()
+                .position(|l| l.trim() == header)
+                .ok_or_else(|| invalid(format!("no [{section}] section")))?;
+            let line = lines
+                .iter_mut()
+                .skip(start + 1)
+                .take_while(|l| !l.trim_start().starts_with('['))
+                .find(|l| l.split('=').next().is_some_and(|k| k.trim() == field))
+                .ok_or_else(|| invalid(format!("no `{field}` in [{section}]")))?;
+            let comment = line.find('#').map(|i| line[i..].to_string());
+            let shown = if value.is_infinite() {
+                "inf".to_string()
+            } else {
+                format!("{}", (value * 1000.0).round() / 1000.0)
+            };
+            let assignment = format!("{field} = {shown}");
+            *line = match comment {
+                Some(c) => format!("{assignment:<27} {c}"),
+                None => assignment,
+            };
+        }
+        let out = lines.join("\n") + "\n";
+        Self::parse(name, &out)?;
+        Ok(out)
+    }
+
     /// The costs in picoseconds, as the model uses them.
     pub fn costs(&self) -> Costs {
         Costs {
@@ -387,6 +509,34 @@ mod tests {
         );
         let q = Profile::builtin("qsnet2-dual").expect("profile").hockney();
         assert!(q.t_s > 1.0 && q.tau > 0.0, "{q:?}");
+    }
+
+    #[test]
+    fn keys_read_set_and_edit_the_text_in_place() {
+        let (mut p, text) = Profile::load("qsnet2-dual").expect("profile");
+        for key in Profile::KEYS {
+            assert!(p.get(key).is_some(), "{key}");
+        }
+        assert_eq!(p.get("nic.dma_gap_ns"), Some(125.0));
+        p.set("nic.dma_gap_ns", 200.0).expect("valid");
+        assert_eq!(p.nic.dma_gap_ns, 200.0);
+        assert!(p.set("nic.dma_gap_ns", -1.0).is_err());
+        assert!(p.set("nic.bogus", 1.0).is_err());
+        assert_eq!(p.nic.dma_gap_ns, 200.0, "a refused set changes nothing");
+        let edited = Profile::edit_text(
+            "qsnet2-dual",
+            &text,
+            &[("nic.dma_gap_ns", 200.0), ("pci.bandwidth_mb_s", 712.5)],
+        )
+        .expect("edited");
+        let q = Profile::parse("x", &edited).expect("parses");
+        assert_eq!((q.nic.dma_gap_ns, q.pci.bandwidth_mb_s), (200.0, 712.5));
+        assert_eq!(q.link, p.link);
+        // Comments stay; nothing else moves.
+        assert!(edited.contains("dma_gap_ns = 200"));
+        assert!(edited.contains("# estimate: a 250 ns DMA start-up"));
+        assert_eq!(edited.lines().count(), text.lines().count());
+        assert!(Profile::edit_text("x", &text, &[("nic.nope", 1.0)]).is_err());
     }
 
     #[test]

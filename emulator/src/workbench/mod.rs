@@ -12,15 +12,21 @@
 //! - [`trace`]: one traced run as Chrome/Perfetto trace JSON.
 //! - [`tune`]: tuning tables made from sweeps.
 //! - [`config`]: study files: every command-line flag from one TOML file.
+//! - [`measured`]: a user's own measurements (OSU output, CSV).
+//! - [`calibrate`]: a profile fitted to point-to-point measurements.
+//! - [`validate`]: the model's error against measured collectives.
 //!
 //! Contract: nothing here writes a partial file. Outputs are checked for
 //! writability before any work runs and are renamed into place complete.
 
+pub mod calibrate;
 pub mod config;
+pub mod measured;
 pub mod plot;
 pub mod sweep;
 pub mod trace;
 pub mod tune;
+pub mod validate;
 
 use std::path::{Path, PathBuf};
 
@@ -367,6 +373,12 @@ impl std::str::FromStr for Preset {
                 format!("unknown preset '{s}' (accepted: {})", names.join(", "))
             })
     }
+}
+
+/// Greatest common divisor (sockets per node are reduced to divide the
+/// ranks per node).
+pub fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// An output file that appears complete or not at all: created (empty,

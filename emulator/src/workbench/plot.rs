@@ -12,9 +12,12 @@
 //! encoder, each into a [`PendingFile`] renamed into place when complete.
 
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::sweep::{Measured, Sweep, size_label};
+use super::validate::{Compared, Summary, Validation};
 use super::{OutputError, PendingFile};
 
 /// The embedded font (ASCII subset of DejaVu Sans; see
@@ -77,13 +80,70 @@ fn register_font() -> Result<(), OutputError> {
 
 /// Draw `sweeps` into `file` (SVG or PNG by its extension).
 pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), OutputError> {
-    let format = format_of(file.target())?;
-    register_font()?;
     let plotted: Vec<&Sweep> = sweeps.iter().filter(|s| s.points.len() >= 2).collect();
     if plotted.is_empty() {
         return Err(OutputError::NothingToPlot);
     }
-    let size = (PANEL.0 * 2, PANEL.1 * plotted.len() as u32);
+    render_figure(&Figure::Sweeps(&plotted), plotted.len(), file)
+}
+
+/// `railcoll validate`'s figure: one row per algorithm and shape, the
+/// measured and modeled latency against size on the left (measured
+/// dashed with squares, modeled solid with circles), the model's error
+/// in percent on the right.
+pub fn render_validation(v: &Validation, file: PendingFile) -> Result<(), OutputError> {
+    let rows: Vec<&Summary> = v
+        .summaries
+        .iter()
+        .filter(|s| {
+            let sizes = v.points.iter().filter(|c| label_of(c) == s.what).count();
+            sizes >= 2
+        })
+        .collect();
+    if rows.is_empty() {
+        return Err(OutputError::NothingToPlot);
+    }
+    render_figure(&Figure::Validation(v, &rows), rows.len(), file)
+}
+
+/// What a figure shows.
+enum Figure<'a> {
+    Sweeps(&'a [&'a Sweep]),
+    Validation(&'a Validation, &'a [&'a Summary]),
+}
+
+impl Figure<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        match self {
+            Figure::Sweeps(sweeps) => {
+                let rows = root.split_evenly((sweeps.len(), 2));
+                for (i, sweep) in sweeps.iter().enumerate() {
+                    latency_panel(&rows[2 * i], sweep).map_err(|e| e.to_string())?;
+                    speedup_panel(&rows[2 * i + 1], sweep).map_err(|e| e.to_string())?;
+                }
+            }
+            Figure::Validation(v, summaries) => {
+                let rows = root.split_evenly((summaries.len(), 2));
+                for (i, s) in summaries.iter().enumerate() {
+                    let pts: Vec<&Compared> =
+                        v.points.iter().filter(|c| label_of(c) == s.what).collect();
+                    comparison_panel(&rows[2 * i], &v.profile, &s.what, &pts)
+                        .map_err(|e| e.to_string())?;
+                    error_panel(&rows[2 * i + 1], &pts).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Draw `figure` (`rows` rows of two panels) into `file`, SVG or PNG by
+/// its extension.
+fn render_figure(figure: &Figure<'_>, rows: usize, file: PendingFile) -> Result<(), OutputError> {
+    let format = format_of(file.target())?;
+    register_font()?;
+    let size = (PANEL.0 * 2, PANEL.1 * rows as u32);
     let fail = |reason: String| OutputError::Draw {
         path: file.target().to_path_buf(),
         reason,
@@ -93,7 +153,7 @@ pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), OutputError> {
             let mut svg = String::new();
             {
                 let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-                draw(&root, &plotted).map_err(fail)?;
+                figure.draw(&root).map_err(fail)?;
                 root.present().map_err(|e| fail(e.to_string()))?;
             }
             file.write(svg.as_bytes())
@@ -101,7 +161,7 @@ pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), OutputError> {
         Format::Png => {
             {
                 let root = BitMapBackend::new(file.temp(), size).into_drawing_area();
-                draw(&root, &plotted).map_err(fail)?;
+                figure.draw(&root).map_err(fail)?;
                 root.present().map_err(|e| fail(e.to_string()))?;
             }
             file.commit()
@@ -109,16 +169,141 @@ pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), OutputError> {
     }
 }
 
-fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    sweeps: &[&Sweep],
-) -> Result<(), String> {
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let rows = root.split_evenly((sweeps.len(), 2));
-    for (i, sweep) in sweeps.iter().enumerate() {
-        latency_panel(&rows[2 * i], sweep).map_err(|e| e.to_string())?;
-        speedup_panel(&rows[2 * i + 1], sweep).map_err(|e| e.to_string())?;
+/// A chart against message size (log x).
+type SizeChart<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<LogCoord<f64>, Y>>;
+
+/// A panel against message size (log x) with a log or linear y axis,
+/// captioned and with its grid drawn.
+fn size_chart<'a, DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64>>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: String,
+    x: std::ops::Range<f64>,
+    y: Y,
+    y_desc: String,
+) -> Result<SizeChart<'a, DB, Y>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FAMILY, 18))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(64)
+        .build_cartesian_2d(LogCoord::from(x.log_scale()), y)?;
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes)")
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| size_label(x.round() as usize))
+        .y_label_formatter(&|y| tidy(*y))
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()?;
+    Ok(chart)
+}
+
+/// An axis label: up to three decimals, trailing zeros dropped.
+fn tidy(y: f64) -> String {
+    let s = format!("{y:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-" {
+        "0".into()
+    } else {
+        s.to_string()
     }
+}
+
+/// The legend box every latency panel carries.
+fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FAMILY, 12))
+        .draw()
+}
+
+/// The summary label a compared point belongs to (as `validate` makes it).
+fn label_of(c: &Compared) -> String {
+    super::validate::label(c)
+}
+
+fn comparison_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    profile: &str,
+    what: &str,
+    pts: &[&Compared],
+) -> PanelResult<DB> {
+    let sizes = pts.iter().map(|c| c.size as f64);
+    let (xlo, xhi) = sizes.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    let lat = pts.iter().flat_map(|c| [c.measured_us, c.modeled_us]);
+    let (lo, hi) = lat.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    let (lo, hi) = (lo.max(1e-3) / 1.5, hi.max(1e-3) * 1.5);
+    let mut chart = size_chart(
+        area,
+        format!("{what}: measured vs {profile}"),
+        xlo.max(1.0)..xhi.max(xlo * 2.0),
+        LogCoord::from((lo..hi).log_scale()),
+        "latency (us)".into(),
+    )?;
+    let measured: Vec<(f64, f64)> = pts.iter().map(|c| (c.size as f64, c.measured_us)).collect();
+    let modeled: Vec<(f64, f64)> = pts.iter().map(|c| (c.size as f64, c.modeled_us)).collect();
+    let (m, o) = (COLOURS[3], COLOURS[0]);
+    chart
+        .draw_series(DashedLineSeries::new(
+            measured.clone(),
+            6,
+            4,
+            m.stroke_width(2),
+        ))?
+        .label("measured")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], m.stroke_width(2)));
+    chart.draw_series(measured.iter().map(|&p| {
+        Rectangle::new(
+            [(p.0 / 1.06, p.1 / 1.06), (p.0 * 1.06, p.1 * 1.06)],
+            m.filled(),
+        )
+    }))?;
+    chart
+        .draw_series(LineSeries::new(modeled.clone(), o.stroke_width(2)))?
+        .label("modeled")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], o.stroke_width(2)));
+    chart.draw_series(modeled.iter().map(|&p| Circle::new(p, 3, o.filled())))?;
+    legend(&mut chart)?;
+    Ok(())
+}
+
+fn error_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    pts: &[&Compared],
+) -> PanelResult<DB> {
+    let sizes = pts.iter().map(|c| c.size as f64);
+    let (xlo, xhi) = sizes.fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
+    let top = pts
+        .iter()
+        .map(|c| (c.error * 100.0).abs())
+        .fold(5.0f64, f64::max)
+        * 1.15;
+    let mut chart = size_chart(
+        area,
+        "model error (modeled / measured - 1)".into(),
+        xlo.max(1.0)..xhi.max(xlo * 2.0),
+        RangedCoordf64::from(-top..top),
+        "error (%)".into(),
+    )?;
+    chart.draw_series(DashedLineSeries::new(
+        vec![(xlo.max(1.0), 0.0), (xhi.max(xlo * 2.0), 0.0)],
+        6,
+        4,
+        BLACK.mix(0.6).stroke_width(1),
+    ))?;
+    let errs: Vec<(f64, f64)> = pts
+        .iter()
+        .map(|c| (c.size as f64, c.error * 100.0))
+        .collect();
+    let o = COLOURS[0];
+    chart.draw_series(LineSeries::new(errs.clone(), o.stroke_width(2)))?;
+    chart.draw_series(errs.iter().map(|&p| Circle::new(p, 3, o.filled())))?;
     Ok(())
 }
 
@@ -179,21 +364,13 @@ fn latency_panel<DB: DrawingBackend>(
         (lo.min(v), hi.max(v))
     });
     let (lo, hi) = (lo.max(1e-3) / 1.5, hi.max(1e-3) * 1.5);
-    let mut chart = ChartBuilder::on(area)
-        .caption(title(sweep), (FAMILY, 18))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(64)
-        .build_cartesian_2d(x_range(sweep).log_scale(), (lo..hi).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("message size (bytes)")
-        .y_desc("latency (us)")
-        .x_label_formatter(&|x| size_label(x.round() as usize))
-        .y_label_formatter(&|y| format!("{y}"))
-        .label_style((FAMILY, 13))
-        .axis_desc_style((FAMILY, 14))
-        .draw()?;
+    let mut chart = size_chart(
+        area,
+        title(sweep),
+        x_range(sweep),
+        LogCoord::from((lo..hi).log_scale()),
+        "latency (us)".into(),
+    )?;
     for (i, algo) in sweep.algorithms.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         let points = series(sweep, algo, |m| Some(m.latency_us));
@@ -205,13 +382,7 @@ fn latency_panel<DB: DrawingBackend>(
             });
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font((FAMILY, 12))
-        .draw()?;
+    legend(&mut chart)?;
     Ok(())
 }
 
@@ -224,20 +395,13 @@ fn speedup_panel<DB: DrawingBackend>(
         .iter()
         .flat_map(|p| p.results.iter().filter_map(|m| m.speedup_over_baseline))
         .fold(1.0f64, f64::max);
-    let mut chart = ChartBuilder::on(area)
-        .caption(format!("speedup over {}", sweep.baseline), (FAMILY, 18))
-        .margin(12)
-        .x_label_area_size(42)
-        .y_label_area_size(64)
-        .build_cartesian_2d(x_range(sweep).log_scale(), 0.0..top * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("message size (bytes)")
-        .y_desc(format!("{} latency / latency", sweep.baseline))
-        .x_label_formatter(&|x| size_label(x.round() as usize))
-        .label_style((FAMILY, 13))
-        .axis_desc_style((FAMILY, 14))
-        .draw()?;
+    let mut chart = size_chart(
+        area,
+        format!("speedup over {}", sweep.baseline),
+        x_range(sweep),
+        RangedCoordf64::from(0.0..top * 1.1),
+        format!("{} latency / latency", sweep.baseline),
+    )?;
     let x = x_range(sweep);
     chart.draw_series(DashedLineSeries::new(
         vec![(x.start, 1.0), (x.end, 1.0)],
