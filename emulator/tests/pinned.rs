@@ -13,7 +13,11 @@
 //!
 //! ```sh
 //! RAILCOLL_PIN_UPDATE=1 cargo test -p railcoll-emu --test pinned
+//! cargo build --release -p railcoll-emu && python3 docs/gen/fidelity.py
 //! ```
+//!
+//! (the second line regenerates `docs/fidelity.md`, whose fingerprint of
+//! this file and the profiles the last test below checks).
 //!
 //! Updates so far that left every latency as it was:
 //! - Broadcast and barrier became schedules (issue 13). Every barrier run
@@ -280,5 +284,52 @@ fn modeled_runs_keep_their_pinned_hashes_and_latencies() {
                 "{collective} on {label} is pinned"
             );
         }
+    }
+}
+
+/// `docs/fidelity.md` is generated from the model (`docs/gen/fidelity.py`)
+/// and records a fingerprint of what its numbers depend on: the pinned
+/// runs above, every built-in profile and the script. A change to any of
+/// them without regenerating the page fails here, so the page never
+/// describes a model the code no longer is.
+#[test]
+fn the_fidelity_page_was_regenerated_for_this_model() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let files = [
+        "emulator/tests/pinned/modeled.tsv",
+        "emulator/profiles/clan-via.toml",
+        "emulator/profiles/hockney.toml",
+        "emulator/profiles/ib-multicore.toml",
+        "emulator/profiles/qsnet2-dual.toml",
+        "docs/gen/fidelity.py",
+    ];
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in files {
+        let bytes = std::fs::read(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        for b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    let page = std::fs::read_to_string(root.join("docs/fidelity.md")).expect("docs/fidelity.md");
+    let want = format!("model fingerprint `{h:016x}`");
+    assert!(
+        page.contains(&want),
+        "docs/fidelity.md is stale: the model, a profile or the script changed since it was \
+         generated (want {want}). Regenerate it:\n  cargo build --release -p railcoll-emu && \
+         python3 docs/gen/fidelity.py"
+    );
+    // Every built-in profile is in the fingerprint.
+    let dir = std::fs::read_dir(root.join("emulator/profiles")).expect("profiles");
+    for entry in dir {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        let path = format!("emulator/profiles/{name}");
+        assert!(
+            files.contains(&path.as_str()),
+            "{path} is not fingerprinted"
+        );
     }
 }
