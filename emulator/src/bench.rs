@@ -24,6 +24,12 @@ use serde::Serialize;
 
 use crate::cluster::{Cluster, ClusterConfig, EmuError};
 
+/// The barrier between a benchmark's phases (after the warm-up, after the
+/// timed calls): named, not the tuned `comm.barrier()`, so that what a
+/// measurement measures never depends on the tuning table in use (the
+/// built-in one is derived from the model's own measurements).
+pub(crate) const SETTLE: railcoll_host::Algorithm = railcoll_host::Algorithm::Smp;
+
 /// Time budget of one timed measurement.
 const TARGET: Duration = Duration::from_millis(15);
 
@@ -417,7 +423,7 @@ pub(crate) fn warm_up(
     let recv = comm.alloc((bench.recv_len)(size, n))?;
     comm.write_local(&send, 0, &fill_pattern(send.len()))?;
     (bench.op)(comm, a, &send, &recv)?;
-    comm.barrier()?;
+    comm.barrier_with(SETTLE)?;
     Ok((send, recv))
 }
 
@@ -484,7 +490,7 @@ pub(crate) fn timed_calls(
                 total += end - start;
                 span = (span.0.min(start), end);
             }
-            comm.barrier()?;
+            comm.barrier_with(SETTLE)?;
             comm.reset_arena();
             Ok((total / bench.iters.max(1) as f64, span))
         },
@@ -618,7 +624,7 @@ pub fn coll_bench(
                     let mut total = 0.0;
                     if bench.synchronised {
                         for _ in 0..bench.iters {
-                            comm.barrier()?;
+                            comm.barrier_with(SETTLE)?;
                             let start = Instant::now();
                             (bench.op)(comm, a, &send, &recv)?;
                             total += start.elapsed().as_secs_f64();
@@ -630,7 +636,7 @@ pub fn coll_bench(
                         }
                         total = start.elapsed().as_secs_f64();
                     }
-                    comm.barrier()?;
+                    comm.barrier_with(SETTLE)?;
                     comm.reset_arena();
                     Ok(total / bench.iters.max(1) as f64)
                 });

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::bench::{CollBench, pingpong_rtt_seconds, warm_up};
+use crate::bench::{CollBench, SETTLE, pingpong_rtt_seconds, warm_up};
 use crate::cluster::{Cluster, ClusterConfig, EmuError};
 
 /// One line of `railcoll bench ... --overlap`.
@@ -103,7 +103,7 @@ fn measure(
             (bench.start)(comm, a, &send, &recv)?.wait()?;
             pure += cluster.now_ns() - start;
         }
-        comm.barrier()?;
+        comm.barrier_with(SETTLE)?;
         comm.reset_arena();
         Ok((pure / iters as f64, 0.0))
     }))?;
@@ -121,7 +121,7 @@ fn measure(
             request.wait()?;
             total += cluster.now_ns() - start;
         }
-        comm.barrier()?;
+        comm.barrier_with(SETTLE)?;
         comm.reset_arena();
         Ok((compute / iters as f64, total / iters as f64))
     }))?;

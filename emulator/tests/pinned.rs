@@ -287,6 +287,26 @@ fn modeled_runs_keep_their_pinned_hashes_and_latencies() {
     }
 }
 
+/// FNV-1a (64 bits) over the bytes of `files` (paths from the repository
+/// root), in order: the fingerprint `docs/gen/fingerprint.py` writes into
+/// generated files.
+fn fingerprint(files: &[&str]) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in files {
+        let bytes = std::fs::read(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        for b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+fn repo_file(path: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// `docs/fidelity.md` is generated from the model (`docs/gen/fidelity.py`)
 /// and records a fingerprint of what its numbers depend on: the pinned
 /// runs above, every built-in profile and the script. A change to any of
@@ -294,7 +314,6 @@ fn modeled_runs_keep_their_pinned_hashes_and_latencies() {
 /// describes a model the code no longer is.
 #[test]
 fn the_fidelity_page_was_regenerated_for_this_model() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let files = [
         "emulator/tests/pinned/modeled.tsv",
         "emulator/profiles/clan-via.toml",
@@ -303,24 +322,16 @@ fn the_fidelity_page_was_regenerated_for_this_model() {
         "emulator/profiles/qsnet2-dual.toml",
         "docs/gen/fidelity.py",
     ];
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for f in files {
-        let bytes = std::fs::read(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-        for b in bytes {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    let page = std::fs::read_to_string(root.join("docs/fidelity.md")).expect("docs/fidelity.md");
-    let want = format!("model fingerprint `{h:016x}`");
+    let want = format!("model fingerprint `{}`", fingerprint(&files));
     assert!(
-        page.contains(&want),
+        repo_file("docs/fidelity.md").contains(&want),
         "docs/fidelity.md is stale: the model, a profile or the script changed since it was \
          generated (want {want}). Regenerate it:\n  cargo build --release -p railcoll-emu && \
          python3 docs/gen/fidelity.py"
     );
     // Every built-in profile is in the fingerprint.
-    let dir = std::fs::read_dir(root.join("emulator/profiles")).expect("profiles");
-    for entry in dir {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for entry in std::fs::read_dir(root.join("emulator/profiles")).expect("profiles") {
         let name = entry
             .expect("entry")
             .file_name()
@@ -332,4 +343,25 @@ fn the_fidelity_page_was_regenerated_for_this_model() {
             "{path} is not fingerprinted"
         );
     }
+}
+
+/// The library's built-in tuning table is derived from the model
+/// (`docs/gen/tuning.py`: `railcoll tune --scaling --builtin` on
+/// [QA08]'s platform); it records the fingerprint of the model it was
+/// made from, and a model change without regenerating it fails here, so
+/// `tuned` and `best` cannot drift apart in the main job's table.
+#[test]
+fn the_builtin_tuning_table_was_derived_from_this_model() {
+    let files = [
+        "emulator/tests/pinned/modeled.tsv",
+        "emulator/profiles/qsnet2-dual.toml",
+        "host/tuning/fallback.toml",
+    ];
+    let want = format!("Model fingerprint `{}`", fingerprint(&files));
+    assert!(
+        repo_file("host/tuning/default.toml").contains(&want),
+        "host/tuning/default.toml is stale: the model changed since it was derived (want \
+         {want}). Regenerate it:\n  cargo build --release -p railcoll-emu && python3 \
+         docs/gen/tuning.py"
+    );
 }

@@ -245,6 +245,12 @@ pub struct TuneArgs {
     /// ~/.config/railcoll/tuning.toml).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// Make the library's built-in table: the rules measured here followed
+    /// by the fallback rules (host/tuning/fallback.toml) instead of the
+    /// built-in table (docs/gen/tuning.py regenerates
+    /// host/tuning/default.toml with it).
+    #[arg(long)]
+    pub builtin: bool,
     /// No progress bar or notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -510,7 +516,7 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
         .collect();
     let names: Vec<&str> = subjects.iter().map(|s| s.name()).collect();
     let origin = format!(
-        "railcoll tune {}{} --shapes {} --rails {} --sizes {}..{} --mode {}{} (best measured per size; built-in rules follow as the fallback)",
+        "railcoll tune {}{} --shapes {} --rails {} --sizes {}..{} --mode {}{} (best measured per size; {} rules follow as the fallback)",
         names.join(","),
         if args.algo == "all" {
             String::new()
@@ -529,9 +535,19 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
             )
         } else {
             String::new()
+        },
+        if args.builtin {
+            "[QA08]'s cut-off"
+        } else {
+            "built-in"
         }
     );
-    let table = tune::table_from(&sweeps, origin);
+    let tail = if args.builtin {
+        TuningTable::fallback()
+    } else {
+        TuningTable::builtin()
+    };
+    let table = tune::table_from(&sweeps, origin, tail);
     let text = format!(
         "# railcoll tuning table, written by `railcoll tune`; rules are tried in order.\n{}",
         table.to_toml()

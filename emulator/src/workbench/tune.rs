@@ -6,15 +6,18 @@
 //! bounded to that sweep's exact shape (nodes, ranks per node, rails).
 //! A run covers the sizes above the previous run's largest up to its own
 //! largest (so an unmeasured size takes the choice of the next measured
-//! size up); the last run of a shape has no upper bound. The built-in
-//! rules follow as the fallback for shapes that were not swept.
+//! size up); the last run of a shape has no upper bound. Other rules
+//! follow as the fallback for shapes that were not swept: the built-in
+//! table's for a user's table, the fallback rules
+//! ([`TuningTable::fallback`]) when the built-in table itself is made.
 
 use railcoll_host::sched::tuning::{Rule, TuningTable};
 
 use super::sweep::Sweep;
 
-/// The table `sweeps` call for; `origin` says how it was made.
-pub fn table_from(sweeps: &[Sweep], origin: String) -> TuningTable {
+/// The table `sweeps` call for, followed by `tail`; `origin` says how it
+/// was made.
+pub fn table_from(sweeps: &[Sweep], origin: String, tail: TuningTable) -> TuningTable {
     let mut rule = Vec::new();
     for sw in sweeps {
         let mut points: Vec<_> = sw.points.iter().collect();
@@ -46,7 +49,7 @@ pub fn table_from(sweeps: &[Sweep], origin: String) -> TuningTable {
             i = j + 1;
         }
     }
-    rule.extend(TuningTable::builtin().rule);
+    rule.extend(tail.rule);
     TuningTable {
         rule,
         origin: Some(origin),
@@ -101,6 +104,7 @@ mod tests {
         let t = table_from(
             &[sweep("barrier", vec![point(0, "hardware")])],
             "test".into(),
+            TuningTable::builtin(),
         );
         let shape = Shape::new(4, 4, 4, 2, railcoll_host::Placement::Block).expect("shape");
         let other = Shape::new(8, 4, 4, 2, railcoll_host::Placement::Block).expect("shape");
@@ -120,7 +124,7 @@ mod tests {
                 point(65536, "ring"),
             ],
         );
-        let t = table_from(&[sweep], "test".into());
+        let t = table_from(&[sweep], "test".into(), TuningTable::builtin());
         let shape = Shape::new(4, 4, 4, 2, railcoll_host::Placement::Block).expect("shape");
         let other = Shape::new(2, 4, 4, 2, railcoll_host::Placement::Block).expect("shape");
         let pick = |bytes, s: &Shape| {

@@ -19,8 +19,10 @@
 //!
 //! Other bounds: `min_bytes`, `min_nodes`, `max_nodes`, `max_ranks_per_node`,
 //! `min_rails`, `max_rails`, `min_ranks`, `max_ranks`. The built-in table
-//! ([`DEFAULT`]) encodes the cut-offs \[QA08\] measured on its platform; `railcoll
-//! tuning show` prints the table in use.
+//! ([`DEFAULT`]) is derived from the model: the best algorithm per size on
+//! \[QA08\]'s platform at 4, 8 and 16 processes, then the cut-offs \[QA08\]
+//! measured ([`FALLBACK`]) for every other shape; `railcoll tuning show`
+//! prints the table in use.
 //!
 //! Which table a communicator uses ([`TuningTable::locate`]): the file named
 //! by `RAILCOLL_TUNING` if set; else the user's table written by `railcoll
@@ -31,8 +33,13 @@ use serde::{Deserialize, Serialize};
 
 use super::*;
 
-/// The built-in table.
+/// The built-in table: rules derived from the model for the shapes of
+/// [QA08]'s platform (`railcoll tune --scaling --builtin`, see
+/// `docs/gen/tuning.py`), then [`FALLBACK`].
 pub const DEFAULT: &str = include_str!("../../tuning/default.toml");
+
+/// The rules for shapes the model did not tune: [QA08]'s cut-offs.
+pub const FALLBACK: &str = include_str!("../../tuning/fallback.toml");
 
 /// Environment variable naming a tuning file.
 pub const ENV: &str = "RAILCOLL_TUNING";
@@ -163,6 +170,14 @@ impl TuningTable {
     pub fn builtin() -> Self {
         // The default is validated by a test; an invalid edit fails CI.
         Self::parse(DEFAULT).unwrap_or(TuningTable {
+            rule: Vec::new(),
+            origin: None,
+        })
+    }
+
+    /// The fallback rules ([`FALLBACK`]), the tail of the built-in table.
+    pub fn fallback() -> Self {
+        Self::parse(FALLBACK).unwrap_or(TuningTable {
             rule: Vec::new(),
             origin: None,
         })
