@@ -24,7 +24,7 @@ Usage: python3 docs/gen/fidelity.py [--check] [RAILCOLL]
 --check writes nothing: it prints a unified diff and exits 1 if the
 regenerated page would differ from docs/fidelity.md as it is on disk.
 Only progress goes to stderr. Every run is modeled mode, so the page is
-the same bit for bit on any machine. About three minutes on 2 cores.
+the same bit for bit on any machine. Two to three minutes on 2 cores.
 """
 import difflib
 import json

@@ -23,7 +23,7 @@ from fingerprint import ROOT, fnv1a
 
 TABLE = ROOT / "host" / "tuning" / "default.toml"
 FINGERPRINTED = ["emulator/tests/pinned/modeled.tsv", "emulator/profiles/qsnet2-dual.toml",
-                 "host/tuning/fallback.toml"]
+                 "host/tuning/fallback.toml", "docs/gen/tuning.py"]
 
 
 def main():

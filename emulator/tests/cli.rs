@@ -483,47 +483,43 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Run railcoll; it must succeed. stdout as one JSON document when it is.
+fn ok_json(args: &[&str]) -> serde_json::Value {
+    let out = railcoll(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// `railcoll validate qsnet2-dual --measured FILE --json` and extra flags.
+fn validate_json(file: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let path = file.to_str().expect("path");
+    let mut args = vec![
+        "validate",
+        "qsnet2-dual",
+        "--measured",
+        path,
+        "--json",
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    ok_json(&args)
+}
+
 #[test]
 fn validate_reports_zero_error_against_the_models_own_sweep_and_draws_it() {
     let dir = temp_dir("validate");
     let csv = dir.join("own.csv");
     let svg = dir.join("validate.svg");
-    let out = railcoll(&[
-        "sweep",
-        "allgather",
-        "--nodes",
-        "2",
-        "--ranks-per-node",
-        "2",
-        "--sizes",
-        "8,4K",
-        "--algo",
-        "ring,direct",
-        "--csv",
-        csv.to_str().expect("path"),
-        "-q",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = railcoll(&[
-        "validate",
-        "qsnet2-dual",
-        "--measured",
-        csv.to_str().expect("path"),
-        "--json",
-        "-q",
-        "--plot",
-        svg.to_str().expect("path"),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let (csv_s, svg_s) = (csv.to_str().expect("path"), svg.to_str().expect("path"));
+    let sweep = "sweep allgather --nodes 2 --ranks-per-node 2 --sizes 8,4K --algo ring,direct -q";
+    let mut args: Vec<&str> = sweep.split(' ').collect();
+    args.extend(["--csv", csv_s]);
+    ok_json(&args);
+    let v = validate_json(&csv, &["--plot", svg_s]);
     let points = v["points"].as_array().expect("points");
     assert_eq!(points.len(), 4, "{v}");
     for p in points {
@@ -531,6 +527,17 @@ fn validate_reports_zero_error_against_the_models_own_sweep_and_draws_it() {
         assert!(p["measured_us"].as_f64().is_some_and(|x| x > 0.0), "{p}");
     }
     assert_eq!(v["overall"]["max_abs_error"].as_f64(), Some(0.0));
+    // A broadcast (ten calls per sample) from a root other than 0.
+    let bcast = dir.join("bcast.csv");
+    let sweep =
+        "sweep bcast --nodes 2 --ranks-per-node 2 --sizes 64 --algo binomial,smp --root 3 -q";
+    let mut args: Vec<&str> = sweep.split(' ').collect();
+    args.extend(["--csv", bcast.to_str().expect("path")]);
+    ok_json(&args);
+    let b = validate_json(&bcast, &[]);
+    assert_eq!(b["points"].as_array().map(Vec::len), Some(2), "{b}");
+    assert_eq!(b["points"][0]["root"].as_u64(), Some(3), "{b}");
+    assert_eq!(b["overall"]["max_abs_error"].as_f64(), Some(0.0), "{b}");
     let drawn = std::fs::read_to_string(&svg).expect("figure written");
     assert!(drawn.starts_with("<svg") && drawn.contains("measured vs qsnet2-dual"));
 
@@ -551,20 +558,7 @@ fn validate_reports_zero_error_against_the_models_own_sweep_and_draws_it() {
     }
     let slow = dir.join("slow.csv");
     std::fs::write(&slow, slower).expect("write");
-    let out = railcoll(&[
-        "validate",
-        "qsnet2-dual",
-        "--measured",
-        slow.to_str().expect("path"),
-        "--json",
-        "-q",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let v = validate_json(&slow, &[]);
     for p in v["points"].as_array().expect("points") {
         let e = p["error"].as_f64().expect("error");
         assert!((e - (1.0 / 1.1 - 1.0)).abs() < 1e-9, "{p}");
@@ -668,6 +662,34 @@ fn calibrate_and_validate_refuse_bad_measurements_in_one_line() {
         (
             vec!["validate", "no-such-profile", "--measured", good],
             "unknown profile",
+        ),
+        (
+            vec![
+                "validate",
+                "qsnet2-dual",
+                "--measured",
+                good,
+                "--rails",
+                "1",
+            ],
+            "describe an OSU file's shape",
+        ),
+        (
+            vec![
+                "validate",
+                "qsnet2-dual",
+                "--measured",
+                osu.to_str().expect("path"),
+                "--collective",
+                "barrier",
+                "--algo",
+                "rdma",
+                "--nodes",
+                "2",
+                "--ranks-per-node",
+                "1",
+            ],
+            "no message size",
         ),
     ] {
         let out = railcoll(&args);

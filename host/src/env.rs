@@ -145,8 +145,11 @@ pub enum LibraryWork {
     /// A send: the request and envelope built before the post.
     Send,
     /// A receive matched its message. `unexpected_bytes` is nonzero when
-    /// the message came before the receive was posted: the library kept
-    /// it aside and now copies it out.
+    /// an earlier receive had already taken the message out of the queue
+    /// and kept it aside (it came before this receive was posted): the
+    /// library now copies it out. A message still in the queue when its
+    /// receive is posted counts as expected (the queue is the library's
+    /// own eager buffer).
     Receive {
         /// Bytes copied out of the unexpected-message store (0: expected).
         unexpected_bytes: usize,

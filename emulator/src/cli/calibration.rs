@@ -223,6 +223,11 @@ pub(super) fn run_validate(args: &ValidateArgs) -> Result<(), CliError> {
     let (profile, _) = Profile::load(&args.profile)?;
     let f = &args.shape;
     let context = match (&args.collective, &args.algo, f.nodes, f.ranks_per_node) {
+        (Some(c), _, _, _) if !c.sized() => {
+            return Err(CliError::Usage(format!(
+                "{c} has no message size; validate takes gather, allgather, alltoall and bcast"
+            )));
+        }
         (Some(c), Some(a), Some(n), Some(r)) => Some(OsuContext {
             collective: *c,
             algorithm: a.clone(),
@@ -231,7 +236,16 @@ pub(super) fn run_validate(args: &ValidateArgs) -> Result<(), CliError> {
             sockets: f.sockets.map(usize::from),
             rails: f.rails.map_or(profile.platform.rails, usize::from),
         }),
-        (None, None, None, None) => None,
+        (None, None, None, None) => {
+            if f.rails.is_some() || f.sockets.is_some() {
+                return Err(CliError::Usage(
+                    "--rails and --sockets describe an OSU file's shape: give them with \
+                     --collective, --algo, --nodes and --ranks-per-node (a CSV names its own)"
+                        .into(),
+                ));
+            }
+            None
+        }
         _ => {
             return Err(CliError::Usage(
                 "an OSU file needs all of --collective, --algo, --nodes and --ranks-per-node"

@@ -317,17 +317,7 @@ fn specs_for(
                 root,
                 cluster,
                 profile: profile.clone(),
-                // Modeled: one call after a barrier, as the papers time
-                // gathers; broadcasts and barriers run back to back, so
-                // ten calls average out where each starts.
-                iters: iters.map_or(
-                    match (modeled, subject) {
-                        (true, Collective::Bcast | Collective::Barrier) => 10,
-                        (true, _) => 1,
-                        (false, _) => 20,
-                    },
-                    |v| v as usize,
-                ),
+                iters: iters.map_or(sweep::default_iters(subject, study.mode), |v| v as usize),
                 rounds: rounds.map_or(if modeled { 1 } else { 3 }, usize::from),
                 workers: study.workers(),
                 predict,

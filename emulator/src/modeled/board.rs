@@ -67,8 +67,8 @@ pub struct ModelBoard {
     pub(crate) inbox: VecDeque<WirePacket>,
     /// The NIC processor's clock during a poll; after it, when it is free.
     pub(crate) cursor: Ps,
-    /// When the transmit engine is free.
-    pub(crate) tx_free: Ps,
+    /// The transmit side of the link.
+    wire: Wire,
     /// Wire time of the last packet queued, for double-buffered pacing.
     last_ser: Ps,
     /// When the DMA engine can take the next DMA (one per `dma_gap`).
@@ -105,7 +105,7 @@ impl ModelBoard {
             pci,
             inbox: VecDeque::new(),
             cursor: 0,
-            tx_free: 0,
+            wire: Wire::default(),
             last_ser: 0,
             dma_free: 0,
             dma_ready: [0; MAX_DMAS + 1],
@@ -134,7 +134,8 @@ impl ModelBoard {
     /// its processor is free and the transmit engine can take the next
     /// packet (one packet of lookahead, as a double-buffered DMA engine).
     pub(crate) fn ready_at(&self) -> Ps {
-        self.cursor.max(self.tx_free.saturating_sub(self.last_ser))
+        self.cursor
+            .max(self.wire.free.saturating_sub(self.last_ser))
     }
 
     /// A host-bus transfer of `bytes` starting no earlier than the cursor;
@@ -153,6 +154,56 @@ impl ModelBoard {
         self.effects.push(Effect::Touched {
             at: self.cursor + self.costs.pci_latency,
         });
+    }
+}
+
+/// The transmit side of a NIC's link: busy up to `free`, and slots held
+/// further ahead for packets whose DMA was still starting up when the
+/// engine handed them over. A packet that is ready takes the first gap
+/// that fits it, so a DMA starting up never idles the wire for DMAs
+/// already sending, but never one before a held packet to the same node:
+/// a flow's packets leave in sequence order (go-back-N needs it). Packets
+/// to different nodes may leave out of hand-over order; receive ports
+/// order arrivals by time anyway (`queue::Ports`).
+#[derive(Debug, Default)]
+struct Wire {
+    free: Ps,
+    /// Held slots (start, end, destination node), sorted, disjoint, all
+    /// starting after `free`.
+    ahead: Vec<(Ps, Ps, u16)>,
+}
+
+impl Wire {
+    /// Place `dur` of wire time no earlier than `earliest`; `held` for a
+    /// packet that waits for its own DMA's start-up (its slot is kept
+    /// aside), else the wire's busy prefix grows. Returns the slot's start.
+    fn place(&mut self, earliest: Ps, dur: Ps, held: bool, dst: u16) -> Ps {
+        // After every held packet of its own flow.
+        let after_flow = self
+            .ahead
+            .iter()
+            .filter(|a| a.2 == dst)
+            .map(|a| a.1)
+            .max()
+            .unwrap_or(0);
+        let mut t = earliest.max(self.free).max(after_flow);
+        let mut at = 0;
+        for &(s, e, _) in &self.ahead {
+            if t + dur <= s {
+                break;
+            }
+            t = t.max(e);
+            at += 1;
+        }
+        if held {
+            self.ahead.insert(at, (t, t + dur, dst));
+        } else {
+            // Slots passed over stay where they are; the small gaps
+            // before them are given up.
+            self.free = t + dur;
+            self.ahead.retain(|&(s, _, _)| s >= self.free);
+        }
+        t
     }
 }
 
@@ -206,16 +257,22 @@ impl Link for ModelBoard {
             self.cursor
         } else {
             // A DMA's packets wait for its start-up, not for other DMAs':
-            // DMAs started together overlap their start-up latencies.
+            // DMAs started together overlap their start-up latencies, and
+            // a packet whose DMA is still starting up holds a slot ahead
+            // while packets of DMAs already sending fill the wire before it.
             let ready = self
                 .sending
                 .take()
                 .and_then(|c| self.dma_ready.get(usize::from(c)).copied())
                 .unwrap_or(0);
-            let start = fetched.max(self.tx_free).max(ready) + self.costs.packet_overhead;
-            self.tx_free = start + ser;
+            let overhead = self.costs.packet_overhead;
+            let held = ready > fetched.max(self.wire.free);
+            let dst = packet.header.dst_node.get();
+            let slot = self
+                .wire
+                .place(fetched.max(ready), overhead + ser, held, dst);
             self.last_ser = ser;
-            start
+            slot + overhead
         };
         self.effects.push(Effect::Send {
             packet,
@@ -322,5 +379,50 @@ impl Meter for ModelBoard {
         if let Some(spans) = self.spans.as_mut() {
             spans.push((start, end, what));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Wire;
+
+    #[test]
+    fn a_held_slot_does_not_idle_the_wire_for_ready_packets() {
+        let mut w = Wire::default();
+        assert_eq!(w.place(0, 10, false, 1), 0);
+        // A DMA to node 2 still starting up holds a slot at 50..60.
+        assert_eq!(w.place(50, 10, true, 2), 50);
+        // Ready packets to node 1 fill the wire before it, then go around.
+        assert_eq!(w.place(0, 10, false, 1), 10);
+        assert_eq!(w.place(0, 30, false, 1), 20);
+        assert_eq!(w.place(0, 10, false, 1), 60, "no room before the held slot");
+        assert_eq!(w.free, 70);
+        assert!(w.ahead.is_empty(), "{:?}", w.ahead);
+    }
+
+    #[test]
+    fn a_flow_keeps_its_order_behind_its_own_held_packet() {
+        let mut w = Wire::default();
+        assert_eq!(w.place(50, 10, true, 3), 50);
+        // A ready packet to node 3 came after the held one: it follows it.
+        assert_eq!(w.place(0, 10, false, 3), 60);
+        // Node 4's packets are free to go first.
+        assert_eq!(w.place(0, 10, true, 4), 70);
+        assert_eq!(w.place(0, 10, false, 5), 80, "no gap before the held slot");
+    }
+
+    #[test]
+    fn held_slots_keep_their_order_and_never_overlap() {
+        let mut w = Wire::default();
+        assert_eq!(w.place(40, 10, true, 1), 40);
+        assert_eq!(w.place(20, 10, true, 2), 20);
+        assert_eq!(
+            w.place(45, 10, true, 3),
+            50,
+            "after the slot it would overlap"
+        );
+        assert_eq!(w.ahead, vec![(20, 30, 2), (40, 50, 1), (50, 60, 3)]);
+        assert_eq!(w.place(0, 25, false, 4), 60, "no gap of 25 before them");
+        assert_eq!((w.free, w.ahead.len()), (85, 0));
     }
 }

@@ -391,7 +391,7 @@ impl Profile {
             let header = format!("[{section}]");
             let start = lines
                 .iter()
-                .position(|l| l.trim() == header)
+                .position(|l| l.split('#').next().is_some_and(|h| h.trim() == header))
                 .ok_or_else(|| invalid(format!("no [{section}] section")))?;
             let line = lines
                 .iter_mut()

@@ -56,6 +56,19 @@ pub enum CalibrateError {
         /// The limit.
         max: usize,
     },
+    /// A measurement that is not a positive number.
+    #[error("measurement {index} ({size} B) is {value}: measurements must be positive")]
+    BadMeasurement {
+        /// Its position.
+        index: usize,
+        /// Its size.
+        size: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// The base profile does not evaluate (a key out of its range).
+    #[error("the base profile cannot be evaluated with these keys")]
+    BaseInvalid,
     /// The model could not run.
     #[error(transparent)]
     Run(#[from] EmuError),
@@ -238,6 +251,17 @@ pub fn fit(base: &Profile, points: &[P2pPoint], keys: &[String]) -> Result<Fit, 
             });
         }
     }
+    if let Some((index, p)) = points
+        .iter()
+        .enumerate()
+        .find(|(_, p)| !(p.value.is_finite() && p.value > 0.0))
+    {
+        return Err(CalibrateError::BadMeasurement {
+            index,
+            size: p.size,
+            value: p.value,
+        });
+    }
     if keys.len() > points.len() {
         return Err(CalibrateError::Underdetermined {
             keys: keys.len(),
@@ -260,10 +284,7 @@ pub fn fit(base: &Profile, points: &[P2pPoint], keys: &[String]) -> Result<Fit, 
         Ok(Some((p, m)))
     };
     let start: Vec<f64> = keys.iter().filter_map(|k| base.get(k)).collect();
-    let (_, before) = eval(&start)?.ok_or_else(|| CalibrateError::UnknownKey {
-        key: keys.join(","),
-        accepted: Profile::KEYS.join(", "),
-    })?;
+    let (_, before) = eval(&start)?.ok_or(CalibrateError::BaseInvalid)?;
     let residual = |m: &[f64]| -> Vec<f64> {
         m.iter()
             .zip(points)
@@ -284,7 +305,10 @@ pub fn fit(base: &Profile, points: &[P2pPoint], keys: &[String]) -> Result<Fit, 
             xp[j] += h;
             // At its bound a key's derivative is taken upward; it moves
             // down again only if the data pull it there.
-            let Some((_, mp)) = eval(&xp)? else { continue };
+            let Some((_, mp)) = eval(&xp)? else {
+                unmoved[j] = false; // unknown: the perturbed profile is invalid
+                continue;
+            };
             let rp = residual(&mp);
             for i in 0..points.len() {
                 jac[i][j] = (rp[i] - r[i]) / h;
@@ -313,13 +337,7 @@ pub fn fit(base: &Profile, points: &[P2pPoint], keys: &[String]) -> Result<Fit, 
                 continue;
             };
             // A step past a key's lower bound stops at it (projected).
-            let xn: Vec<f64> = project(
-                x.iter()
-                    .zip(&step)
-                    .zip(&unmoved)
-                    .map(|((v, s), &u)| if u { *v } else { v + s })
-                    .collect(),
-            );
+            let xn: Vec<f64> = project(x.iter().zip(&step).map(|(v, s)| v + s).collect());
             match eval(&xn)? {
                 Some((_, mn)) if cost(&residual(&mn)) < cost(&r) => {
                     let change = xn
@@ -341,20 +359,18 @@ pub fn fit(base: &Profile, points: &[P2pPoint], keys: &[String]) -> Result<Fit, 
             break;
         }
     }
-    let (profile, _) = eval(&x)?.ok_or_else(|| CalibrateError::UnknownKey {
-        key: keys.join(","),
-        accepted: Profile::KEYS.join(", "),
-    })?;
+    let (profile, _) = eval(&x)?.ok_or(CalibrateError::BaseInvalid)?;
     Ok(Fit {
         keys: keys
             .iter()
             .zip(start.iter().zip(&x))
             .map(|(k, (a, b))| (k.clone(), *a, *b))
             .collect(),
+        // Unmoved: no measurement depends on it and it never left its start.
         unmoved: keys
             .iter()
-            .zip(&unmoved)
-            .filter(|(_, u)| **u)
+            .zip(unmoved.iter().zip(x.iter().zip(&start)))
+            .filter(|(_, (u, (v, s)))| **u && v == s)
             .map(|(k, _)| k.clone())
             .collect(),
         at_bound: keys

@@ -107,6 +107,8 @@ pub struct CollPoint {
     pub algorithm: String,
     /// Block size, bytes.
     pub size: usize,
+    /// Root rank (gather, broadcast; 0 when the file has no `root`).
+    pub root: usize,
     /// Measured latency, us.
     pub latency_us: f64,
 }
@@ -130,10 +132,14 @@ pub struct OsuContext {
 }
 
 fn read(path: &Path) -> Result<String, MeasuredError> {
-    std::fs::read_to_string(path).map_err(|source| MeasuredError::Read {
+    let text = std::fs::read_to_string(path).map_err(|source| MeasuredError::Read {
         path: path.to_path_buf(),
         source,
-    })
+    })?;
+    // A spreadsheet's UTF-8 byte-order mark is not part of the header.
+    Ok(text
+        .strip_prefix('\u{feff}')
+        .map_or_else(|| text.clone(), str::to_string))
 }
 
 /// A number of the file at `line`: positive and finite.
@@ -226,6 +232,15 @@ pub fn read_p2p(path: &Path) -> Result<Vec<P2pPoint>, MeasuredError> {
     let text = read(path)?;
     let points = if is_osu(&text) {
         let (header, rows) = osu_rows(path, &text)?;
+        if text.contains("Bi-Directional") || text.contains("Bidirectional") {
+            return Err(MeasuredError::Line {
+                path: path.to_path_buf(),
+                line: 1,
+                msg: "a bidirectional bandwidth test (osu_bibw) counts both directions; \
+                      calibrate takes osu_bw's one-way figures"
+                    .into(),
+            });
+        }
         let kind = if header.contains("Bandwidth") {
             P2pKind::BandwidthMbS
         } else if header.contains("Latency") {
@@ -285,7 +300,14 @@ pub fn read_collective(
                     .into(),
             });
         };
-        let (_, rows) = osu_rows(path, &text)?;
+        let (header, rows) = osu_rows(path, &text)?;
+        if !header.contains("Latency") {
+            return Err(MeasuredError::Line {
+                path: path.to_path_buf(),
+                line: 1,
+                msg: "an OSU collective output must have a '# Size ... Latency(us)' header".into(),
+            });
+        }
         rows.into_iter()
             .map(|(size, latency_us)| CollPoint {
                 collective: ctx.collective,
@@ -296,6 +318,7 @@ pub fn read_collective(
                 placement: None,
                 algorithm: ctx.algorithm.clone(),
                 size,
+                root: 0,
                 latency_us,
             })
             .collect()
@@ -346,6 +369,12 @@ pub fn read_collective(
                     .map_err(bad)?,
                 algorithm: table.get(row, "algorithm").to_string(),
                 size: size(path, line, table.get(row, "size"))?,
+                root: match table.try_get(row, "root") {
+                    None => 0,
+                    Some(r) => r
+                        .parse()
+                        .map_err(|_| bad(format!("root must be a rank number, got '{r}'")))?,
+                },
                 latency_us: positive(path, line, "latency_us", table.get(row, "latency_us"))?,
             });
         }
@@ -495,6 +524,10 @@ mod tests {
                 "# OSU\n# Size Latency (us)\n8 nan\n",
                 ":3: the value must be a positive",
             ),
+            (
+                "# OSU MPI Bi-Directional Bandwidth Test\n# Size Bandwidth (MB/s)\n8 1\n",
+                "osu_bibw",
+            ),
         ] {
             let p = file("bad.csv", text);
             let err = read_p2p(&p).expect_err(needle).to_string();
@@ -502,6 +535,13 @@ mod tests {
         }
         let missing = std::env::temp_dir().join("railcoll-no-such-measurements.csv");
         assert!(read_p2p(&missing).is_err());
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_header() {
+        let p = file("bom.csv", "\u{feff}kind,size,value\nlatency_us,8,2.5\n");
+        let got = read_p2p(&p).expect("a BOM is skipped");
+        assert_eq!(got[0].value, 2.5);
     }
 
     #[test]

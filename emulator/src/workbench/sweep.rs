@@ -141,6 +141,8 @@ pub struct Sweep {
     pub rails: usize,
     /// block or cyclic.
     pub placement: String,
+    /// Root rank (gather, broadcast).
+    pub root: usize,
     /// The algorithm speedups are measured against.
     pub baseline: String,
     /// Algorithms, in column order.
@@ -272,6 +274,7 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
         sockets: cfg.shape.sockets,
         rails: cfg.shape.rails,
         placement: cfg.shape.placement().to_string(),
+        root: spec.root,
         baseline: baseline.to_string(),
         algorithms: names.iter().map(|s| s.to_string()).collect(),
         hockney: spec.predict.then_some(HockneyParams {
@@ -288,6 +291,17 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
             .reduce(f64::min),
         points,
     })
+}
+
+/// Calls per sample when none is asked for. Modeled: one call after a
+/// barrier, as the papers time gathers; broadcasts and barriers run back
+/// to back, so ten calls average out where each starts. Threads: twenty.
+pub fn default_iters(subject: Collective, mode: Mode) -> usize {
+    match (mode, subject) {
+        (Mode::Modeled, Collective::Bcast | Collective::Barrier) => 10,
+        (Mode::Modeled, _) => 1,
+        (Mode::Threads, _) => 20,
+    }
 }
 
 /// Sizes as the papers print them: 4, 1K, 64K, 1M.
@@ -394,7 +408,7 @@ pub fn write_table(out: &mut dyn Write, sweep: &Sweep) -> std::io::Result<()> {
 }
 
 /// The CSV header.
-pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio";
+pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,root,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio";
 
 /// Tidy CSV of `sweeps`: one row per (sweep, size, algorithm).
 pub fn csv(sweeps: &[Sweep]) -> String {
@@ -405,7 +419,7 @@ pub fn csv(sweeps: &[Sweep]) -> String {
         for p in &sw.points {
             for m in &p.results {
                 s.push_str(&format!(
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                     sw.collective,
                     sw.mode,
                     sw.profile.as_deref().unwrap_or(""),
@@ -415,6 +429,7 @@ pub fn csv(sweeps: &[Sweep]) -> String {
                     sw.sockets,
                     sw.rails,
                     sw.placement,
+                    sw.root,
                     p.size,
                     m.algorithm,
                     m.latency_us,

@@ -31,6 +31,12 @@ pub struct Compared {
     pub ranks_per_node: usize,
     /// Rails.
     pub rails: usize,
+    /// Sockets per node, as measured (None: the profile's default).
+    pub sockets: Option<usize>,
+    /// Rank placement, as measured (None: block).
+    pub placement: Option<String>,
+    /// Root rank (gather, broadcast).
+    pub root: usize,
     /// The algorithm.
     pub algorithm: String,
     /// Block size, bytes.
@@ -78,6 +84,7 @@ struct Group {
     sockets: Option<usize>,
     rails: usize,
     placement: Option<Placement>,
+    root: usize,
 }
 
 impl Group {
@@ -89,6 +96,7 @@ impl Group {
             sockets: p.sockets,
             rails: p.rails,
             placement: p.placement,
+            root: p.root,
         }
     }
 
@@ -120,14 +128,14 @@ impl Group {
             subject: self.collective,
             algo: algos.join(","),
             sizes,
-            root: 0,
+            root: self.root,
             cluster: ClusterConfig {
                 shape,
                 mode: Mode::Modeled,
                 ..ClusterConfig::default()
             },
             profile: profile.clone(),
-            iters: 1,
+            iters: sweep::default_iters(self.collective, Mode::Modeled),
             rounds: 1,
             workers: 2,
             predict: false,
@@ -138,7 +146,7 @@ impl Group {
 
 /// The summary a point belongs to: "allgather native on 4 x 4, 2 rails".
 pub fn label(c: &Compared) -> String {
-    format!(
+    let mut s = format!(
         "{} {} on {} x {}, {} rail{}",
         c.collective,
         c.algorithm,
@@ -146,7 +154,17 @@ pub fn label(c: &Compared) -> String {
         c.ranks_per_node,
         c.rails,
         if c.rails == 1 { "" } else { "s" }
-    )
+    );
+    if let Some(k) = c.sockets {
+        s += &format!(", {k} socket{}", if k == 1 { "" } else { "s" });
+    }
+    if let Some(p) = &c.placement {
+        s += &format!(", {p}");
+    }
+    if c.root != 0 {
+        s += &format!(", root {}", c.root);
+    }
+    s
 }
 
 fn summary(what: String, errors: impl Iterator<Item = f64>) -> Summary {
@@ -209,6 +227,9 @@ pub fn validate(
             nodes: p.nodes,
             ranks_per_node: p.ranks_per_node,
             rails: p.rails,
+            sockets: p.sockets,
+            placement: p.placement.map(|pl| pl.to_string()),
+            root: p.root,
             algorithm: p.algorithm.clone(),
             size: p.size,
             measured_us: p.latency_us,

@@ -34,11 +34,11 @@ use serde::{Deserialize, Serialize};
 use super::*;
 
 /// The built-in table: rules derived from the model for the shapes of
-/// [QA08]'s platform (`railcoll tune --scaling --builtin`, see
+/// \[QA08\]'s platform (`railcoll tune --scaling --builtin`, see
 /// `docs/gen/tuning.py`), then [`FALLBACK`].
 pub const DEFAULT: &str = include_str!("../../tuning/default.toml");
 
-/// The rules for shapes the model did not tune: [QA08]'s cut-offs.
+/// The rules for shapes the model did not tune: \[QA08\]'s cut-offs.
 pub const FALLBACK: &str = include_str!("../../tuning/fallback.toml");
 
 /// Environment variable naming a tuning file.
@@ -251,6 +251,24 @@ mod tests {
 
     fn shape(nodes: usize, rpn: usize) -> Shape {
         Shape::new(nodes, rpn, 1, 2, crate::topology::Placement::Block).expect("shape")
+    }
+
+    #[test]
+    fn the_fallback_rules_parse_and_end_the_builtin_table() {
+        let fallback = TuningTable::parse(FALLBACK).expect("fallback table");
+        assert!(!fallback.rule.is_empty());
+        for c in Collective::ALL {
+            assert!(
+                fallback.rule.iter().any(|r| r.collective == c.name()),
+                "{c}"
+            );
+        }
+        let builtin = TuningTable::builtin();
+        assert!(
+            builtin.rule.len() > fallback.rule.len(),
+            "measured rules come first"
+        );
+        assert!(builtin.rule.ends_with(&fallback.rule));
     }
 
     #[test]

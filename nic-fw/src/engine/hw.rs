@@ -158,6 +158,9 @@ pub enum Activity {
 /// slots number `0..MAX_DMAS`).
 pub const BCAST_CHANNEL: u8 = crate::abi::MAX_DMAS as u8;
 
+// DMA slots and the broadcast engine must all fit a `u8` channel.
+const _: () = assert!(crate::abi::MAX_DMAS < u8::MAX as usize);
+
 /// Activity accounting (optional: the default ignores it).
 pub trait Meter {
     /// The engine did `activity`.
