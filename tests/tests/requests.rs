@@ -341,3 +341,54 @@ fn a_second_collective_while_one_is_in_flight_is_refused_and_nothing_is_lost() {
             .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
     }
 }
+
+/// A request stays active until its rank sees it complete, even when the
+/// run finished inside its start: on one rank every barrier finishes in
+/// its first poll, and a second start or another collective must still be
+/// refused until `test` or `wait`. (Before, that depended on timing: a
+/// rank whose barrier happened to finish inside `start` accepted a second
+/// start the others refused, ran one barrier more, and the next barrier
+/// hung on every other rank.)
+#[test]
+fn a_request_finished_inside_its_start_is_active_until_seen_complete() {
+    let cluster = railcoll_tests::cluster(1, 1, 1, 1 << 20);
+    let results = cluster.run(|comm| -> Result<(), String> {
+        let mut b = comm.barrier_init().map_err(|e| e.to_string())?;
+        b.start().map_err(|e| e.to_string())?;
+        match b.start() {
+            Err(Error::CollectiveInFlight(_)) => {}
+            other => return Err(format!("a second start before wait: {other:?}")),
+        }
+        match comm.barrier() {
+            Err(Error::CollectiveInFlight(_)) => {}
+            other => return Err(format!("a barrier before wait: {other:?}")),
+        }
+        if !b.test().map_err(|e| e.to_string())? {
+            return Err("a one-rank barrier not complete at its first test".into());
+        }
+        b.start().map_err(|e| format!("a start after test: {e}"))?;
+        b.wait().map_err(|e| e.to_string())?;
+        if b.starts() != 2 {
+            return Err(format!("{} starts counted", b.starts()));
+        }
+        drop(b);
+        let send = comm.alloc(64).map_err(|e| e.to_string())?;
+        let recv = comm.alloc(64).map_err(|e| e.to_string())?;
+        let req = comm.iallgather(&send, &recv).map_err(|e| e.to_string())?;
+        match comm.ibarrier() {
+            Err(Error::CollectiveInFlight(_)) => {}
+            other => {
+                return Err(format!(
+                    "an ibarrier before the all-gather's wait: {other:?}"
+                ));
+            }
+        }
+        req.wait().map_err(|e| e.to_string())?;
+        comm.barrier()
+            .map_err(|e| format!("a barrier after wait: {e}"))
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        r.expect("started")
+            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+}

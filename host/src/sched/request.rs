@@ -40,10 +40,19 @@ use crate::coll::state::{Coll, Progress};
 /// A run in flight and the communicator it holds busy; once failed, the
 /// error it failed with (every later `test` or `wait` returns it again:
 /// a failed collective never reads as complete).
+///
+/// The request stays active, and the communicator busy, until the user
+/// sees it complete (`test` returning true, `wait`, or a drop), even if
+/// the run finished inside `start`: whether a run finishes within its
+/// first poll depends on timing and differs between ranks, and what
+/// every rank is allowed to do next (a second start, another
+/// collective) must not.
 struct Active<'c> {
     coll: Coll<'c>,
     run: Option<Run<'c>>,
     failed: Option<Error>,
+    /// The user has seen it complete (the communicator is free again).
+    observed: bool,
 }
 
 impl<'c> Active<'c> {
@@ -61,14 +70,15 @@ impl<'c> Active<'c> {
             coll,
             run: Some(run),
             failed: None,
+            observed: false,
         };
-        active.progress(Progress::Poll)?;
+        active.advance(Progress::Poll)?;
         Ok(active)
     }
 
-    /// Go on as far as `how` allows; `true` once complete (and the
-    /// communicator free again).
-    fn progress(&mut self, how: Progress) -> Result<bool, Error> {
+    /// Take the run as far as `how` allows; `true` once it is over. A
+    /// failure is over too: it frees the communicator and is kept.
+    fn advance(&mut self, how: Progress) -> Result<bool, Error> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -77,14 +87,24 @@ impl<'c> Active<'c> {
         };
         let result = self.coll.advance(run, how);
         if !matches!(result, Ok(false)) {
-            // Complete, or failed: either way this run is over.
             self.run = None;
-            self.coll.st.exec.in_flight.set(None);
         }
         if let Err(e) = &result {
             self.failed = Some(e.clone());
+            self.coll.st.exec.in_flight.set(None);
         }
         result
+    }
+
+    /// The user's `test`, `wait` or drop: go on as far as `how` allows;
+    /// `true` once complete, and from then on the communicator is free.
+    fn progress(&mut self, how: Progress) -> Result<bool, Error> {
+        let done = self.advance(how)?;
+        if done && !self.observed {
+            self.observed = true;
+            self.coll.st.exec.in_flight.set(None);
+        }
+        Ok(done)
     }
 }
 
@@ -175,7 +195,7 @@ impl<'c> Persistent<'c> {
         if let Some(e) = self.active.as_ref().and_then(|a| a.failed.clone()) {
             return Err(e);
         }
-        if self.active.as_ref().is_some_and(|a| a.run.is_some()) {
+        if self.active.as_ref().is_some_and(|a| !a.observed) {
             return Err(Error::CollectiveInFlight(self.set.params.choice().name()));
         }
         self.active = None;
