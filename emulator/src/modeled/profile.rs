@@ -209,39 +209,17 @@ impl Profile {
     }
 
     fn validate(&self) -> Result<(), String> {
-        let times = [
-            ("link.latency_ns", self.link.latency_ns),
-            ("link.packet_overhead_ns", self.link.packet_overhead_ns),
-            ("link.switch_collective_ns", self.link.switch_collective_ns),
-            ("nic.command_ns", self.nic.command_ns),
-            ("nic.event_ns", self.nic.event_ns),
-            ("nic.dma_gap_ns", self.nic.dma_gap_ns),
-            ("nic.dma_latency_ns", self.nic.dma_latency_ns),
-            ("pci.latency_ns", self.pci.latency_ns),
-            ("host.post_ns", self.host.post_ns),
-            ("host.command_ns", self.host.command_ns),
-            ("host.poll_ns", self.host.poll_ns),
-            ("host.cacheline_ns", self.host.cacheline_ns),
-            ("host.cacheline_xsocket_ns", self.host.cacheline_xsocket_ns),
-            ("library.send_ns", self.library.send_ns),
-            ("library.recv_ns", self.library.recv_ns),
-        ];
-        for (key, v) in times {
-            if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
+        // Every numeric key: bandwidths (`_mb_s`) may be infinite ("inf":
+        // that cost is then zero), times are finite.
+        let mut values = self.clone();
+        for key in Self::KEYS {
+            let v = values.field(key).map_or(f64::NAN, |v| *v);
+            if key.ends_with("_mb_s") {
+                if v.is_nan() || v < 1.0 {
+                    return Err(format!("{key} must be at least 1 MB/s (or inf), got {v}"));
+                }
+            } else if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
                 return Err(format!("{key} must be a time in 0..=1e9 ns, got {v}"));
-            }
-        }
-        // A bandwidth may be infinite ("inf"): that cost is then zero.
-        let rates = [
-            ("link.bandwidth_mb_s", self.link.bandwidth_mb_s),
-            ("pci.bandwidth_mb_s", self.pci.bandwidth_mb_s),
-            ("host.memcpy_mb_s", self.host.memcpy_mb_s),
-            ("host.memcpy_xsocket_mb_s", self.host.memcpy_xsocket_mb_s),
-            ("host.memory_mb_s", self.host.memory_mb_s),
-        ];
-        for (key, v) in rates {
-            if v.is_nan() || v < 1.0 {
-                return Err(format!("{key} must be at least 1 MB/s (or inf), got {v}"));
             }
         }
         let ps = self.packet_size;
