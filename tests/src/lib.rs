@@ -47,6 +47,17 @@ pub fn mode() -> Mode {
     }
 }
 
+/// Whether the suite, in this run's [`mode`], takes the `index`-th shape of
+/// a space the two modes share: threads mode the even ones, modeled mode
+/// the odd ones. The README's test command runs both, so every shape still
+/// runs; the largest shape spaces are shared this way to keep CI within
+/// its time (both modes run the same host code and firmware; what differs
+/// is the transport underneath, and each shape class still meets both).
+pub fn shared_shape(index: usize) -> bool {
+    let threads = matches!(mode(), Mode::Threads);
+    index.is_multiple_of(2) == threads
+}
+
 /// A cluster for tests: `nodes x rpn x rails`, 2 KiB packets (Elan4's), one
 /// worker per rail, `arena` bytes per rank, in the suite's [`mode`].
 pub fn cluster(nodes: usize, rpn: usize, rails: usize, arena: usize) -> Cluster {
