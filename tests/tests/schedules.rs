@@ -238,6 +238,66 @@ fn every_algorithm_offloaded_still_verifies() {
     assert!(checked > 2000, "{checked}");
 }
 
+/// The native all-to-all [QA08 §3.1] on nodes of several ranks: up to
+/// 2 KB every block between nodes travels through the node masters, one
+/// message per ordered node pair on rail 0; above, pairwise among all
+/// ranks. Its `@nic-dma` form, whose node pushes carry their raise on the
+/// last push of each rank, still orders the master's reads after the
+/// earlier pushes (the verifier rejected it before the offload compiler
+/// credited an unsignalled put to the signal that waits for it).
+#[test]
+fn the_native_alltoall_goes_through_node_masters_up_to_2_kb() {
+    use railcoll_host::sched::offload::{self, Copies};
+    for placement in [Placement::Block, Placement::Cyclic] {
+        let shape = Shape::new(3, 2, 1, 2, placement).expect("shape");
+        let puts_of = |bytes| {
+            let set = generate(&Params::new(
+                Collective::Alltoall,
+                Algorithm::Native,
+                shape,
+                0,
+                bytes,
+            ))
+            .expect("set");
+            verify::verify(&set, &Budget::default()).expect("verifies");
+            let mut puts = Vec::new();
+            for r in &set.ranks {
+                for step in &r.steps {
+                    if let Op::Put { to, lane, src, .. } = step.op
+                        && src.count > 0
+                    {
+                        puts.push((r.rank, to, lane));
+                    }
+                }
+            }
+            (set, puts)
+        };
+        let (set, shm) = puts_of(2048);
+        let masters: Vec<u32> = (0..3)
+            .map(|v| shape.topology.rank_of(v, 0).expect("master") as u32)
+            .collect();
+        assert_eq!(shm.len(), 3 * 2, "{placement}: {shm:?}");
+        for (from, to, lane) in shm {
+            assert!(masters.contains(&from) && masters.contains(&to));
+            assert_eq!(lane, railcoll_host::sched::Lane::Rail(0));
+        }
+        let out = offload::compile_with(&set, &Budget::default(), Copies::Nic).expect("compiles");
+        verify::verify(&out.set, &Budget::default()).expect("the @nic-dma form verifies");
+        // Two ranks per node, cyclic: each rank's pushes are single blocks,
+        // only the last carries the raise.
+        let small = Shape::new(2, 2, 1, 1, placement).expect("shape");
+        let p = Params::new(Collective::Alltoall, Algorithm::Native, small, 0, 64);
+        let out =
+            offload::compile_with(&generate(&p).expect("set"), &Budget::default(), Copies::Nic)
+                .expect("compiles");
+        if let Err(v) = verify::verify(&out.set, &Budget::default()) {
+            panic!("native@nic-dma on 2 x 2 {placement}: {v}");
+        }
+        let (_, flat) = puts_of(2049);
+        assert_eq!(flat.len(), 6 * 5, "{placement}: pairwise among all ranks");
+    }
+}
+
 /// With `@nic-dma` the node phases leave the host: no flag is raised or
 /// waited for, no node barrier or node broadcast is left, and no copy goes
 /// into a node peer's memory (each became a

@@ -269,7 +269,7 @@ pub static CATALOGUE: [Entry; 33] = [
         collective: C::Alltoall,
         algorithm: A::Native,
         reference: "[QA08 §3.1] (elan_alltoall)",
-        summary: "pairwise on one rail <= 8 KB, else striped with permission to send",
+        summary: "<= 2 KB on SMP nodes through the masters (shm, pairwise among masters), pairwise on one rail <= 8 KB, else striped with permission to send",
         constraint: None,
         generator: alltoall::native,
         formula: None,

@@ -139,27 +139,55 @@ pub fn moved(set: &ScheduleSet) -> Moved {
 }
 
 /// The counters that deliver each block of `rank`'s buffers (every put or
-/// chained put of any rank addressed to it, by its signal).
+/// chained put of any rank addressed to it, by its signal). A put without
+/// a signal is delivered by the signal of any later put to the same rank
+/// that waits for its completion (a node push whose raise rides on the
+/// sender's last push, `sched::counted`): once that counter is set, its
+/// bytes are in place too.
 fn provenance(set: &ScheduleSet, rank: usize) -> HashMap<(Buf, u32), Vec<Counter>> {
     let mut by_block: HashMap<(Buf, u32), Vec<Counter>> = HashMap::new();
+    let to_rank = |step: &Step| match step.op {
+        Op::Put {
+            to, dst, signal, ..
+        }
+        | Op::ChainPut {
+            to, dst, signal, ..
+        } if to as usize == rank => Some((dst, signal)),
+        _ => None,
+    };
     for s in &set.ranks {
         for step in &s.steps {
-            let (to, dst, signal) = match step.op {
-                Op::Put {
-                    to, dst, signal, ..
-                }
-                | Op::ChainPut {
-                    to, dst, signal, ..
-                } => (to, dst, signal),
-                _ => continue,
-            };
-            if to as usize != rank {
+            let Some((dst, signal)) = to_rank(step) else {
                 continue;
-            }
-            for b in dst.block..dst.end() {
-                let list = by_block.entry((dst.buf, b)).or_default();
-                if let Some(c) = signal {
-                    list.push(c);
+            };
+            let mut delivered = vec![dst];
+            if let Some(c) = signal {
+                // The unsignalled puts to this rank it waits for, and the
+                // ones those wait for.
+                let mut todo = step.after.clone();
+                let mut seen = HashSet::new();
+                while let Some(a) = todo.pop() {
+                    let Some(earlier) = s.steps.get(a as usize) else {
+                        continue;
+                    };
+                    if seen.insert(a)
+                        && let Some((d, None)) = to_rank(earlier)
+                    {
+                        delivered.push(d);
+                        todo.extend_from_slice(&earlier.after);
+                    }
+                }
+                for d in delivered {
+                    for b in d.block..d.end() {
+                        let list = by_block.entry((d.buf, b)).or_default();
+                        if !list.contains(&c) {
+                            list.push(c);
+                        }
+                    }
+                }
+            } else {
+                for b in dst.block..dst.end() {
+                    by_block.entry((dst.buf, b)).or_default();
                 }
             }
         }

@@ -1,9 +1,10 @@
 //! All-to-all generators: Direct, pairwise, Standard Exchange, Bruck (and
-//! the native baseline, which is pairwise with a permission handshake above
-//! its cut-off).
+//! the native baseline: through the node masters for small blocks,
+//! pairwise, with a permission handshake above its cut-off).
 
 #![allow(clippy::needless_range_loop)]
 
+use super::blocks::{masters, node_announce, node_done, node_pull};
 use super::*;
 
 pub(crate) fn alltoall_direct(b: &mut Builder) -> Result<(), Error> {
@@ -60,30 +61,51 @@ pub(super) fn alltoall_pairwise(
                 b.wait(p, g);
             }
         }
-        let mut last = None;
-        for s in 1..n {
-            let to = if n.is_power_of_two() {
-                p ^ s
-            } else {
-                (p + s) % n
-            };
-            if let Some(prev) = last {
-                b.after(p, prev);
-            }
-            last = Some(b.put(
-                p,
+        pairwise_sends(b, p, p, n, lane, c, &|to| {
+            (
                 to,
                 Region::one(Buf::Send, to as u32),
                 Region::one(Buf::Recv, p as u32),
-                lane,
-                c,
-            ));
-        }
+            )
+        });
         if n > 1 {
             b.wait(p, c);
         }
     }
     Ok(())
+}
+
+/// The partner of `me` at pairwise step `s` of `n` (1 <= s < n): the XOR
+/// pairing on powers of two (every step pairs ranks both ways), the shift
+/// otherwise.
+fn pairwise_partner(me: usize, s: usize, n: usize) -> usize {
+    if n.is_power_of_two() {
+        me ^ s
+    } else {
+        (me + s) % n
+    }
+}
+
+/// `rank`, member `me` of `n` pairwise partners, sends to each other
+/// member in the pairwise order, one message in flight at a time;
+/// `message(partner)` says to which rank, from where and to where.
+fn pairwise_sends(
+    b: &mut Builder,
+    rank: usize,
+    me: usize,
+    n: usize,
+    lane: Lane,
+    c: Counter,
+    message: &dyn Fn(usize) -> (usize, Region, Region),
+) {
+    let mut last = None;
+    for s in 1..n {
+        let (to, src, dst) = message(pairwise_partner(me, s, n));
+        if let Some(prev) = last {
+            b.after(rank, prev);
+        }
+        last = Some(b.put(rank, to, src, dst, lane, c));
+    }
 }
 
 /// k-port Standard Exchange all-to-all [QA08 §5.1.3]: log_{k+1} N steps;
@@ -297,12 +319,108 @@ pub(crate) fn pairwise(b: &mut Builder) -> Result<(), Error> {
     alltoall_pairwise(b, Lane::Stripe, false)
 }
 
-/// The native baseline: pairwise on one rail up to its cut-off, then
-/// striped with a permission to send [QA08 §3.1].
+/// The native baseline [QA08 §3.1]: up to its shared-memory cut-off on
+/// nodes with several ranks, through the node masters ([`native_shm`]);
+/// then pairwise on one rail up to its pairwise cut-off; then striped with
+/// a permission to send.
 pub(crate) fn native(b: &mut Builder) -> Result<(), Error> {
-    if b.p.block_bytes <= NATIVE_PAIRWISE_MAX {
+    let bytes = b.p.block_bytes;
+    if bytes <= NATIVE_SHM_ALLTOALL_MAX && b.topo.ranks_per_node() > 1 {
+        native_shm(b);
+        Ok(())
+    } else if bytes <= NATIVE_PAIRWISE_MAX {
         alltoall_pairwise(b, Lane::Rail(0), false)
     } else {
         alltoall_pairwise(b, Lane::Stripe, true)
+    }
+}
+
+/// The native all-to-all's shared-memory form: `elan_alltoall` "uses
+/// shared memory for messages up to 2 KB" as the gather does [QA08 §3.1],
+/// which gathers in the node segment and then runs among node masters. How
+/// the blocks travel between masters is not published; assumed here (and
+/// in `docs/fidelity.md`): one message per node pair, in the single-port
+/// pairwise order of the inter-node form.
+///
+/// 1. Every rank pushes its send buffer into its master's scratch, sorted
+///    by destination node: `out[v][q][j]` is the block from local rank `q`
+///    to local rank `j` of node `v`.
+/// 2. Each master sends `out[v]` to node `v`'s master, one message after
+///    another on rail 0, into `in[u][q][j]` there (`u` the sending node).
+/// 3. Each rank pulls its column `[.][.][j]` from its master: from `in`,
+///    and from `out[own node]` for the blocks that never left the node.
+fn native_shm(b: &mut Builder) {
+    let (n, nodes, l) = (b.n, b.topo.nodes(), b.topo.ranks_per_node());
+    let masters = masters(b, 0);
+    let per_pair = (l * l) as u32;
+    let out = |v: usize| v as u32 * per_pair;
+    let inn = |u: usize| (nodes + u) as u32 * per_pair;
+    let gathered = b.flag();
+    for (node, &m) in masters.iter().enumerate() {
+        for q in b.node_ranks(node) {
+            let lq = b.locate(q).1;
+            let pairs = (0..n)
+                .map(|d| {
+                    let (v, j) = b.locate(d);
+                    (d as u32, out(v) + (lq * l + j) as u32)
+                })
+                .collect();
+            for (s, d, c) in paired_runs(pairs) {
+                let (src, dst) = (
+                    Region::new(Buf::Send, s, c),
+                    Region::new(Buf::Scratch, d, c),
+                );
+                if q == m {
+                    b.copy(m, src, dst);
+                } else {
+                    b.peer(q, m, PeerDir::Push, src, dst);
+                }
+            }
+            if q != m {
+                b.signal(q, m, gathered);
+            }
+        }
+        b.wait_flag(m, gathered);
+    }
+    let exchanged = b.counter();
+    for (u, &m) in masters.iter().enumerate() {
+        pairwise_sends(b, m, u, nodes, Lane::Rail(0), exchanged, &|v| {
+            (
+                masters[v],
+                Region::new(Buf::Scratch, out(v), per_pair),
+                Region::new(Buf::Scratch, inn(u), per_pair),
+            )
+        });
+        if nodes > 1 {
+            b.wait(m, exchanged);
+        }
+    }
+    let ready = b.flag();
+    let done = b.flag();
+    for (node, &m) in masters.iter().enumerate() {
+        node_announce(b, m, node, ready);
+        for p in b.node_ranks(node) {
+            let j = b.locate(p).1;
+            let pairs: Vec<(u32, u32)> = (0..n)
+                .map(|s| {
+                    let (u, q) = b.locate(s);
+                    let base = if u == node { out(u) } else { inn(u) };
+                    (base + (q * l + j) as u32, s as u32)
+                })
+                .collect();
+            if p == m {
+                for (s, d, c) in paired_runs(pairs) {
+                    b.copy(
+                        m,
+                        Region::new(Buf::Scratch, s, c),
+                        Region::new(Buf::Recv, d, c),
+                    );
+                }
+            } else {
+                b.wait_flag(p, ready);
+                node_pull(b, m, p, Buf::Scratch, pairs);
+            }
+        }
+        node_done(b, m, node, done);
     }
 }

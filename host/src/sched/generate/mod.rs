@@ -43,6 +43,9 @@ pub const NATIVE_TREE_MAX: usize = 4096;
 /// Largest block the native all-gather broadcasts in hardware; above it,
 /// a ring [QA08 §3.1].
 pub const NATIVE_HWBCAST_MAX: usize = 32 << 10;
+/// Largest block the native all-to-all moves through the node segment and
+/// the node masters, on nodes with several ranks [QA08 §3.1].
+pub const NATIVE_SHM_ALLTOALL_MAX: usize = 2048;
 /// Largest block the native all-to-all sends by plain pairwise exchange;
 /// above it, permission to send first [QA08 §3.1].
 pub const NATIVE_PAIRWISE_MAX: usize = 8 << 10;
