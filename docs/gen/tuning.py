@@ -11,10 +11,13 @@ made from (the pinned runs, the profile, the fallback rules);
 emulator/tests/pinned.rs fails when they change and the table was not
 regenerated.
 
-Usage: python3 docs/gen/tuning.py [RAILCOLL]
+Usage: python3 docs/gen/tuning.py [--check] [RAILCOLL]
        (default ./target/release/railcoll; build it with
         cargo build --release -p railcoll-emu)
+--check writes nothing: it prints a unified diff and exits 1 if the
+regenerated table would differ from the one on disk (CI runs it).
 """
+import difflib
 import pathlib
 import subprocess
 import sys
@@ -28,6 +31,8 @@ FINGERPRINTED = ["emulator/tests/pinned/modeled.tsv", "emulator/profiles/qsnet2-
 
 def main():
     args = sys.argv[1:]
+    check = "--check" in args
+    args = [a for a in args if a != "--check"]
     if len(args) > 1 or any(a.startswith("-") for a in args):
         sys.exit(__doc__)
     railcoll = args[0] if args else str(ROOT / "target" / "release" / "railcoll")
@@ -48,7 +53,16 @@ def main():
     )
     # `railcoll tune` starts its file with one comment line of its own.
     body = "".join(l for l in body.splitlines(keepends=True) if not l.startswith("#"))
-    TABLE.write_text(header + body)
+    new = header + body
+    if check:
+        old = TABLE.read_text()
+        if new != old:
+            sys.stdout.writelines(difflib.unified_diff(
+                old.splitlines(keepends=True), new.splitlines(keepends=True),
+                "host/tuning/default.toml", "host/tuning/default.toml (regenerated)"))
+            sys.exit(1)
+        return
+    TABLE.write_text(new)
 
 
 if __name__ == "__main__":
