@@ -156,7 +156,7 @@ pub fn put_bench(
         arena_size: cfg.arena_size.max(2 * largest + 4096),
         ..cfg
     };
-    let cluster = Cluster::new(cfg)?;
+    let cluster = Cluster::new(cfg.clone())?;
     let topo = *cluster.topology();
     let size = topo.size();
     if size < 2 {
@@ -509,7 +509,7 @@ pub(crate) fn model_point(
     timeline: Option<&Arc<crate::timeline::Timeline>>,
 ) -> Result<CollRecord, EmuError> {
     let cfg = coll_config_for(cfg, bench, size);
-    let cluster = Cluster::modeled(cfg, profile.clone())?;
+    let cluster = Cluster::modeled(cfg.clone(), profile.clone())?;
     if let Some(t) = timeline {
         cluster.set_timeline(Arc::clone(t));
     }
@@ -572,7 +572,7 @@ pub fn coll_model(
         .collect();
     let workers = workers.clamp(1, points.len().max(1));
     let point = |(size, a): (usize, usize)| {
-        let r = model_point(cfg, profile, bench, a, size, None);
+        let r = model_point(cfg.clone(), profile, bench, a, size, None);
         progress(size);
         r
     };
@@ -606,7 +606,7 @@ pub fn coll_bench(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<CollRecord>, EmuError> {
     let cfg = coll_config(cfg, bench);
-    let cluster = Cluster::new(cfg)?;
+    let cluster = Cluster::new(cfg.clone())?;
     let mut records = Vec::new();
     for &size in &bench.sizes {
         // samples[algorithm] = per round (mean us over ranks, max us, pingpong s)

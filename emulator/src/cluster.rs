@@ -22,6 +22,7 @@ use railcoll_fw::engine::{Engine, Location};
 use railcoll_host::device::{Device, DeviceError, DmaBuffer};
 use railcoll_host::env::{NodeWait, ParkingWait, WaitHook, Waker};
 use railcoll_host::sched::Shape;
+use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::{Comm, CommConfig, RailPolicy, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
@@ -54,7 +55,7 @@ pub enum EmuError {
 }
 
 /// Shape and settings of an emulated cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterConfig {
     /// Nodes (`1..=256` here), ranks per node, placement, sockets per node
     /// (multi-leader all-gather places one leader per socket) and rails
@@ -77,6 +78,12 @@ pub struct ClusterConfig {
     pub mode: Mode,
     /// Seed of the run (recorded in modeled traces and watchdog reports).
     pub seed: u64,
+    /// The tuning table every communicator of the cluster picks plain
+    /// calls' algorithms by, read once (default: the built-in table; the
+    /// CLI gives the user's, `TuningTable::locate`). Never read from the
+    /// environment here, so a test's result does not depend on the home
+    /// directory it runs in.
+    pub tuning: Arc<TuningTable>,
 }
 
 /// How the emulator runs.
@@ -134,6 +141,7 @@ impl Default for ClusterConfig {
             wait_timeout: std::time::Duration::from_secs(120),
             mode: Mode::Threads,
             seed: 0,
+            tuning: TuningTable::shared_builtin(),
         }
     }
 }
@@ -703,7 +711,12 @@ impl Cluster {
                 rank,
             }),
         };
-        Comm::new(self.comm_config(rank), device, wait)
+        Comm::new(
+            self.comm_config(rank),
+            Arc::clone(&self.cfg.tuning),
+            device,
+            wait,
+        )
     }
 }
 
@@ -774,47 +787,47 @@ mod tests {
             (
                 ClusterConfig {
                     shape: beyond_the_emulator,
-                    ..ok
+                    ..ok.clone()
                 },
                 "nodes",
             ),
             (
                 ClusterConfig {
                     workers: Some(0),
-                    ..ok
+                    ..ok.clone()
                 },
                 "workers",
             ),
             (
                 ClusterConfig {
                     packet_size: 1000,
-                    ..ok
+                    ..ok.clone()
                 },
                 "packet size",
             ),
             (
                 ClusterConfig {
                     packet_size: 32,
-                    ..ok
+                    ..ok.clone()
                 },
                 "packet size",
             ),
             (
                 ClusterConfig {
                     arena_size: 0,
-                    ..ok
+                    ..ok.clone()
                 },
                 "arena",
             ),
             (
                 ClusterConfig {
                     policy: RailPolicy::Rail(2),
-                    ..ok
+                    ..ok.clone()
                 },
                 "rail policy",
             ),
         ] {
-            match Cluster::new(cfg) {
+            match Cluster::new(cfg.clone()) {
                 Err(EmuError::Config(msg)) => assert!(msg.contains(needle), "{msg}"),
                 other => panic!("{cfg:?} was accepted: {other:?}"),
             }

@@ -162,7 +162,7 @@ pub fn overlap_threads(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<OverlapRecord>, EmuError> {
     let cfg = crate::bench::coll_config(cfg, bench);
-    let cluster = Cluster::new(cfg)?;
+    let cluster = Cluster::new(cfg.clone())?;
     let mut out = Vec::new();
     let mut fastest = f64::INFINITY;
     for &size in &bench.sizes {
@@ -194,8 +194,8 @@ pub fn overlap_modeled(
     let mut out = Vec::new();
     for &size in &bench.sizes {
         for a in 0..bench.algorithms.len() {
-            let cfg = crate::bench::coll_config(cfg, bench);
-            let cluster = Cluster::modeled(cfg, profile.clone())?;
+            let cfg = crate::bench::coll_config(cfg.clone(), bench);
+            let cluster = Cluster::modeled(cfg.clone(), profile.clone())?;
             let times = measure(&cluster, bench, a, size, railcoll_host::Algorithm::Hardware)?;
             if let Some(stalled) = cluster.kernel().and_then(|k| k.failure()) {
                 return Err(EmuError::Config(stalled.0));

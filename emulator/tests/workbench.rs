@@ -672,12 +672,16 @@ fn library_follows(
         )
         .expect("shape"),
         mode: Mode::Modeled,
+        tuning: Arc::clone(tuned),
         ..ClusterConfig::default()
     };
     let cluster =
         Cluster::modeled(cfg, Profile::builtin("qsnet2-dual").expect("profile")).expect("cluster");
     let picks = cluster.run(|comm| {
-        comm.set_tuning(Arc::clone(tuned))?;
+        assert!(
+            Arc::ptr_eq(&comm.tuning(), tuned),
+            "the configuration's table, shared"
+        );
         bests
             .iter()
             .map(|(size, _)| {
@@ -811,4 +815,82 @@ fn bad_input_is_one_line_exit_2_and_nothing_is_written() {
         vec!["bad.toml", "unknown.toml"],
         "nothing half-written"
     );
+}
+
+/// A tuning table the user broke is refused by the command, once, before
+/// it runs anything: exit 2, one line naming the file and the rule, and
+/// the same for `tuning show`.
+#[test]
+fn a_bad_tuning_file_fails_the_command_before_it_runs() {
+    let dir = scratch("bad-tuning");
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[rule]]\ncollective = \"allgather\"\nalgorithm = \"bogus\"\n",
+    )
+    .expect("write");
+    let mut args = vec!["bench", "allgather", "--sizes", "64", "--mode", "modeled"];
+    args.extend_from_slice(&SHAPE);
+    for args in [&args[..], &["tuning", "show"][..]] {
+        let out = railcoll_env(args, &[("RAILCOLL_TUNING", bad.as_path())]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("tuning table {}: rule 1:", bad.display()))
+                && err.contains("bogus"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: nothing measured");
+    }
+}
+
+/// The library reads no tuning file by itself: with `RAILCOLL_TUNING` and
+/// the user's configuration directory both naming broken tables, a cluster
+/// built from the default configuration runs its plain calls on the
+/// built-in table. (The test runs itself again in a child process with
+/// that environment: a test must not change its own process's.)
+#[test]
+fn the_library_reads_no_tuning_file_from_the_environment() {
+    const INNER: &str = "RAILCOLL_TEST_INNER_TUNING";
+    if std::env::var_os(INNER).is_some() {
+        let cluster = Cluster::new(ClusterConfig {
+            shape: railcoll_host::sched::Shape::new(2, 2, 1, 2, railcoll_host::Placement::Block)
+                .expect("shape"),
+            ..ClusterConfig::default()
+        })
+        .expect("cluster");
+        for r in cluster.run(|comm| -> Result<(), railcoll_host::Error> {
+            assert!(Arc::ptr_eq(&comm.tuning(), &TuningTable::shared_builtin()));
+            let send = comm.alloc(64)?;
+            let recv = comm.alloc(64 * comm.size())?;
+            comm.allgather(&send, &recv)?;
+            comm.barrier()
+        }) {
+            r.expect("ran").expect("plain calls on the built-in table");
+        }
+        return;
+    }
+    let dir = scratch("library-env");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "not = [a table").expect("write");
+    std::fs::create_dir_all(dir.join("railcoll")).expect("dir");
+    std::fs::write(dir.join("railcoll/tuning.toml"), "not = [a table").expect("write");
+    let out = Command::new(std::env::current_exe().expect("this test"))
+        .args([
+            "--exact",
+            "the_library_reads_no_tuning_file_from_the_environment",
+            "--nocapture",
+        ])
+        .env(INNER, "1")
+        .env("RAILCOLL_TUNING", &bad)
+        .env("XDG_CONFIG_HOME", &dir)
+        .output()
+        .expect("run the test again");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }

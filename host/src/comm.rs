@@ -54,8 +54,14 @@ impl Comm {
     /// Open the rank's NICs on `device`, set up its arena, and reserve the
     /// collectives' buffers, events and node segment. Collective: every
     /// rank of the job calls it.
+    ///
+    /// `tuning` picks the algorithm of every plain collective call
+    /// ([`TuningTable::shared_builtin`] unless the program chose another,
+    /// read once before: [`TuningTable::locate`]); every rank must be given
+    /// the same table.
     pub fn new(
         cfg: CommConfig,
+        tuning: Arc<TuningTable>,
         device: Arc<dyn Device>,
         wait: Arc<dyn WaitHook>,
     ) -> Result<Self, Error> {
@@ -66,7 +72,7 @@ impl Comm {
         let ep = Endpoint::open(cfg, device, wait)?;
         // Reserved before any user allocation, so the same on every rank,
         // and kept across `reset_arena`.
-        let coll = CollState::new(&ep, shm)?;
+        let coll = CollState::new(&ep, shm, tuning)?;
         ep.keep_allocations();
         Ok(Self { ep, coll })
     }
@@ -573,17 +579,10 @@ impl Comm {
         self.ep.config().shape
     }
 
-    /// The tuning table in use: the file named by `RAILCOLL_TUNING`, else
-    /// the user's table written by `railcoll tune`, else the built-in
-    /// default ([`TuningTable::locate`]).
-    pub fn tuning(&self) -> Result<Arc<TuningTable>, Error> {
+    /// The tuning table this communicator was created with (the same on
+    /// every rank of the job).
+    pub fn tuning(&self) -> Arc<TuningTable> {
         self.coll().tuning()
-    }
-
-    /// Use `table` for this communicator's algorithm choices (every rank
-    /// must use the same table).
-    pub fn set_tuning(&self, table: Arc<TuningTable>) -> Result<(), Error> {
-        self.coll().set_tuning(table)
     }
 
     /// The algorithm the tuning table picks for `collective` with blocks of

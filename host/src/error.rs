@@ -133,6 +133,34 @@ pub enum Error {
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A tuning table that cannot be used: refused where it is read, once,
+    /// before any communicator runs a collective with it.
+    #[error("tuning table {origin}: {problem}")]
+    Tuning {
+        /// Where it came from (a path, or "text").
+        origin: String,
+        /// What is wrong with it.
+        problem: TuningProblem,
+    },
+}
+
+/// What is wrong with a tuning table.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum TuningProblem {
+    /// The file could not be read.
+    #[error("cannot be read: {0}")]
+    Unreadable(String),
+    /// Not a table of rules (TOML syntax, unknown or mistyped field).
+    #[error("{0}")]
+    Syntax(String),
+    /// A rule names a collective or algorithm that does not exist.
+    #[error("rule {rule}: {message}")]
+    Rule {
+        /// The rule, counted from 1.
+        rule: usize,
+        /// What it names wrongly.
+        message: String,
+    },
 }
 
 /// An access outside a DMA buffer, as a host error naming the buffer.

@@ -61,7 +61,7 @@ pub use config::CommConfig;
 pub use endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
-pub use error::Error;
+pub use error::{Error, TuningProblem};
 pub use sched::request::{Persistent, Request};
 pub use sched::{Algorithm, Choice, Collective, Drive};
 pub use stripe::RailPolicy;

@@ -15,7 +15,17 @@
 //!
 //! The switch keeps a fixed table of [`GROUPS`] groups of at most
 //! [`MAX_GROUP_NODES`] nodes; a new group takes a free entry or the least
-//! recently completed one.
+//! recently completed one. A group that is collecting is never replaced:
+//! with every entry collecting, a new group's arrival is discarded, as if
+//! it had not come yet, and counted when its member re-announces it (a
+//! NIC re-sends an unreleased arrival every timeout, [ELAN-SEM §13] rule
+//! 14's "not ready, retry"). An arrival is never lost once counted.
+//!
+//! Barrier numbers only move forward within a group: an arrival for a
+//! number older than the one being collected comes from a member that
+//! lost an earlier release (the others could only start the newer barrier
+//! once the older one was released), and is answered with that release
+//! instead of wiping the newer barrier's arrivals.
 
 use crate::abi::NodeId;
 use crate::abi::packet::{BarrierPacket, HEADER_LEN, Packet, PacketHeader, PacketType, Route};
@@ -133,19 +143,20 @@ impl Switch {
         let index = match self.groups.iter().position(|g| g.as_ref().is_some_and(key)) {
             Some(i) => i,
             None => {
-                // A free entry, else the least recently completed group.
-                let victim = self
-                    .groups
-                    .iter()
-                    .position(Option::is_none)
-                    .unwrap_or_else(|| {
-                        self.groups
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, g)| g.is_some_and(|g| g.count == 0))
-                            .min_by_key(|(_, g)| g.map_or(0, |g| g.stamp))
-                            .map_or(0, |(i, _)| i)
-                    });
+                // A free entry, else the least recently completed group;
+                // with every group collecting, not yet (see the module doc).
+                let free = self.groups.iter().position(Option::is_none);
+                let completed = || {
+                    self.groups
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, g)| g.is_some_and(|g| g.count == 0))
+                        .min_by_key(|(_, g)| g.map_or(0, |g| g.stamp))
+                        .map(|(i, _)| i)
+                };
+                let Some(victim) = free.or_else(completed) else {
+                    return Forward::Drop;
+                };
                 if let Some(slot) = self.groups.get_mut(victim) {
                     *slot = Some(Group {
                         low: b.low_node,
@@ -170,6 +181,10 @@ impl Switch {
         if let Some(r) = g.released
             && !newer(b.seq, r)
         {
+            return Forward::ReleaseOne(b, member);
+        }
+        if g.count > 0 && newer(g.collecting, b.seq) {
+            // Older than the barrier being collected: its release was lost.
             return Forward::ReleaseOne(b, member);
         }
         if g.count == 0 || b.seq != g.collecting {
@@ -202,20 +217,25 @@ const _: () = assert!(HEADER_LEN == 64);
 mod tests {
     use super::*;
 
-    fn arrival(node: NodeId, seq: u32) -> PacketHeader {
+    /// An arrival of member `node` of `2..=high`, job `job`, barrier `seq`.
+    fn group_arrival(job: u32, high: NodeId, node: NodeId, seq: u32) -> PacketHeader {
         Packet::BarrierArrive(BarrierPacket {
             route: Route {
                 src_node: node,
                 src_ctx: 1,
                 dst_node: 2,
                 dst_ctx: 1,
-                job_key: 5,
+                job_key: job,
             },
             low_node: 2,
-            high_node: 4,
+            high_node: high,
             seq,
         })
         .emit()
+    }
+
+    fn arrival(node: NodeId, seq: u32) -> PacketHeader {
+        group_arrival(5, 4, node, seq)
     }
 
     #[test]
@@ -253,6 +273,62 @@ mod tests {
         );
         assert_eq!(s.forward(&arrival(3, 0)), Forward::Drop);
         assert!(matches!(s.forward(&arrival(4, 0)), Forward::ReleaseAll(b) if b.seq == 0));
+    }
+
+    /// An arrival of member `node` of `2..=3`, group `job`, barrier `seq`.
+    fn arrival_of(job: u32, node: NodeId, seq: u32) -> PacketHeader {
+        group_arrival(job, 3, node, seq)
+    }
+
+    #[test]
+    fn a_full_table_never_replaces_a_collecting_group() {
+        let mut s = Switch::new();
+        // Every entry collecting: one of two members arrived in each.
+        for job in 0..GROUPS as u32 {
+            assert_eq!(s.forward(&arrival_of(job, 2, 1)), Forward::Drop);
+        }
+        // A new group finds no entry: not counted yet...
+        assert_eq!(s.forward(&arrival_of(99, 2, 1)), Forward::Drop);
+        // ...and every collecting group kept its arrival.
+        for job in 0..GROUPS as u32 {
+            assert!(
+                matches!(s.forward(&arrival_of(job, 3, 1)), Forward::ReleaseAll(b) if b.seq == 1),
+                "group {job} lost its first arrival"
+            );
+        }
+        // Now completed groups can be replaced: the new group's members
+        // re-announce and it completes.
+        assert_eq!(s.forward(&arrival_of(99, 2, 1)), Forward::Drop);
+        assert!(matches!(
+            s.forward(&arrival_of(99, 3, 1)),
+            Forward::ReleaseAll(_)
+        ));
+    }
+
+    #[test]
+    fn a_stale_arrival_does_not_wipe_the_next_barrier() {
+        let mut s = Switch::new();
+        for job in 0..GROUPS as u32 {
+            s.forward(&arrival_of(job, 2, 7));
+            assert!(matches!(
+                s.forward(&arrival_of(job, 3, 7)),
+                Forward::ReleaseAll(_)
+            ));
+        }
+        // Group 0 (the least recently completed) is replaced; then node 2
+        // starts barrier 8 of group 0 again from a fresh entry...
+        s.forward(&arrival_of(99, 2, 1));
+        assert_eq!(s.forward(&arrival_of(0, 2, 8)), Forward::Drop);
+        // ...and node 3, which lost the release of 7, asks again: it is
+        // released, and node 2's arrival for 8 is kept.
+        assert!(matches!(
+            s.forward(&arrival_of(0, 3, 7)),
+            Forward::ReleaseOne(b, 3) if b.seq == 7
+        ));
+        assert!(matches!(
+            s.forward(&arrival_of(0, 3, 8)),
+            Forward::ReleaseAll(b) if b.seq == 8
+        ));
     }
 
     #[test]

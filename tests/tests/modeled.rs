@@ -255,7 +255,7 @@ fn trace_hashes_do_not_depend_on_the_worker_count() {
         recv_len: bench::per_rank_len,
         synchronised: true,
     };
-    let one = bench::coll_model(cfg, &profile, &bench, 1, &|_| {}).expect("1 worker");
+    let one = bench::coll_model(cfg.clone(), &profile, &bench, 1, &|_| {}).expect("1 worker");
     let two = bench::coll_model(cfg, &profile, &bench, 2, &|_| {}).expect("2 workers");
     assert_eq!(one.len(), 12);
     for (a, b) in one.iter().zip(&two) {

@@ -339,9 +339,23 @@ impl ClusterArgs {
             shape,
             workers: self.workers.map(usize::from),
             packet_size: self.packet_size as u32,
+            tuning: users_tuning()?,
             ..ClusterConfig::default()
         })
     }
+}
+
+/// The tuning table the user chose (`RAILCOLL_TUNING`, else the table
+/// `railcoll tune` wrote, else the built-in: [`TuningTable::locate`]),
+/// read once per command: every cluster the command builds gets this one,
+/// and a bad file fails the command before it runs anything.
+pub(crate) fn users_tuning() -> Result<std::sync::Arc<TuningTable>, railcoll_host::Error> {
+    static TABLE: std::sync::OnceLock<std::sync::Arc<TuningTable>> = std::sync::OnceLock::new();
+    if let Some(table) = TABLE.get() {
+        return Ok(std::sync::Arc::clone(table));
+    }
+    let table = std::sync::Arc::new(TuningTable::locate()?.0);
+    Ok(std::sync::Arc::clone(TABLE.get_or_init(|| table)))
 }
 
 /// `railcoll bench put`.
@@ -645,11 +659,8 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
 fn run_tuning_show(file: Option<&std::path::Path>) -> Result<(), CliError> {
     let (table, source) = match file {
         Some(path) => {
-            // The file's name leads the message: the host's does not carry it.
-            let named =
-                |e: &dyn std::fmt::Display| CliError::Usage(format!("{}: {e}", path.display()));
-            let text = std::fs::read_to_string(path).map_err(|e| named(&e))?;
-            let table = TuningTable::parse(&text).map_err(|e| named(&e))?;
+            // The error names the file.
+            let table = TuningTable::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
             (table, path.display().to_string())
         }
         None => {
@@ -666,7 +677,7 @@ fn run_put(args: &PutArgs) -> Result<(), CliError> {
     let cfg = args.cluster.config()?;
     let quiet = args.cluster.json;
     let progress = progress_line(quiet);
-    let records = bench::put_bench(cfg, &args.sizes.0, args.rounds as usize, &progress);
+    let records = bench::put_bench(cfg.clone(), &args.sizes.0, args.rounds as usize, &progress);
     // End the progress line, before the results or the error.
     if !quiet {
         eprintln!();
@@ -730,16 +741,16 @@ fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> Res
                         .into(),
                 ));
             }
-            bench::coll_bench(cfg, bench, &progress)
+            bench::coll_bench(cfg.clone(), bench, &progress)
         }
         Mode::Modeled => {
             let (profile, _) = Profile::load(&run.profile)?;
             let workers = cluster.workers.map_or(1, usize::from);
-            let first = bench::coll_model(cfg, &profile, bench, workers, &progress);
+            let first = bench::coll_model(cfg.clone(), &profile, bench, workers, &progress);
             match (run.check_determinism, first) {
                 (true, Ok(a)) => {
                     let other = if workers == 1 { 2 } else { 1 };
-                    match bench::coll_model(cfg, &profile, bench, other, &progress) {
+                    match bench::coll_model(cfg.clone(), &profile, bench, other, &progress) {
                         Ok(b) => {
                             let same = a.len() == b.len()
                                 && a.iter().zip(&b).all(|(x, y)| {
@@ -787,10 +798,10 @@ fn run_overlap(
     let quiet = cluster.json;
     let progress = progress_line(quiet);
     let records = match run.mode {
-        Mode::Threads => crate::overlap::overlap_threads(cfg, bench, &progress),
+        Mode::Threads => crate::overlap::overlap_threads(cfg.clone(), bench, &progress),
         Mode::Modeled => {
             let (profile, _) = Profile::load(&run.profile)?;
-            crate::overlap::overlap_modeled(cfg, &profile, bench, &progress)
+            crate::overlap::overlap_modeled(cfg.clone(), &profile, bench, &progress)
         }
     };
     if !quiet {

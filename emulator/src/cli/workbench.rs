@@ -67,6 +67,7 @@ impl StudyArgs {
             shape,
             mode: self.mode,
             seed: self.seed,
+            tuning: super::users_tuning()?,
             ..ClusterConfig::default()
         })
     }
@@ -100,7 +101,7 @@ pub fn scaling_configs(base: ClusterConfig) -> Result<Vec<ClusterConfig>, CliErr
             };
             Ok(ClusterConfig {
                 shape: base.shape.resized(nodes, rpn, gcd(base.shape.sockets, rpn))?,
-                ..base
+                ..base.clone()
             })
         })
         .collect()
@@ -308,14 +309,14 @@ fn specs_for(
     let profile = study.profile()?;
     let modeled = study.mode == Mode::Modeled;
     let mut specs = Vec::new();
-    for &cluster in configs {
+    for cluster in configs {
         for &subject in subjects {
             let spec = SweepSpec {
                 subject,
                 algo: algo.to_string(),
                 sizes: sizes.to_vec(),
                 root,
-                cluster,
+                cluster: cluster.clone(),
                 profile: profile.clone(),
                 iters: iters.map_or(sweep::default_iters(subject, study.mode), |v| v as usize),
                 rounds: rounds.map_or(if modeled { 1 } else { 3 }, usize::from),
@@ -337,15 +338,15 @@ fn specs_for(
 
 pub(super) fn run_sweep(args: &SweepArgs) -> Result<(), CliError> {
     let base = args.study.config()?;
+    let tuning = match &args.tuning {
+        Some(path) => TuningTable::load(path)?,
+        None => TuningTable::clone(&base.tuning),
+    };
     let configs = if args.scaling {
         scaling_configs(base)?
     } else {
         vec![base]
     };
-    let tuning = match &args.tuning {
-        Some(path) => TuningTable::load(path),
-        None => TuningTable::from_env(),
-    }?;
     // Outputs are reserved before any work: an unwritable path fails now.
     let plot_file = args
         .plot
@@ -461,12 +462,12 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
                     .map_or(gcd(base.shape.sockets, rpn), usize::from);
                 Ok(ClusterConfig {
                     shape: base.shape.resized(nodes, rpn, sockets)?,
-                    ..base
+                    ..base.clone()
                 })
             })
             .collect::<Result<_, CliError>>()?,
-        (None, true) => scaling_configs(base)?,
-        (None, false) => vec![base],
+        (None, true) => scaling_configs(base.clone())?,
+        (None, false) => vec![base.clone()],
     };
     let target = args
         .output

@@ -190,10 +190,14 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
     let sizes = spec.run_sizes();
     let records = set.with_bench(&sizes, spec.iters, spec.rounds, spec.root, |b| {
         match spec.cluster.mode {
-            Mode::Modeled => {
-                bench::coll_model(spec.cluster, &spec.profile, b, spec.workers, progress)
-            }
-            Mode::Threads => bench::coll_bench(spec.cluster, b, progress),
+            Mode::Modeled => bench::coll_model(
+                spec.cluster.clone(),
+                &spec.profile,
+                b,
+                spec.workers,
+                progress,
+            ),
+            Mode::Threads => bench::coll_bench(spec.cluster.clone(), b, progress),
         }
     })?;
     let h = spec.profile.hockney();

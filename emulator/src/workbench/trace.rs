@@ -86,11 +86,17 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
         |b| -> Result<Vec<f64>, EmuError> {
             if spec.cluster.mode == Mode::Modeled {
                 // Exactly the sweep's point, with a timeline attached.
-                let r =
-                    bench::model_point(spec.cluster, &spec.profile, b, 0, size, Some(&timeline))?;
+                let r = bench::model_point(
+                    spec.cluster.clone(),
+                    &spec.profile,
+                    b,
+                    0,
+                    size,
+                    Some(&timeline),
+                )?;
                 return Ok(vec![r.latency_us * 1e3]);
             }
-            let cluster = Cluster::new(bench::coll_config(spec.cluster, b))?;
+            let cluster = Cluster::new(bench::coll_config(spec.cluster.clone(), b))?;
             cluster.set_timeline(Arc::clone(&timeline));
             let barrier = railcoll_host::Algorithm::Smp;
             bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline))

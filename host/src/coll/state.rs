@@ -10,7 +10,7 @@
 //! [`Endpoint`]: the collective layer reaches the NICs only through that
 //! endpoint.
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -80,14 +80,15 @@ pub(crate) struct ExecState {
     pub(crate) flag_consumed: RefCell<[u64; SCHED_FLAG_LINES]>,
     pub(crate) peers: RefCell<Vec<Option<DmaMemory>>>,
     pub(crate) cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
-    pub(crate) tuning: OnceCell<Arc<TuningTable>>,
+    /// The table plain calls choose algorithms by, from the configuration.
+    pub(crate) tuning: Arc<TuningTable>,
     /// The non-blocking or persistent collective in flight, by algorithm
     /// name (one at a time: its counters and scratch are the next call's).
     pub(crate) in_flight: Cell<Option<&'static str>>,
 }
 
 impl ExecState {
-    fn new(locals: usize) -> Self {
+    fn new(locals: usize, tuning: Arc<TuningTable>) -> Self {
         Self {
             events: RefCell::new([Vec::new(), Vec::new()]),
             calls: Cell::new(0),
@@ -95,7 +96,7 @@ impl ExecState {
             flag_consumed: RefCell::new([0; SCHED_FLAG_LINES]),
             peers: RefCell::new(vec![None; locals]),
             cache: RefCell::new(HashMap::new()),
-            tuning: OnceCell::new(),
+            tuning,
             in_flight: Cell::new(None),
         }
     }
@@ -119,7 +120,11 @@ impl CollState {
     /// Reserve the collectives' buffers and events on `ep` (before any user
     /// allocation), publish this rank's arena in the node directory of
     /// `shm`, and create the barrier queue.
-    pub(crate) fn new(ep: &Endpoint, shm: NodeShm) -> Result<Self, Error> {
+    pub(crate) fn new(
+        ep: &Endpoint,
+        shm: NodeShm,
+        tuning: Arc<TuningTable>,
+    ) -> Result<Self, Error> {
         let bufs = CollBuffers::reserve(ep)?;
         {
             let (mem, phys) = ep.arena();
@@ -136,7 +141,7 @@ impl CollState {
             shm: RefCell::new(shm),
             barrier_queue,
             unexpected: RefCell::new(Vec::new()),
-            exec: ExecState::new(ep.topology().ranks_per_node()),
+            exec: ExecState::new(ep.topology().ranks_per_node(), tuning),
         })
     }
 

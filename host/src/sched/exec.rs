@@ -221,26 +221,9 @@ impl<'a> Coll<'a> {
         Ok(set)
     }
 
-    /// The tuning table in use: the file named by `RAILCOLL_TUNING`, else
-    /// the user's table written by `railcoll tune`, else the built-in
-    /// default ([`TuningTable::locate`]).
-    pub(crate) fn tuning(&self) -> Result<Arc<TuningTable>, Error> {
-        if let Some(t) = self.st.exec.tuning.get() {
-            return Ok(Arc::clone(t));
-        }
-        let table = Arc::new(TuningTable::from_env()?);
-        let _ = self.st.exec.tuning.set(Arc::clone(&table));
-        Ok(table)
-    }
-
-    /// Use `table` for this communicator's algorithm choices (every rank
-    /// must use the same table).
-    pub(crate) fn set_tuning(&self, table: Arc<TuningTable>) -> Result<(), Error> {
-        self.st
-            .exec
-            .tuning
-            .set(table)
-            .map_err(|_| Error::Config("the tuning table was already chosen".into()))
+    /// The tuning table this communicator was created with.
+    pub(crate) fn tuning(&self) -> Arc<TuningTable> {
+        Arc::clone(&self.st.exec.tuning)
     }
 
     /// The algorithm the tuning table picks for `collective` with blocks of
@@ -252,7 +235,7 @@ impl<'a> Coll<'a> {
         block_bytes: usize,
     ) -> Result<Choice, Error> {
         let shape = self.config().shape;
-        let table = self.tuning()?;
+        let table = self.tuning();
         Ok(table.select(collective, block_bytes, &shape, &mut |a| {
             self.schedule(collective, a, block_bytes, 0).is_ok()
         }))

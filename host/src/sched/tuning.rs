@@ -24,12 +24,21 @@
 //! measured ([`FALLBACK`]) for every other shape; `railcoll tuning show`
 //! prints the table in use.
 //!
-//! Which table a communicator uses ([`TuningTable::locate`]): the file named
-//! by `RAILCOLL_TUNING` if set; else the user's table written by `railcoll
-//! tune` (`$XDG_CONFIG_HOME/railcoll/tuning.toml`, or
+//! A communicator uses the table it is created with (the emulator's
+//! `ClusterConfig::tuning`), read once before it runs anything: the
+//! library never reads the environment or the user's files by itself, so
+//! every rank of a job uses the same table and a program's behaviour does
+//! not depend on the home directory it runs in. The `railcoll` CLI hands
+//! its clusters the table the user chose ([`TuningTable::locate`]): the
+//! file named by `RAILCOLL_TUNING` if set; else the user's table written by
+//! `railcoll tune` (`$XDG_CONFIG_HOME/railcoll/tuning.toml`, or
 //! `$HOME/.config/railcoll/tuning.toml`) if it exists; else the built-in one.
 
 use serde::{Deserialize, Serialize};
+
+use std::sync::{Arc, OnceLock};
+
+use crate::error::TuningProblem;
 
 use super::*;
 
@@ -153,15 +162,25 @@ impl TuningTable {
     /// Parse and validate a table (every collective and algorithm name must
     /// exist; the error names the rule).
     pub fn parse(text: &str) -> Result<Self, Error> {
+        Self::parse_from(text, "text")
+    }
+
+    /// [`TuningTable::parse`], naming `origin` (a path) in the error.
+    fn parse_from(text: &str, origin: &str) -> Result<Self, Error> {
+        let bad = |problem| Error::Tuning {
+            origin: origin.to_string(),
+            problem,
+        };
         let table: TuningTable = toml::from_str(text)
-            .map_err(|e| Error::Config(format!("tuning table: {}", e.message())))?;
+            .map_err(|e| bad(TuningProblem::Syntax(e.message().to_string())))?;
         for (i, r) in table.rule.iter().enumerate() {
-            let c: Collective = r
-                .collective
-                .parse()
-                .map_err(|e: String| Error::Config(format!("tuning rule {}: {e}", i + 1)))?;
+            let rule = |message: String| TuningProblem::Rule {
+                rule: i + 1,
+                message,
+            };
+            let c: Collective = r.collective.parse().map_err(|e: String| bad(rule(e)))?;
             c.parse_choice(&r.algorithm)
-                .map_err(|e| Error::Config(format!("tuning rule {}: {e}", i + 1)))?;
+                .map_err(|e| bad(rule(e.to_string())))?;
         }
         Ok(table)
     }
@@ -175,6 +194,13 @@ impl TuningTable {
         })
     }
 
+    /// The built-in table, parsed once per process and shared: what a
+    /// communicator uses unless its configuration names another.
+    pub fn shared_builtin() -> Arc<Self> {
+        static BUILTIN: OnceLock<Arc<TuningTable>> = OnceLock::new();
+        Arc::clone(BUILTIN.get_or_init(|| Arc::new(Self::builtin())))
+    }
+
     /// The fallback rules ([`FALLBACK`]), the tail of the built-in table.
     pub fn fallback() -> Self {
         Self::parse(FALLBACK).unwrap_or(TuningTable {
@@ -183,13 +209,11 @@ impl TuningTable {
         })
     }
 
-    /// The table in use: see [`TuningTable::locate`].
-    pub fn from_env() -> Result<Self, Error> {
-        Self::locate().map(|(table, _)| table)
-    }
-
-    /// The table in use and where it came from: `RAILCOLL_TUNING`, else the
-    /// user's table ([`user_path`]) if the file exists, else the built-in.
+    /// The table a program's user chose and where it came from:
+    /// `RAILCOLL_TUNING`, else the user's table ([`user_path`]) if the file
+    /// exists, else the built-in. The library never calls it: a binary
+    /// (the `railcoll` CLI) does, once, and puts the table in the
+    /// configuration its communicators are created with.
     pub fn locate() -> Result<(Self, TuningSource), Error> {
         Self::locate_in(std::env::var_os(ENV), user_path())
     }
@@ -211,9 +235,12 @@ impl TuningTable {
 
     /// Read and validate the table in `path` (errors name the file).
     pub fn load(path: &std::path::Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Config(format!("tuning table {}: {e}", path.display())))?;
-        Self::parse(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Tuning {
+            origin: origin.clone(),
+            problem: TuningProblem::Unreadable(e.to_string()),
+        })?;
+        Self::parse_from(&text, &origin)
     }
 
     /// The table as TOML.
