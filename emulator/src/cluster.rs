@@ -27,7 +27,7 @@ use railcoll_host::{Comm, CommConfig, RailPolicy, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 
-use crate::hw::memory::NodeMemory;
+use crate::hw::memory::{CanaryDamage, GUARD, NodeMemory};
 use crate::hw::nic::EMU_MAX_NODES;
 use crate::hw::notify::Notifier;
 use crate::hw::registers::SharedRegisters;
@@ -321,7 +321,9 @@ fn bring_up(
 }
 
 fn node_memories(cfg: &ClusterConfig) -> Result<Vec<Arc<NodeMemory>>, EmuError> {
-    let per_rank = cfg.arena_size + (1 << 20) * cfg.shape.rails + (256 << 10);
+    // The arena, each rail's rings, the control region, and the canaries
+    // around each of them.
+    let per_rank = cfg.arena_size + (1 << 20) * cfg.shape.rails + (256 << 10) + 16 * GUARD;
     Ok((0..cfg.shape.nodes())
         .map(|_| NodeMemory::new(per_rank * cfg.shape.ranks_per_node()).map(Arc::new))
         .collect::<Result<_, _>>()?)
@@ -597,6 +599,11 @@ impl Cluster {
             Backend::Threads { .. } => self.run_threads(&f),
             Backend::Modeled { kernel, .. } => self.run_modeled(kernel, &f),
         };
+        let damage = self.canary_damage();
+        assert!(
+            damage.is_empty(),
+            "a write outside every buffer (the emulator's or the firmware's bug, never the program's): {damage:?}"
+        );
         results
             .into_iter()
             .map(|r| match r {
@@ -604,6 +611,17 @@ impl Cluster {
                 Some(Err(panic)) => resume_unwind(panic),
                 None => Err(railcoll_host::Error::Config("rank did not run".into())),
             })
+            .collect()
+    }
+
+    /// Every canary around the nodes' buffers that changed during the
+    /// last run, by node ([`NodeMemory::canary_damage`]); `run` checks it
+    /// after every run.
+    pub fn canary_damage(&self) -> Vec<(usize, CanaryDamage)> {
+        self.memories
+            .iter()
+            .enumerate()
+            .flat_map(|(node, m)| m.canary_damage().into_iter().map(move |d| (node, d)))
             .collect()
     }
 

@@ -175,6 +175,9 @@
 //!   host-driven, 135.03 -> 13.75 us `@nic`, 135.03 -> 122.49 us
 //!   `@nic-dma` (the node phases as loopback puts, one per block run);
 //!   3 x 2 cyclic, three rails: 19.69 -> 6.86 us.
+//! - Canary pages around every node-memory allocation (issue 16): every
+//!   buffer's physical address moved, so all 993 trace hashes changed
+//!   (packets carry addresses); no latency changed.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -103,6 +103,11 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
 /// A put aimed outside the target's arena (into its control region, which
 /// is mapped but not remotely writable, and past its arena's end) writes
 /// nothing; the initiator's handle fails and the target gets a record.
+/// Nothing means nothing: the target fills every free byte of its arena
+/// (the straddling put's in-arena half included) with a pattern and finds
+/// it whole afterwards, and the canary pages around every buffer of both
+/// nodes (the page after the arena is the straddling put's other half,
+/// the pages around the control region the first put's) are unchanged.
 #[test]
 fn put_outside_the_target_arena_writes_nothing_and_both_sides_see_it() {
     let arena = 1 << 16;
@@ -110,9 +115,14 @@ fn put_outside_the_target_arena_writes_nothing_and_both_sides_see_it() {
     let out =
         c.run(|comm| -> Result<(), Error> {
             let buf = comm.alloc(4096)?;
-            let guard = comm.alloc(4096)?;
             let flag = comm.alloc(0)?;
             let go = comm.alloc_dest_event()?;
+            // The rest of the arena, to its last byte.
+            let used = comm.alloc(0)?.offset();
+            let rest = comm.alloc(arena - used)?;
+            let canary = pattern(rest.len(), 0xc0ffee);
+            comm.write_local(&rest, 0, &canary)?;
+            comm.barrier()?;
             if comm.rank() == 0 {
                 comm.write_local(&buf, 0, &[0xee; 4096])?;
                 for (va, what) in [
@@ -149,11 +159,20 @@ fn put_outside_the_target_arena_writes_nothing_and_both_sides_see_it() {
                         && e.info.code == ErrorCode::Protection)
                 );
                 assert!(records.iter().all(|e| e.info.peer_node == 0));
-                let mut tail = vec![0; 4096];
-                comm.read_local(&guard, 0, &mut tail)?;
+                let mut after = vec![0; rest.len()];
+                comm.read_local(&rest, 0, &mut after)?;
+                let changed = after.iter().zip(&canary).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    changed,
+                    0,
+                    "{changed} bytes of the arena's free part (its last {} bytes) changed",
+                    rest.len()
+                );
+                let mut own = vec![1; 4096];
+                comm.read_local(&buf, 0, &mut own)?;
                 assert!(
-                    tail.iter().all(|b| *b == 0),
-                    "the arena's last bytes were not written"
+                    own.iter().all(|b| *b == 0),
+                    "the target's own buffer changed"
                 );
             }
             Ok(())
@@ -161,6 +180,11 @@ fn put_outside_the_target_arena_writes_nothing_and_both_sides_see_it() {
     for r in out {
         r.expect("ran").expect("no error");
     }
+    assert_eq!(
+        c.canary_damage(),
+        vec![],
+        "nothing written beside any buffer"
+    );
 }
 
 /// Malformed command blocks complete with typed errors; the NIC keeps

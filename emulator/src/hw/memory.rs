@@ -1,6 +1,14 @@
 //! Node memory: one anonymous shared mapping per node, handed out as DMA
 //! buffers. A buffer's "physical" address is its offset in the mapping; the
 //! first page is never allocated, so physical address 0 is always invalid.
+//!
+//! Every allocation has canary pages on both sides ([`GUARD`] bytes of a
+//! position-dependent pattern, shared between neighbours): nothing the
+//! NICs or the host library do may write them, and
+//! [`NodeMemory::canary_damage`] names any byte that changed. The
+//! emulator checks them after every run, so a write past the end of any
+//! buffer (an arena, a command ring, a completion word) fails the run that
+//! made it.
 
 use std::sync::Mutex;
 
@@ -10,6 +18,28 @@ use railcoll_mem::mmap::SharedMapping;
 
 /// First allocatable physical address.
 pub const PHYS_BASE: usize = 4096;
+
+/// Canary bytes on each side of every allocation (at least).
+pub const GUARD: usize = 4096;
+
+/// The canary byte at physical address `at`.
+fn canary(at: usize) -> u8 {
+    (at.wrapping_mul(131) ^ (at >> 8)).wrapping_add(0x5b) as u8
+}
+
+/// Canary bytes that changed: `len` bytes from `phys` on differ, the
+/// first of them at `first`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CanaryDamage {
+    /// Start of the canary range.
+    pub phys: usize,
+    /// Its length.
+    pub len: usize,
+    /// The first changed byte.
+    pub first: usize,
+    /// How many bytes changed.
+    pub changed: usize,
+}
 
 /// A node's memory.
 #[derive(Debug)]
@@ -23,6 +53,8 @@ struct Bump {
     next: usize,
     /// Memory above this offset has never been handed out (still zero).
     high_water: usize,
+    /// The canary ranges written: (start, length).
+    guards: Vec<(usize, usize)>,
 }
 
 impl NodeMemory {
@@ -33,6 +65,7 @@ impl NodeMemory {
             state: Mutex::new(Bump {
                 next: PHYS_BASE,
                 high_water: PHYS_BASE,
+                guards: Vec::new(),
             }),
         })
     }
@@ -52,11 +85,12 @@ impl NodeMemory {
         let free = size.saturating_sub(st.next);
         let start = st
             .next
-            .checked_next_multiple_of(align)
+            .checked_add(GUARD)
+            .and_then(|g| g.checked_next_multiple_of(align))
             .ok_or(DeviceError::OutOfMemory { asked: len, free })?;
         let end = start
             .checked_add(len)
-            .filter(|e| *e <= size)
+            .filter(|e| e.checked_add(GUARD).is_some_and(|g| g <= size))
             .ok_or(DeviceError::OutOfMemory { asked: len, free })?;
         let mem = self
             .map
@@ -69,8 +103,17 @@ impl NodeMemory {
         if dirty > 0 {
             self.map.zero(start, dirty);
         }
-        st.next = end;
-        st.high_water = st.high_water.max(end);
+        // The canary before it (from the end of the previous allocation,
+        // whose canary after it this is too) and after it.
+        let before = (st.next, start - st.next);
+        let after = (end, GUARD);
+        for (at, n) in [before, after] {
+            let bytes: Vec<u8> = (at..at + n).map(canary).collect();
+            let _ = self.map.memory().write(at, &bytes);
+            st.guards.push((at, n));
+        }
+        st.next = end + GUARD;
+        st.high_water = st.high_water.max(end + GUARD);
         Ok(DmaBuffer {
             phys: start as u64,
             mem,
@@ -79,7 +122,37 @@ impl NodeMemory {
 
     /// Free every allocation (between runs, when no rank holds buffers).
     pub fn reset(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).next = PHYS_BASE;
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.next = PHYS_BASE;
+        st.guards.clear();
+    }
+
+    /// Every canary range around the current allocations in which a byte
+    /// changed since it was written (empty when nothing wrote outside an
+    /// allocation).
+    pub fn canary_damage(&self) -> Vec<CanaryDamage> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let memory = self.map.memory();
+        let mut out = Vec::new();
+        let mut bytes = Vec::new();
+        for &(phys, len) in &st.guards {
+            bytes.resize(len, 0);
+            if memory.read(phys, &mut bytes).is_err() {
+                continue;
+            }
+            let mut changed = (phys..phys + len)
+                .zip(&bytes)
+                .filter(|(at, b)| **b != canary(*at));
+            if let Some((first, _)) = changed.next() {
+                out.push(CanaryDamage {
+                    phys,
+                    len,
+                    first,
+                    changed: 1 + changed.count(),
+                });
+            }
+        }
+        out
     }
 }
 
@@ -105,5 +178,32 @@ mod tests {
             Err(DeviceError::OutOfMemory { .. })
         ));
         assert!(matches!(m.alloc(8, 3), Err(DeviceError::BadAlignment(3))));
+    }
+
+    /// A write one byte past an allocation, or one byte before it, is
+    /// named; writes inside are not.
+    #[test]
+    fn a_write_outside_an_allocation_damages_its_canary() {
+        let m = NodeMemory::new(1 << 20).expect("mmap");
+        let a = m.alloc(100, 64).expect("alloc");
+        let b = m.alloc(5000, 4096).expect("alloc");
+        a.mem.fill(0, 100, 0xff).expect("fill");
+        b.mem.fill(0, 5000, 0xff).expect("fill");
+        assert_eq!(m.canary_damage(), vec![]);
+        let whole = m.memory();
+        let past_a = a.phys as usize + 100;
+        whole.write(past_a, &[!canary(past_a)]).expect("write");
+        let before_b = b.phys as usize - 1;
+        whole.write(before_b, &[!canary(before_b)]).expect("write");
+        let damage = m.canary_damage();
+        assert_eq!(damage.len(), 2, "{damage:?}");
+        assert_eq!((damage[0].first, damage[0].changed), (past_a, 1));
+        assert_eq!((damage[1].first, damage[1].changed), (before_b, 1));
+        m.reset();
+        assert_eq!(
+            m.canary_damage(),
+            vec![],
+            "a reset forgets the old canaries"
+        );
     }
 }
