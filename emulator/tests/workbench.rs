@@ -894,3 +894,51 @@ fn the_library_reads_no_tuning_file_from_the_environment() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
+
+/// A sweep whose plot could not be drawn (one size) is refused before it
+/// runs, and leaves neither its CSV nor any hidden file behind; a sweep
+/// that succeeds leaves exactly its two outputs.
+#[test]
+fn a_sweep_writes_all_its_outputs_or_none() {
+    let dir = scratch("all-or-none");
+    let csv = dir.join("a.csv");
+    let svg = dir.join("a.svg");
+    let (csv_s, svg_s) = (csv.display().to_string(), svg.display().to_string());
+    let mut args = vec![
+        "sweep",
+        "allgather",
+        "--sizes",
+        "4K",
+        "--algo",
+        "direct",
+        "-q",
+        "--csv",
+        &csv_s,
+        "--plot",
+        &svg_s,
+    ];
+    args.extend_from_slice(&SHAPE);
+    let out = railcoll(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listing = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listing(), Vec::<String>::new(), "nothing written");
+    args[2 + 1] = "4,4K";
+    ok(&railcoll(&args));
+    assert_eq!(
+        listing(),
+        ["a.csv", "a.svg"],
+        "both outputs, no hidden file"
+    );
+}

@@ -268,19 +268,22 @@ pub(super) fn run_validate(args: &ValidateArgs) -> Result<(), CliError> {
             eprintln!("# modeled {}", size_label(size));
         }
     })?;
+    // The figure is drawn and committed before the report is printed: a
+    // figure that cannot be drawn fails the command with nothing written.
+    if let Some(f) = plot_file {
+        let target = f.target().display().to_string();
+        plot::render_validation(&v, &f)?;
+        f.commit()?;
+        if !quiet {
+            eprintln!("# wrote {target}");
+        }
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         let doc = serde_json::to_string_pretty(&v).unwrap_or_default();
         output(writeln!(out, "{doc}"))?;
     } else {
         output(write_validation(&mut out, &v))?;
-    }
-    if let Some(f) = plot_file {
-        let target = f.target().display().to_string();
-        plot::render_validation(&v, f)?;
-        if !quiet {
-            eprintln!("# wrote {target}");
-        }
     }
     Ok(())
 }

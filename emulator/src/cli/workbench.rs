@@ -354,6 +354,11 @@ pub(super) fn run_sweep(args: &SweepArgs) -> Result<(), CliError> {
         .map(|p| plot::format_of(p).and_then(|_| PendingFile::create(p)))
         .transpose()?;
     let csv_file = args.csv.as_deref().map(PendingFile::create).transpose()?;
+    if plot_file.is_some() && args.sizes.0.len() < 2 {
+        return Err(CliError::Usage(
+            "--plot draws latency against size: give --sizes at least two sizes".into(),
+        ));
+    }
     let specs = specs_for(
         &args.collective.0,
         &configs,
@@ -367,16 +372,17 @@ pub(super) fn run_sweep(args: &SweepArgs) -> Result<(), CliError> {
         Some(&tuning),
     )?;
     let sweeps = run_specs(&specs, args.quiet)?;
-    if let Some(f) = csv_file {
-        let target = f.target().display().to_string();
-        f.write(sweep::csv(&sweeps).as_bytes())?;
-        if !args.quiet {
-            eprintln!("# wrote {target}");
-        }
+    // Every output staged before any is committed: a plot that cannot be
+    // drawn leaves no CSV either.
+    if let Some(f) = &csv_file {
+        f.stage(sweep::csv(&sweeps).as_bytes())?;
     }
-    if let Some(f) = plot_file {
-        let target = f.target().display().to_string();
+    if let Some(f) = &plot_file {
         plot::render(&sweeps, f)?;
+    }
+    for f in [csv_file, plot_file].into_iter().flatten() {
+        let target = f.target().display().to_string();
+        f.commit()?;
         if !args.quiet {
             eprintln!("# wrote {target}");
         }

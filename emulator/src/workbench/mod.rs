@@ -17,7 +17,9 @@
 //! - [`validate`]: the model's error against measured collectives.
 //!
 //! Contract: nothing here writes a partial file. Outputs are checked for
-//! writability before any work runs and are renamed into place complete.
+//! writability before any work runs, leaving nothing on disk while it
+//! runs, and are renamed into place complete, a command's outputs
+//! together once all of them are ready ([`PendingFile`]).
 
 pub mod calibrate;
 pub mod config;
@@ -381,9 +383,15 @@ pub fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// An output file that appears complete or not at all: created (empty,
-/// as a proof that the place is writable) beside its target before any
-/// work runs, renamed over the target when done, removed if dropped.
+/// An output file that appears complete or not at all. Reserved before
+/// any work runs (a hidden file beside the target is created and removed
+/// at once, as a proof that the place is writable: nothing is left on
+/// disk while the work runs, so an interrupted run leaves nothing);
+/// staged when its bytes are ready (written to that hidden file); moved
+/// over the target by [`PendingFile::commit`], which a command calls only
+/// once every output it makes is staged, so a failure in one (a plot that
+/// cannot be drawn) leaves none of them. Dropped uncommitted, the staged
+/// file is removed.
 #[derive(Debug)]
 pub struct PendingFile {
     target: PathBuf,
@@ -409,10 +417,12 @@ impl PendingFile {
             name.to_string_lossy(),
             std::process::id()
         ));
-        std::fs::File::create(&temp).map_err(|source| OutputError::Reserve {
-            path: target.to_path_buf(),
-            source,
-        })?;
+        std::fs::File::create(&temp)
+            .and_then(|_| std::fs::remove_file(&temp))
+            .map_err(|source| OutputError::Reserve {
+                path: target.to_path_buf(),
+                source,
+            })?;
         Ok(Self {
             target: target.to_path_buf(),
             temp,
@@ -425,18 +435,24 @@ impl PendingFile {
         &self.target
     }
 
-    /// Where to write before [`PendingFile::commit`].
+    /// Where to stage the bytes before [`PendingFile::commit`].
     pub fn temp(&self) -> &Path {
         &self.temp
     }
 
-    /// Write `bytes` to the temporary file and move it into place.
+    /// Stage `bytes` (write the hidden file; the target is untouched).
+    pub fn stage(&self, bytes: &[u8]) -> Result<(), OutputError> {
+        std::fs::write(&self.temp, bytes).map_err(|e| self.write_error(e))
+    }
+
+    /// Stage `bytes` and move them into place at once (a command's only
+    /// output).
     pub fn write(self, bytes: &[u8]) -> Result<(), OutputError> {
-        std::fs::write(&self.temp, bytes).map_err(|e| self.write_error(e))?;
+        self.stage(bytes)?;
         self.commit()
     }
 
-    /// Move the temporary file (already written) into place.
+    /// Move the staged file into place.
     pub fn commit(mut self) -> Result<(), OutputError> {
         std::fs::rename(&self.temp, &self.target).map_err(|e| self.write_error(e))?;
         self.done = true;
@@ -468,15 +484,24 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("railcoll-pending-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let target = dir.join("out.csv");
+        let ls = || std::fs::read_dir(&dir).expect("ls").count();
         {
             let p = PendingFile::create(&target).expect("writable");
+            // Reserved: nothing on disk while the work runs.
+            assert_eq!(ls(), 0, "an interrupted run would leave nothing");
+            p.stage(b"x").expect("stage");
             assert!(p.temp().exists() && !target.exists());
         }
-        assert_eq!(
-            std::fs::read_dir(&dir).expect("ls").count(),
-            0,
-            "dropped: nothing left"
-        );
+        assert_eq!(ls(), 0, "dropped after staging: nothing left");
+        // Two outputs staged, the second's drawing fails: the command
+        // returns before committing either, and neither is left.
+        {
+            let csv = PendingFile::create(&target).expect("writable");
+            let plot = PendingFile::create(&dir.join("out.svg")).expect("writable");
+            csv.stage(b"a,b\n").expect("stage");
+            drop(plot);
+        }
+        assert_eq!(ls(), 0, "no CSV without its plot");
         PendingFile::create(&target)
             .expect("writable")
             .write(b"a,b\n")

@@ -79,7 +79,7 @@ fn register_font() -> Result<(), OutputError> {
 }
 
 /// Draw `sweeps` into `file` (SVG or PNG by its extension).
-pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), OutputError> {
+pub fn render(sweeps: &[Sweep], file: &PendingFile) -> Result<(), OutputError> {
     let plotted: Vec<&Sweep> = sweeps.iter().filter(|s| s.points.len() >= 2).collect();
     if plotted.is_empty() {
         return Err(OutputError::NothingToPlot);
@@ -91,7 +91,7 @@ pub fn render(sweeps: &[Sweep], file: PendingFile) -> Result<(), OutputError> {
 /// measured and modeled latency against size on the left (measured
 /// dashed with squares, modeled solid with circles), the model's error
 /// in percent on the right.
-pub fn render_validation(v: &Validation, file: PendingFile) -> Result<(), OutputError> {
+pub fn render_validation(v: &Validation, file: &PendingFile) -> Result<(), OutputError> {
     let rows: Vec<&Summary> = v
         .summaries
         .iter()
@@ -138,9 +138,9 @@ impl Figure<'_> {
     }
 }
 
-/// Draw `figure` (`rows` rows of two panels) into `file`, SVG or PNG by
-/// its extension.
-fn render_figure(figure: &Figure<'_>, rows: usize, file: PendingFile) -> Result<(), OutputError> {
+/// Draw `figure` (`rows` rows of two panels) and stage it in `file`, SVG
+/// or PNG by its extension (the caller commits it).
+fn render_figure(figure: &Figure<'_>, rows: usize, file: &PendingFile) -> Result<(), OutputError> {
     let format = format_of(file.target())?;
     register_font()?;
     let size = (PANEL.0 * 2, PANEL.1 * rows as u32);
@@ -156,7 +156,7 @@ fn render_figure(figure: &Figure<'_>, rows: usize, file: PendingFile) -> Result<
                 figure.draw(&root).map_err(fail)?;
                 root.present().map_err(|e| fail(e.to_string()))?;
             }
-            file.write(svg.as_bytes())
+            file.stage(svg.as_bytes())
         }
         Format::Png => {
             {
@@ -164,7 +164,7 @@ fn render_figure(figure: &Figure<'_>, rows: usize, file: PendingFile) -> Result<
                 figure.draw(&root).map_err(fail)?;
                 root.present().map_err(|e| fail(e.to_string()))?;
             }
-            file.commit()
+            Ok(())
         }
     }
 }
