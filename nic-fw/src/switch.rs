@@ -7,6 +7,8 @@
 //!   receiver's checksum drops it);
 //! - a broadcast packet is replicated to every node of its contiguous range
 //!   except its sender;
+//! - a barrier leave (a member's context detached with its barrier
+//!   pending) takes back that member's arrival;
 //! - a barrier arrival is absorbed and counted for its group (context,
 //!   node range, job); when the last member of the group arrives for the
 //!   barrier number being collected, the switch sends a release to every
@@ -112,7 +114,10 @@ impl Switch {
     /// Route one packet (see the module documentation).
     pub fn forward(&mut self, header: &PacketHeader) -> Forward {
         let ptype = PacketType::from_raw(header.ptype);
-        if !matches!(ptype, Some(PacketType::Bcast | PacketType::BarrierArrive)) {
+        if !matches!(
+            ptype,
+            Some(PacketType::Bcast | PacketType::BarrierArrive | PacketType::BarrierLeave)
+        ) {
             return Forward::Unicast(header.dst_node.get());
         }
         match Packet::parse(header) {
@@ -122,7 +127,37 @@ impl Switch {
                 except: b.route.src_node,
             },
             Ok(Packet::BarrierArrive(b)) => self.arrive(b),
+            Ok(Packet::BarrierLeave(b)) => {
+                self.leave(&b);
+                Forward::Drop
+            }
             _ => Forward::Drop,
+        }
+    }
+
+    /// A member left: its arrival for the barrier being collected no
+    /// longer counts (a group whose every counted member left is then
+    /// free to be replaced).
+    fn leave(&mut self, b: &BarrierPacket) {
+        let member = b.route.src_node;
+        let Some(g) = self.groups.iter_mut().flatten().find(|g| {
+            g.low == b.low_node
+                && g.high == b.high_node
+                && g.ctx == b.route.dst_ctx
+                && g.job_key == b.route.job_key
+        }) else {
+            return;
+        };
+        if g.count == 0 || g.collecting != b.seq || member < g.low || member > g.high {
+            return;
+        }
+        let bit = (member as usize).wrapping_sub(g.low as usize);
+        if let Some(word) = g.arrived.get_mut(bit / 64) {
+            let mask = 1u64 << (bit % 64);
+            if *word & mask != 0 {
+                *word &= !mask;
+                g.count = g.count.saturating_sub(1);
+            }
         }
     }
 
@@ -328,6 +363,30 @@ mod tests {
         assert!(matches!(
             s.forward(&arrival_of(0, 3, 8)),
             Forward::ReleaseAll(b) if b.seq == 8
+        ));
+    }
+
+    #[test]
+    fn a_member_that_left_is_no_longer_counted() {
+        let mut s = Switch::new();
+        let leave = |node: NodeId, seq: u32| {
+            let Ok(Packet::BarrierArrive(b)) = Packet::parse(&arrival(node, seq)) else {
+                panic!("an arrival");
+            };
+            Packet::BarrierLeave(b).emit()
+        };
+        s.forward(&arrival(2, 7));
+        s.forward(&arrival(3, 7));
+        assert_eq!(s.forward(&leave(3, 7)), Forward::Drop);
+        assert_eq!(
+            s.forward(&leave(3, 6)),
+            Forward::Drop,
+            "another barrier: ignored"
+        );
+        assert_eq!(s.forward(&arrival(4, 7)), Forward::Drop, "node 3 left");
+        assert!(matches!(
+            s.forward(&arrival(3, 7)),
+            Forward::ReleaseAll(b) if b.seq == 7
         ));
     }
 

@@ -31,7 +31,7 @@ pub struct WirePacket {
 pub fn is_collective(packet: &WirePacket) -> bool {
     matches!(
         PacketType::from_raw(packet.header.ptype),
-        Some(PacketType::Bcast | PacketType::BarrierArrive)
+        Some(PacketType::Bcast | PacketType::BarrierArrive | PacketType::BarrierLeave)
     )
 }
 

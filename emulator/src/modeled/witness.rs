@@ -270,6 +270,7 @@ fn packet_name(t: PacketType) -> &'static str {
         PacketType::Bcast => "broadcast",
         PacketType::BcastAck => "broadcast ack",
         PacketType::BarrierArrive => "barrier arrive",
+        PacketType::BarrierLeave => "barrier leave",
         PacketType::BarrierRelease => "barrier release",
     }
 }

@@ -45,8 +45,9 @@ pub use wire_enum::{Unknown, WireEnum};
 /// refuse a NIC whose major version differs from the one it was built for.
 /// 1.1 added the `RESOURCES` register; 1.2 the node's NIC-to-NIC path
 /// (`SET_EVENT` on a sibling rail, the `PEER_SET` FIFO) and COPY actions of
-/// several blocks.
-pub const ABI_VERSION: u32 = (1 << 16) | 2;
+/// several blocks; 1.3 the `BarrierLeave` packet (a detached context's
+/// pending hardware barrier is left, not re-announced).
+pub const ABI_VERSION: u32 = (1 << 16) | 3;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;

@@ -143,6 +143,10 @@ wire_enum! {
         BarrierArrive = 7,
         /// The switch's release of a hardware barrier (to each member).
         BarrierRelease = 8,
+        /// A member's context left a hardware barrier it had entered (to
+        /// the switch): its arrival no longer counts (sent when the
+        /// context is detached with the barrier still pending).
+        BarrierLeave = 9,
     }
 }
 
@@ -348,6 +352,8 @@ pub enum Packet {
     BarrierArrive(BarrierPacket),
     /// The switch released a hardware barrier.
     BarrierRelease(BarrierPacket),
+    /// A member left a hardware barrier it had entered.
+    BarrierLeave(BarrierPacket),
     /// Negative acknowledgement: acknowledges like [`Packet::Ack`] (with
     /// the same error bitmap) and asks for everything after `cum_seq` again.
     Nack {
@@ -576,6 +582,7 @@ impl Packet {
             PacketType::BcastAck => parse_bcast_ack(h, route),
             PacketType::BarrierArrive => parse_barrier(h, route).map(Packet::BarrierArrive),
             PacketType::BarrierRelease => parse_barrier(h, route).map(Packet::BarrierRelease),
+            PacketType::BarrierLeave => parse_barrier(h, route).map(Packet::BarrierLeave),
             PacketType::Ack => parse_ack(h, route, false),
             PacketType::Nack => parse_ack(h, route, true),
         }
@@ -653,7 +660,8 @@ impl Packet {
             Packet::Bcast(_)
             | Packet::BcastAck { .. }
             | Packet::BarrierArrive(_)
-            | Packet::BarrierRelease(_) => self.emit_extended(&mut h),
+            | Packet::BarrierRelease(_)
+            | Packet::BarrierLeave(_) => self.emit_extended(&mut h),
             Packet::Nack {
                 src_node,
                 dst_node,
@@ -705,12 +713,13 @@ impl Packet {
                 h.aux2 = U32::new(received);
                 h.aux1 = err_code_raw(err_code);
             }
-            Packet::BarrierArrive(b) | Packet::BarrierRelease(b) => {
-                h.ptype = if matches!(self, Packet::BarrierArrive(_)) {
-                    PacketType::BarrierArrive.as_raw()
-                } else {
-                    PacketType::BarrierRelease.as_raw()
-                };
+            Packet::BarrierArrive(b) | Packet::BarrierRelease(b) | Packet::BarrierLeave(b) => {
+                h.ptype = match self {
+                    Packet::BarrierArrive(_) => PacketType::BarrierArrive,
+                    Packet::BarrierRelease(_) => PacketType::BarrierRelease,
+                    _ => PacketType::BarrierLeave,
+                }
+                .as_raw();
                 set_route(h, &b.route);
                 h.seq = U32::new(b.seq);
                 h.aux1 = U32::new(u32::from(b.low_node) | (u32::from(b.high_node) << 16));
@@ -728,7 +737,9 @@ impl Packet {
             | Packet::Nack { dst_node, .. }
             | Packet::BcastAck { dst_node, .. } => *dst_node,
             Packet::Bcast(b) => b.route.dst_node,
-            Packet::BarrierArrive(b) | Packet::BarrierRelease(b) => b.route.dst_node,
+            Packet::BarrierArrive(b) | Packet::BarrierRelease(b) | Packet::BarrierLeave(b) => {
+                b.route.dst_node
+            }
         }
     }
 
@@ -769,7 +780,7 @@ mod tests {
         }
     }
 
-    fn samples() -> [Packet; 8] {
+    fn samples() -> [Packet; 9] {
         [
             Packet::Data(DataPacket {
                 route: route(),
@@ -840,6 +851,12 @@ mod tests {
                 low_node: 3,
                 high_node: 3,
                 seq: 0,
+            }),
+            Packet::BarrierLeave(BarrierPacket {
+                route: route(),
+                low_node: 0,
+                high_node: 9,
+                seq: 41,
             }),
         ]
     }
@@ -914,7 +931,7 @@ mod tests {
         }
         // Data: 6 legal bytes at a non-zero address, 8 at zero; broadcast:
         // 2; every other sample: 1.
-        assert_eq!(accepted, 6 + 8 + 2 + 6);
+        assert_eq!(accepted, 6 + 8 + 2 + 7);
     }
 
     proptest! {

@@ -195,10 +195,10 @@ mod tests {
     }
 
     #[test]
-    fn packet_types_are_exactly_1_to_8() {
+    fn packet_types_are_exactly_1_to_9() {
         assert_eq!(
             widen(exhaustive::<PacketType>(0..=u8::MAX)),
-            range_u32(1, 8)
+            range_u32(1, 9)
         );
     }
 

@@ -329,7 +329,31 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     fn send_arrival(&mut self, ctx: ContextIndex, b: PendingBarrier) {
-        let packet = Packet::BarrierArrive(BarrierPacket {
+        self.send_barrier(ctx, b, Packet::BarrierArrive);
+    }
+
+    /// Cancel everything context `ctx` has in flight on the collective
+    /// engines, as it is detached: its pending barrier is left (the switch
+    /// is told, and nothing re-announces it), and a broadcast it is
+    /// sending stops reading its memory. Nothing is reported: the context
+    /// is gone.
+    pub(super) fn cancel_collectives(&mut self, ctx: ContextIndex) {
+        if let Some(b) = self.barriers.get_mut(ctx as usize).and_then(Option::take) {
+            self.send_barrier(ctx, b, Packet::BarrierLeave);
+        }
+        if self.bcast.active && self.bcast.ctx == ctx {
+            self.bcast.active = false;
+            self.stats.dmas_completed = self.stats.dmas_completed.wrapping_add(1);
+        }
+    }
+
+    fn send_barrier(
+        &mut self,
+        ctx: ContextIndex,
+        b: PendingBarrier,
+        kind: fn(BarrierPacket) -> Packet,
+    ) {
+        let packet = kind(BarrierPacket {
             route: Route {
                 src_node: self.loc.node,
                 src_ctx: ctx,

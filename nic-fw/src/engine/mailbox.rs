@@ -87,6 +87,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 if self.dmas.iter().any(|d| d.active && d.ctx == ctx) {
                     return Err(ErrorCode::Busy);
                 }
+                self.cancel_collectives(ctx);
                 for r in self.regions.iter_mut() {
                     if r.is_some_and(|r| r.ctx == ctx) {
                         *r = None;

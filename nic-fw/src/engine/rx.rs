@@ -55,8 +55,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 Packet::Bcast(b)
             }
             Ok(p)
-                if !matches!(p, Packet::Bcast(_) | Packet::BarrierArrive(_))
-                    && p.dst_node() == me =>
+                if !matches!(
+                    p,
+                    Packet::Bcast(_) | Packet::BarrierArrive(_) | Packet::BarrierLeave(_)
+                ) && p.dst_node() == me =>
             {
                 p
             }
@@ -103,7 +105,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Packet::BarrierRelease(b) => self.on_barrier_release(&b),
             // Arrivals are the switch's business; the guard above dropped
             // them already.
-            Packet::BarrierArrive(_) => {}
+            Packet::BarrierArrive(_) | Packet::BarrierLeave(_) => {}
         }
     }
 

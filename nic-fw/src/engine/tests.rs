@@ -195,6 +195,18 @@ impl Net {
             ));
         }
         for node in 0..nodes {
+            net.attach(node);
+        }
+        net
+    }
+
+    /// Attach context 0 on `node` (its ring restarting at 0) and map its
+    /// data and completion-word regions.
+    fn attach(&mut self, node: usize) {
+        let net = self;
+        let nodes = net.nics.len();
+        net.tails[node] = 0;
+        {
             let cap = Capability {
                 low_node: 0,
                 node_count: nodes as u16,
@@ -241,7 +253,6 @@ impl Net {
                 Ok(())
             );
         }
-        net
     }
 
     fn mailbox(&mut self, node: usize, op: MailboxOp, args: [u64; 4]) -> Result<(), ErrorCode> {
@@ -1511,4 +1522,78 @@ fn the_error_ring_wraps_and_every_record_carries_its_number() {
         assert_eq!((info.seq, u64::from(info.cookie)), (n, n));
         assert_eq!(info.code, ErrorCode::UnknownOpcode);
     }
+}
+
+/// A context detached with a hardware barrier pending leaves it: its NIC
+/// stops re-announcing it, the switch no longer counts its arrival (the
+/// others are not released by the last remaining member), and the
+/// context's next owner runs its own barrier instead of stalling behind
+/// the stale one.
+#[test]
+fn detach_leaves_a_pending_barrier_and_the_next_owner_runs() {
+    let mut net = Net::new(3, 31);
+    for node in 0..2 {
+        net.post(
+            node,
+            Command::ArmEvent {
+                event: EventId(3),
+                count: 1,
+                action: write_action(3, 30),
+            },
+        );
+        net.post(
+            node,
+            Command::HwBarrier {
+                low_node: 0,
+                high_node: 2,
+                seq: 1,
+                event: Some(EventId(3)),
+            },
+        );
+    }
+    net.run_for(5_000);
+    assert_eq!(
+        net.mailbox(1, MailboxOp::DetachContext, [0, 0, 0, 0]),
+        Ok(())
+    );
+    // The last member arrives: node 1 left, so nobody is released.
+    net.post(
+        2,
+        Command::HwBarrier {
+            low_node: 0,
+            high_node: 2,
+            seq: 1,
+            event: None,
+        },
+    );
+    net.run_for(20_000);
+    assert_eq!(net.word(0, 3).value, 0, "released without node 1");
+    // The context's next owner: a barrier of its own node alone.
+    net.attach(1);
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(4),
+            count: 1,
+            action: write_action(4, 40),
+        },
+    );
+    net.post(
+        1,
+        Command::HwBarrier {
+            low_node: 1,
+            high_node: 1,
+            seq: 1,
+            event: Some(EventId(4)),
+        },
+    );
+    net.run_for(20_000);
+    assert_eq!(
+        net.word(1, 4),
+        CompletionWord {
+            value: 40,
+            status: Some(Ok(()))
+        },
+        "the new owner's barrier ran"
+    );
 }
