@@ -292,6 +292,35 @@ impl Net {
         self.post_raw(node, cmd.emit(0xc0de).to_bytes());
     }
 
+    /// Arm completion word `event` to be written with `value`, then enter
+    /// hardware barrier `seq` of `low..=high` with it, on `node`.
+    fn enter_barrier(
+        &mut self,
+        node: usize,
+        (low, high): (u16, u16),
+        seq: u32,
+        event: u32,
+        value: u64,
+    ) {
+        self.post(
+            node,
+            Command::ArmEvent {
+                event: EventId(event),
+                count: 1,
+                action: write_action(event as u64, value),
+            },
+        );
+        self.post(
+            node,
+            Command::HwBarrier {
+                low_node: low,
+                high_node: high,
+                seq,
+                event: Some(EventId(event)),
+            },
+        );
+    }
+
     /// Move packets and poll until quiet (or time advances retransmissions).
     fn run(&mut self, max_rounds: usize) {
         if !self.run_for(max_rounds) {
@@ -1272,23 +1301,7 @@ fn broadcast_and_hardware_barrier_survive_a_lossy_rail() {
         );
         // Barrier 1: four nodes arrive; nobody is released until the fifth.
         for node in 0..4 {
-            net.post(
-                node,
-                Command::ArmEvent {
-                    event: EventId(3),
-                    count: 1,
-                    action: write_action(3, 30),
-                },
-            );
-            net.post(
-                node,
-                Command::HwBarrier {
-                    low_node: 0,
-                    high_node: 4,
-                    seq: 1,
-                    event: Some(EventId(3)),
-                },
-            );
+            net.enter_barrier(node, (0, 4), 1, 3, 30);
         }
         net.run_for(5_000);
         let early: Vec<_> = (0..5).map(|n| (net.word(n, 3), net.errors(n))).collect();
@@ -1296,23 +1309,7 @@ fn broadcast_and_hardware_barrier_survive_a_lossy_rail() {
             (0..4).all(|n| net.word(n, 3).value == 0),
             "released before the last arrival: {early:?}"
         );
-        net.post(
-            4,
-            Command::ArmEvent {
-                event: EventId(3),
-                count: 1,
-                action: write_action(3, 30),
-            },
-        );
-        net.post(
-            4,
-            Command::HwBarrier {
-                low_node: 0,
-                high_node: 4,
-                seq: 1,
-                event: Some(EventId(3)),
-            },
-        );
+        net.enter_barrier(4, (0, 4), 1, 3, 30);
         net.run(200_000);
         assert!((0..5).all(|n| net.word(n, 3)
             == CompletionWord {
@@ -1533,23 +1530,7 @@ fn the_error_ring_wraps_and_every_record_carries_its_number() {
 fn detach_leaves_a_pending_barrier_and_the_next_owner_runs() {
     let mut net = Net::new(3, 31);
     for node in 0..2 {
-        net.post(
-            node,
-            Command::ArmEvent {
-                event: EventId(3),
-                count: 1,
-                action: write_action(3, 30),
-            },
-        );
-        net.post(
-            node,
-            Command::HwBarrier {
-                low_node: 0,
-                high_node: 2,
-                seq: 1,
-                event: Some(EventId(3)),
-            },
-        );
+        net.enter_barrier(node, (0, 2), 1, 3, 30);
     }
     net.run_for(5_000);
     assert_eq!(
