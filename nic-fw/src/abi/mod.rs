@@ -46,7 +46,8 @@ pub use wire_enum::{Unknown, WireEnum};
 /// 1.1 added the `RESOURCES` register; 1.2 the node's NIC-to-NIC path
 /// (`SET_EVENT` on a sibling rail, the `PEER_SET` FIFO) and COPY actions of
 /// several blocks; 1.3 the `BarrierLeave` packet (a detached context's
-/// pending hardware barrier is left, not re-announced).
+/// pending hardware barrier is left, not re-announced) and `UNMAP_REGION`
+/// refused while a broadcast of the owner is in flight.
 pub const ABI_VERSION: u32 = (1 << 16) | 3;
 
 /// Major part of [`ABI_VERSION`].

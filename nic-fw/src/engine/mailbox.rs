@@ -133,8 +133,12 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 let Some(r) = *region else {
                     return Err(ErrorCode::BadConfig);
                 };
-                // A DMA in flight may hold a translation into the region.
-                if self.dmas.iter().any(|d| d.active && d.ctx == r.ctx) {
+                // A DMA or a broadcast in flight may hold a translation
+                // into the region (a broadcast reads its source on every
+                // send and resend).
+                if self.dmas.iter().any(|d| d.active && d.ctx == r.ctx)
+                    || (self.bcast.active && self.bcast.ctx == r.ctx)
+                {
                     return Err(ErrorCode::Busy);
                 }
                 if let Some(slot) = self.regions.get_mut(index) {

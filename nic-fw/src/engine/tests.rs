@@ -1578,3 +1578,40 @@ fn detach_leaves_a_pending_barrier_and_the_next_owner_runs() {
         "the new owner's barrier ran"
     );
 }
+
+/// A region may not be unmapped while a broadcast of its context is in
+/// flight (the broadcast reads its source on every send and resend): the
+/// unmap is refused with `Busy`, as for a DMA, and succeeds once the
+/// broadcast has completed.
+#[test]
+fn unmap_waits_for_a_broadcast_in_flight() {
+    let mut net = Net::new(3, 32);
+    net.faults = Faults {
+        drop: 1000,
+        duplicate: 0,
+        corrupt: 0,
+    };
+    net.fill(1, DATA, &pattern(20_000, 6));
+    net.post(
+        1,
+        Command::Bcast {
+            len: 20_000,
+            low_node: 0,
+            high_node: 2,
+            src_addr: VA_DATA,
+            dst_addr: VA_DATA + 0x8000,
+            src_event: None,
+            dst_event: None,
+        },
+    );
+    net.run_for(5);
+    assert_eq!(
+        net.mailbox(1, MailboxOp::UnmapRegion, [0, 0, 0, 0]),
+        Err(ErrorCode::Busy),
+        "the broadcast still reads slot 0"
+    );
+    net.faults = Faults::default();
+    net.run(200_000);
+    assert_eq!(net.mem(0, DATA + 0x8000, 20_000), pattern(20_000, 6));
+    assert_eq!(net.mailbox(1, MailboxOp::UnmapRegion, [0, 0, 0, 0]), Ok(()));
+}
