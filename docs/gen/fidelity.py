@@ -30,7 +30,6 @@ pinned test checks) says whether the kept block is of this model.
 Only progress goes to stderr. Every run is modeled mode, so the page is
 the same bit for bit on any machine. Two to three minutes on 2 cores.
 """
-import difflib
 import json
 import pathlib
 import re
@@ -39,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from fingerprint import fnv1a
+from fingerprint import fnv1a, write_or_check
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "fidelity.md"
@@ -546,14 +545,7 @@ def main():
     new = replace_block(new, "tables", tabs)
     new = replace_block(new, "fingerprint", fingerprint())
     progress(f"done in {time.monotonic() - T0:.0f} s")
-    if check:
-        if new != old:
-            sys.stdout.writelines(difflib.unified_diff(
-                old.splitlines(keepends=True), new.splitlines(keepends=True),
-                "docs/fidelity.md", "docs/fidelity.md (regenerated)"))
-            sys.exit(1)
-        return
-    DOC.write_text(new)
+    write_or_check(DOC, new, check)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,11 @@ Usage: python3 docs/gen/tuning.py [--check] [RAILCOLL]
 --check writes nothing: it prints a unified diff and exits 1 if the
 regenerated table would differ from the one on disk (CI runs it).
 """
-import difflib
 import pathlib
 import subprocess
 import sys
 
-from fingerprint import ROOT, fnv1a
+from fingerprint import ROOT, fnv1a, write_or_check
 
 TABLE = ROOT / "host" / "tuning" / "default.toml"
 FINGERPRINTED = ["emulator/tests/pinned/modeled.tsv", "emulator/profiles/qsnet2-dual.toml",
@@ -53,16 +52,7 @@ def main():
     )
     # `railcoll tune` starts its file with one comment line of its own.
     body = "".join(l for l in body.splitlines(keepends=True) if not l.startswith("#"))
-    new = header + body
-    if check:
-        old = TABLE.read_text()
-        if new != old:
-            sys.stdout.writelines(difflib.unified_diff(
-                old.splitlines(keepends=True), new.splitlines(keepends=True),
-                "host/tuning/default.toml", "host/tuning/default.toml (regenerated)"))
-            sys.exit(1)
-        return
-    TABLE.write_text(new)
+    write_or_check(TABLE, header + body, check)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,33 @@ struct Group {
     stamp: u64,
 }
 
+impl Group {
+    /// Is `b` addressed to this group (context, node range, job)?
+    fn is_of(&self, b: &BarrierPacket) -> bool {
+        self.low == b.low_node
+            && self.high == b.high_node
+            && self.ctx == b.route.dst_ctx
+            && self.job_key == b.route.job_key
+    }
+
+    /// Count `member` as arrived (`true`) or take its arrival back
+    /// (`false`); each member counts once.
+    fn mark(&mut self, member: NodeId, arrived: bool) {
+        let bit = (member as usize).wrapping_sub(self.low as usize);
+        if let Some(word) = self.arrived.get_mut(bit / 64) {
+            let mask = 1u64 << (bit % 64);
+            if (*word & mask != 0) != arrived {
+                *word ^= mask;
+                self.count = if arrived {
+                    self.count.wrapping_add(1)
+                } else {
+                    self.count.saturating_sub(1)
+                };
+            }
+        }
+    }
+}
+
 /// The switch's state.
 #[derive(Debug)]
 pub struct Switch {
@@ -140,25 +167,13 @@ impl Switch {
     /// free to be replaced).
     fn leave(&mut self, b: &BarrierPacket) {
         let member = b.route.src_node;
-        let Some(g) = self.groups.iter_mut().flatten().find(|g| {
-            g.low == b.low_node
-                && g.high == b.high_node
-                && g.ctx == b.route.dst_ctx
-                && g.job_key == b.route.job_key
-        }) else {
+        let Some(g) = self.groups.iter_mut().flatten().find(|g| g.is_of(b)) else {
             return;
         };
         if g.count == 0 || g.collecting != b.seq || member < g.low || member > g.high {
             return;
         }
-        let bit = (member as usize).wrapping_sub(g.low as usize);
-        if let Some(word) = g.arrived.get_mut(bit / 64) {
-            let mask = 1u64 << (bit % 64);
-            if *word & mask != 0 {
-                *word &= !mask;
-                g.count = g.count.saturating_sub(1);
-            }
-        }
+        g.mark(member, false);
     }
 
     fn arrive(&mut self, b: BarrierPacket) -> Forward {
@@ -169,13 +184,11 @@ impl Switch {
         if member < b.low_node || member > b.high_node || members > MAX_GROUP_NODES {
             return Forward::Drop;
         }
-        let key = |g: &Group| {
-            g.low == b.low_node
-                && g.high == b.high_node
-                && g.ctx == b.route.dst_ctx
-                && g.job_key == b.route.job_key
-        };
-        let index = match self.groups.iter().position(|g| g.as_ref().is_some_and(key)) {
+        let index = match self
+            .groups
+            .iter()
+            .position(|g| g.as_ref().is_some_and(|g| g.is_of(&b)))
+        {
             Some(i) => i,
             None => {
                 // A free entry, else the least recently completed group;
@@ -227,14 +240,7 @@ impl Switch {
             g.arrived = [0; MAX_GROUP_NODES / 64];
             g.count = 0;
         }
-        let bit = (member as usize).wrapping_sub(b.low_node as usize);
-        if let Some(word) = g.arrived.get_mut(bit / 64) {
-            let mask = 1u64 << (bit % 64);
-            if *word & mask == 0 {
-                *word |= mask;
-                g.count = g.count.wrapping_add(1);
-            }
-        }
+        g.mark(member, true);
         if g.count as usize == members {
             g.released = Some(b.seq);
             g.count = 0;

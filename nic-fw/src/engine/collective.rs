@@ -324,12 +324,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             retries: 0,
         };
         *slot = Some(pending);
-        self.send_arrival(ctx, pending);
+        self.send_barrier(ctx, pending, Packet::BarrierArrive);
         Ok(true)
-    }
-
-    fn send_arrival(&mut self, ctx: ContextIndex, b: PendingBarrier) {
-        self.send_barrier(ctx, b, Packet::BarrierArrive);
     }
 
     /// Cancel everything context `ctx` has in flight on the collective
@@ -347,6 +343,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
     }
 
+    /// Send the switch `kind` (an arrival or a leave) of barrier `b`.
     fn send_barrier(
         &mut self,
         ctx: ContextIndex,
@@ -436,7 +433,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if let Some(slot) = self.barriers.get_mut(ctx as usize) {
                 *slot = Some(again);
             }
-            self.send_arrival(ctx, again);
+            self.send_barrier(ctx, again, Packet::BarrierArrive);
         }
         progressed
     }

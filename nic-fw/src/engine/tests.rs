@@ -1551,23 +1551,7 @@ fn detach_leaves_a_pending_barrier_and_the_next_owner_runs() {
     assert_eq!(net.word(0, 3).value, 0, "released without node 1");
     // The context's next owner: a barrier of its own node alone.
     net.attach(1);
-    net.post(
-        1,
-        Command::ArmEvent {
-            event: EventId(4),
-            count: 1,
-            action: write_action(4, 40),
-        },
-    );
-    net.post(
-        1,
-        Command::HwBarrier {
-            low_node: 1,
-            high_node: 1,
-            seq: 1,
-            event: Some(EventId(4)),
-        },
-    );
+    net.enter_barrier(1, (1, 1), 1, 4, 40);
     net.run_for(20_000);
     assert_eq!(
         net.word(1, 4),

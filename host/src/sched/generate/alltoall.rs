@@ -4,7 +4,7 @@
 
 #![allow(clippy::needless_range_loop)]
 
-use super::blocks::{masters, node_announce, node_done, node_pull};
+use super::blocks::{masters, node_announce, node_done, node_gather_moves, node_pull};
 use super::*;
 
 pub(crate) fn alltoall_direct(b: &mut Builder) -> Result<(), Error> {
@@ -355,33 +355,26 @@ fn native_shm(b: &mut Builder) {
     let per_pair = (l * l) as u32;
     let out = |v: usize| v as u32 * per_pair;
     let inn = |u: usize| (nodes + u) as u32 * per_pair;
-    let gathered = b.flag();
-    for (node, &m) in masters.iter().enumerate() {
-        for q in b.node_ranks(node) {
-            let lq = b.locate(q).1;
-            let pairs = (0..n)
-                .map(|d| {
-                    let (v, j) = b.locate(d);
-                    (d as u32, out(v) + (lq * l + j) as u32)
-                })
-                .collect();
-            for (s, d, c) in paired_runs(pairs) {
-                let (src, dst) = (
+    let topo = b.topo;
+    let locate = |r: usize| topo.locate(r).unwrap_or((0, 0));
+    node_gather_moves(b, &masters, &|q| {
+        let lq = locate(q).1;
+        let pairs = (0..n)
+            .map(|d| {
+                let (v, j) = locate(d);
+                (d as u32, out(v) + (lq * l + j) as u32)
+            })
+            .collect();
+        paired_runs(pairs)
+            .into_iter()
+            .map(|(s, d, c)| {
+                (
                     Region::new(Buf::Send, s, c),
                     Region::new(Buf::Scratch, d, c),
-                );
-                if q == m {
-                    b.copy(m, src, dst);
-                } else {
-                    b.peer(q, m, PeerDir::Push, src, dst);
-                }
-            }
-            if q != m {
-                b.signal(q, m, gathered);
-            }
-        }
-        b.wait_flag(m, gathered);
-    }
+                )
+            })
+            .collect()
+    });
     let exchanged = b.counter();
     for (u, &m) in masters.iter().enumerate() {
         pairwise_sends(b, m, u, nodes, Lane::Rail(0), exchanged, &|v| {

@@ -141,16 +141,33 @@ pub(super) fn node_gather(
     masters: &[usize],
     target: &dyn Fn(usize) -> Region,
 ) -> Flag {
+    node_gather_moves(b, masters, &|q| {
+        vec![(Region::one(Buf::Send, 0), target(q))]
+    })
+}
+
+/// [`node_gather`] of several regions per rank: `moves(rank)` lists
+/// (the rank's region, the master's region) pairs; the master copies its
+/// own, the others push theirs and raise the flag the master waits on.
+pub(super) fn node_gather_moves(
+    b: &mut Builder,
+    masters: &[usize],
+    moves: &dyn Fn(usize) -> Vec<(Region, Region)>,
+) -> Flag {
     let f = b.flag();
     for (node, &m) in masters.iter().enumerate() {
         for q in b.node_ranks(node) {
             if q == m {
                 continue;
             }
-            b.peer(q, m, PeerDir::Push, Region::one(Buf::Send, 0), target(q));
+            for (src, dst) in moves(q) {
+                b.peer(q, m, PeerDir::Push, src, dst);
+            }
             b.signal(q, m, f);
         }
-        b.copy(m, Region::one(Buf::Send, 0), target(m));
+        for (src, dst) in moves(m) {
+            b.copy(m, src, dst);
+        }
         if b.topo.ranks_per_node() > 1 {
             b.wait_flag(m, f);
         }
