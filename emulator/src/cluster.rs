@@ -27,6 +27,7 @@ use railcoll_host::{Comm, CommConfig, RailPolicy, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 
+use crate::hw::faults::{FaultCounts, FaultSpec, RailFaults};
 use crate::hw::memory::{CanaryDamage, GUARD, NodeMemory};
 use crate::hw::nic::EMU_MAX_NODES;
 use crate::hw::notify::Notifier;
@@ -55,7 +56,7 @@ pub enum EmuError {
 }
 
 /// Shape and settings of an emulated cluster.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClusterConfig {
     /// Nodes (`1..=256` here), ranks per node, placement, sockets per node
     /// (multi-leader all-gather places one leader per socket) and rails
@@ -84,6 +85,12 @@ pub struct ClusterConfig {
     /// environment here, so a test's result does not depend on the home
     /// directory it runs in.
     pub tuning: Arc<TuningTable>,
+    /// What goes wrong on the rails (default: nothing). In modeled mode
+    /// the seed drives it and every fault is in the trace.
+    pub faults: Arc<FaultSpec>,
+    /// The NICs' retransmission timeout (`SET_PARAM` 2; default: the
+    /// firmware's, 50 ms). Under injected faults, every loss costs one.
+    pub retransmit_timeout: Option<std::time::Duration>,
 }
 
 /// How the emulator runs.
@@ -142,6 +149,8 @@ impl Default for ClusterConfig {
             mode: Mode::Threads,
             seed: 0,
             tuning: TuningTable::shared_builtin(),
+            faults: Arc::new(FaultSpec::default()),
+            retransmit_timeout: None,
         }
     }
 }
@@ -182,7 +191,23 @@ impl ClusterConfig {
                 self.shape.rails
             )));
         }
+        self.faults
+            .check_against(self.shape.nodes(), self.shape.rails)
+            .map_err(|e| EmuError::Config(e.to_string()))?;
+        if let Some(t) = self.retransmit_timeout
+            && t < std::time::Duration::from_micros(1)
+        {
+            return Err(EmuError::Config(format!(
+                "retransmission timeout must be at least 1 us, got {t:?}"
+            )));
+        }
         Ok(self.shape)
+    }
+
+    /// The retransmission timeout in ns, if one is set.
+    fn retransmit_ns(&self) -> Option<u64> {
+        self.retransmit_timeout
+            .map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))
     }
 }
 
@@ -282,6 +307,7 @@ enum Backend {
         wait: Arc<ParkingWait>,
         epoch: Instant,
         timeline: Arc<OnceLock<Arc<Timeline>>>,
+        rails: Vec<Arc<Rail>>,
         // Dropped last: stops the NIC workers.
         _pool: WorkerPool,
     },
@@ -302,21 +328,28 @@ pub struct Cluster {
 }
 
 /// Wait for a NIC's firmware to come up (`shared` is its register file),
-/// then set its packet size through the driver's view `io`.
+/// then set its packet size (and retransmission timeout, if the
+/// configuration gives one) through the driver's view `io`.
 fn bring_up(
     io: &dyn RegisterIo,
     shared: &SharedRegisters,
     wait: &dyn WaitHook,
-    packet_size: u32,
+    cfg: &ClusterConfig,
 ) -> Result<(), EmuError> {
     wait.wait_until(&mut || shared.nic_read(regs::ID) == regs::ID_VALUE)
         .map_err(railcoll_host::Error::from)?;
-    railcoll_host::driver::mailbox_call(
-        io,
-        wait,
-        MailboxOp::SetParam,
-        [Param::PacketSize as u64, u64::from(packet_size), 0, 0],
-    )?;
+    let mut params = vec![(Param::PacketSize, u64::from(cfg.packet_size))];
+    if let Some(ns) = cfg.retransmit_ns() {
+        params.push((Param::RetryTimeoutNs, ns));
+    }
+    for (param, value) in params {
+        railcoll_host::driver::mailbox_call(
+            io,
+            wait,
+            MailboxOp::SetParam,
+            [param as u64, value, 0, 0],
+        )?;
+    }
     Ok(())
 }
 
@@ -375,6 +408,7 @@ impl Cluster {
             cfg.shape.sockets,
             profile.costs(),
             cfg.seed,
+            Arc::clone(&cfg.faults),
             views,
         )?;
         let devices: Vec<Arc<EmuDevice>> = memories
@@ -401,7 +435,7 @@ impl Cluster {
         };
         for (device, node_regs) in devices.iter().zip(&regs) {
             for (io, shared) in device.registers.iter().zip(node_regs) {
-                bring_up(&**io, shared, &wait, cfg.packet_size)?;
+                bring_up(&**io, shared, &wait, &cfg)?;
             }
         }
         Ok(Self {
@@ -455,9 +489,13 @@ impl Cluster {
                     .collect()
             })
             .collect();
+        let mut rails = Vec::new();
         for (rail_index, rail_notifiers) in notifiers.iter().enumerate() {
-            let (rail, inboxes) = Rail::new(rail_notifiers.clone());
+            let faults = (!cfg.faults.is_none())
+                .then(|| RailFaults::new(Arc::clone(&cfg.faults), rail_index as u8, cfg.seed));
+            let (rail, inboxes) = Rail::new(rail_notifiers.clone(), faults, epoch);
             let rail = Arc::new(rail);
+            rails.push(Arc::clone(&rail));
             for (node, (inbox, notifier)) in
                 inboxes.into_iter().zip(rail_notifiers.clone()).enumerate()
             {
@@ -483,7 +521,7 @@ impl Cluster {
                 }));
             }
         }
-        let pool = WorkerPool::start(signals, factories, epoch)?;
+        let pool = WorkerPool::start(signals, factories, epoch, Arc::clone(&cfg.faults))?;
         let wait = Arc::new(ParkingWait::new(
             64,
             std::time::Duration::from_micros(50),
@@ -491,7 +529,7 @@ impl Cluster {
         ));
         for node_regs in &registers {
             for regs in node_regs {
-                bring_up(&**regs, regs, &*wait, cfg.packet_size)?;
+                bring_up(&**regs, regs, &*wait, &cfg)?;
             }
         }
         let devices: Vec<Arc<EmuDevice>> = memories
@@ -512,6 +550,7 @@ impl Cluster {
                 wait,
                 epoch,
                 timeline,
+                rails,
                 _pool: pool,
             },
         })
@@ -612,6 +651,31 @@ impl Cluster {
                 None => Err(railcoll_host::Error::Config("rank did not run".into())),
             })
             .collect()
+    }
+
+    /// The faults injected so far, over every rail
+    /// ([`ClusterConfig::faults`]).
+    pub fn fault_counts(&self) -> FaultCounts {
+        match &self.backend {
+            Backend::Threads { rails, .. } => {
+                let mut sum = FaultCounts::default();
+                for r in rails {
+                    sum.add(&r.fault_counts());
+                }
+                sum
+            }
+            Backend::Modeled { kernel, .. } => kernel.fault_counts(),
+        }
+    }
+
+    /// Packets the NICs' receive ports discarded so far for a payload that
+    /// failed its CRC (injected corruption; a corrupted broadcast payload
+    /// is discarded by every destination).
+    pub fn crc_discards(&self) -> u64 {
+        match &self.backend {
+            Backend::Threads { rails, .. } => rails.iter().map(|r| r.crc_discards()).sum(),
+            Backend::Modeled { kernel, .. } => kernel.crc_discards(),
+        }
     }
 
     /// Every canary around the nodes' buffers that changed during the

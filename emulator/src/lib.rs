@@ -13,7 +13,8 @@
 //! - [`hw`]: the hardware both modes build on: node memory and its DMA
 //!   allocator, a NIC's register file, doorbell notification, what travels
 //!   on a rail and how its switch routes collective packets, payload
-//!   delivery.
+//!   delivery and its CRC, and the seeded fault injection of both modes
+//!   (`--faults`).
 //! - [`threads`]: threads mode: the board over real threads, a rail's
 //!   switch as per-node channels, the NIC worker pool (never more than
 //!   cores; idle workers park and are woken by doorbells and packets).

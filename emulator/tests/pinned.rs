@@ -178,6 +178,10 @@
 //! - Canary pages around every node-memory allocation (issue 16): every
 //!   buffer's physical address moved, so all 993 trace hashes changed
 //!   (packets carry addresses); no latency changed.
+//! - Wire format 2 (issue 16: the payload CRC trailer, ABI 1.4): every
+//!   header's version byte is 2, so all 993 trace hashes changed; no
+//!   latency changed (the probe, the backed-off timeout and the one nack
+//!   per gap act only on losses, which fault-free runs do not have).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

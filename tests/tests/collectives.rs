@@ -28,9 +28,9 @@
 //! shapes ([`railcoll_tests::shared_shape`]); the README's test command
 //! runs both, so every shape above still runs once.
 
+use railcoll_host::Placement;
 use railcoll_host::sched::{Algorithm, Choice, Collective, Drive, Params, generate};
-use railcoll_host::{Comm, Placement};
-use railcoll_tests::pattern;
+use railcoll_tests::coll::{Case, Form, block_of, run_case};
 
 const SIZES: [usize; 7] = [0, 1, 3, 64, 1000, 4096, 65537];
 
@@ -79,116 +79,6 @@ fn cases(n: usize, nodes: usize, k: usize, salt: usize) -> Vec<Case> {
         }
     }
     out
-}
-
-/// How a case is called.
-#[derive(Clone, Copy, Debug)]
-enum Form {
-    /// `collective_with`.
-    Blocking,
-    /// `icollective_with`, then `wait`.
-    Wait,
-    /// `icollective_with`, then `test` until it is complete.
-    Test,
-}
-
-/// One collective call and its check.
-#[derive(Clone, Copy, Debug)]
-struct Case {
-    c: Collective,
-    a: Choice,
-    root: usize,
-    bytes: usize,
-    form: Form,
-}
-
-fn block_of(origin: usize, index: usize, bytes: usize) -> Vec<u8> {
-    pattern(bytes, (origin * 7919 + index) as u64 + 1)
-}
-
-/// Run one case on `comm` and check its output.
-fn run_case(comm: &Comm, case: Case) -> Result<(), String> {
-    let Case {
-        c,
-        a,
-        root,
-        bytes,
-        form,
-    } = case;
-    let n = comm.size();
-    let me = comm.rank();
-    let send_blocks = if c == Collective::Alltoall { n } else { 1 };
-    let send = comm.alloc(send_blocks * bytes).map_err(|e| e.to_string())?;
-    let recv = comm.alloc(n * bytes).map_err(|e| e.to_string())?;
-    for j in 0..send_blocks {
-        comm.write_local(&send, j * bytes, &block_of(me, j, bytes))
-            .map_err(|e| e.to_string())?;
-    }
-    // A sentinel: an unwritten output would keep it.
-    comm.write_local(&recv, 0, &vec![0xA5; n * bytes])
-        .map_err(|e| e.to_string())?;
-    comm.barrier().map_err(|e| e.to_string())?;
-    let threads = railcoll_tests::mode() == railcoll_emu::Mode::Threads;
-    // `name@nic`: the set compiled onto the NICs, proved to fit this
-    // communicator's NICs, run by the same executor.
-    let what =
-        |e: railcoll_host::Error| format!("{c} {a} root {root} block {bytes} ({form:?}): {e}");
-    match form {
-        Form::Blocking => comm
-            .collective_with(c, a, &send, &recv, root)
-            .map_err(what)?,
-        Form::Wait => comm
-            .icollective_with(c, a, &send, &recv, root)
-            .and_then(|r| r.wait())
-            .map_err(what)?,
-        Form::Test => {
-            let mut r = comm
-                .icollective_with(c, a, &send, &recv, root)
-                .map_err(what)?;
-            while !r.test().map_err(what)? {
-                // A rank with other work between polls: in threads mode,
-                // ranks spinning on `test` would take the cores from the
-                // NIC workers (modeled mode lets time pass in `test`).
-                if threads {
-                    std::thread::sleep(std::time::Duration::from_micros(20));
-                }
-            }
-        }
-    }
-    let mut got = vec![0u8; n * bytes];
-    comm.read_local(&recv, 0, &mut got)
-        .map_err(|e| e.to_string())?;
-    // What each receive block must hold: its output, or the sentinel where
-    // the collective writes nothing (a gather's non-roots, everything a
-    // broadcast leaves alone, the root's buffer included, and a barrier).
-    let sentinel = vec![0xA5; bytes];
-    {
-        for i in 0..n {
-            let want = match c {
-                Collective::Gather if me != root => sentinel.clone(),
-                Collective::Gather | Collective::Allgather => block_of(i, 0, bytes),
-                Collective::Alltoall => block_of(i, me, bytes),
-                Collective::Bcast if i == 0 && me != root => block_of(root, 0, bytes),
-                Collective::Bcast | Collective::Barrier => sentinel.clone(),
-            };
-            if got[i * bytes..(i + 1) * bytes] != want[..] {
-                let at = got[i * bytes..(i + 1) * bytes]
-                    .iter()
-                    .zip(&want)
-                    .position(|(x, y)| x != y)
-                    .unwrap_or(0);
-                return Err(format!(
-                    "{c} {a} root {root} block {bytes}: rank {me} block {i} differs from byte {at} (got {:#x}, want {:#x})",
-                    got[i * bytes + at],
-                    want[at]
-                ));
-            }
-        }
-    }
-    // Every rank's buffers are free again before the next case.
-    comm.barrier().map_err(|e| e.to_string())?;
-    comm.reset_arena();
-    Ok(())
 }
 
 fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt: usize) {

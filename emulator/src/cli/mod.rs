@@ -26,6 +26,7 @@ use railcoll_host::Placement;
 
 use crate::bench::{self, CollBench, CollRecord, PutRecord};
 use crate::cluster::{ClusterConfig, Mode, THREADS_PACKET_SIZE};
+use crate::hw::faults::{FaultSpec, parse_time};
 use crate::modeled::{DEFAULT_PROFILE, Profile};
 use railcoll_host::sched::catalogue;
 use railcoll_host::sched::cost::{self, Hockney};
@@ -286,13 +287,44 @@ pub struct ModeArgs {
     /// (qsnet2-dual, clan-via, ib-multicore, hockney) or a TOML file.
     #[arg(long, default_value = DEFAULT_PROFILE)]
     pub profile: String,
-    /// Seed of a modeled run (recorded in its trace and watchdog reports).
+    /// Seed of a modeled run (recorded in its trace and watchdog reports;
+    /// it also drives --faults).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Injected faults.
+    #[command(flatten)]
+    pub faults: FaultArgs,
     /// Modeled mode: run everything twice (the second time with the other
     /// worker count) and fail unless every trace hash is identical.
     #[arg(long)]
     pub check_determinism: bool,
+}
+
+/// Faults injected on the rails, shared by every command that runs a
+/// cluster.
+#[derive(Debug, Args, Clone)]
+pub struct FaultArgs {
+    /// What goes wrong on the rails, seeded by --seed: comma-separated
+    /// drop=P, drop-collective=P, corrupt=P, dup=P, delay=P or P:TIME,
+    /// rail-down=RAIL@TIME, rail-up=RAIL@TIME, stall=NODE.RAIL@TIME+TIME
+    /// (e.g. drop=0.01,corrupt=0.001,rail-down=1@250us).
+    #[arg(long, default_value = "none", value_parser = |s: &str| s.parse::<FaultSpec>().map_err(|e| e.to_string()))]
+    pub faults: FaultSpec,
+    /// The NICs' retransmission timeout (default: the firmware's, 50 ms);
+    /// under --faults every loss costs one.
+    #[arg(long, value_parser = parse_time)]
+    pub retransmit_timeout: Option<std::time::Duration>,
+}
+
+impl FaultArgs {
+    /// `cfg` with these faults.
+    pub fn apply(&self, cfg: ClusterConfig) -> ClusterConfig {
+        ClusterConfig {
+            faults: std::sync::Arc::new(self.faults.clone()),
+            retransmit_timeout: self.retransmit_timeout,
+            ..cfg
+        }
+    }
 }
 
 /// The cluster shape, shared by every subcommand.
@@ -722,11 +754,11 @@ fn progress_line(quiet: bool) -> impl Fn(usize) + Sync {
 
 /// The cluster a bench runs on: its shape, and the mode and seed asked.
 fn run_config(cluster: &ClusterArgs, run: &ModeArgs) -> Result<ClusterConfig, CliError> {
-    Ok(ClusterConfig {
+    Ok(run.faults.apply(ClusterConfig {
         mode: run.mode,
         seed: run.seed,
         ..cluster.config()?
-    })
+    }))
 }
 
 fn run_coll(cluster: &ClusterArgs, run: &ModeArgs, bench: &CollBench<'_>) -> Result<(), CliError> {

@@ -37,9 +37,12 @@ pub struct StudyArgs {
     /// preset's). Also gives the Hockney parameters of --predict.
     #[arg(long)]
     pub profile: Option<String>,
-    /// Seed of modeled runs.
+    /// Seed of modeled runs (it also drives --faults).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Injected faults.
+    #[command(flatten)]
+    pub faults: super::FaultArgs,
     /// Threads running sizes side by side (modeled; default 2).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: Option<u8>,
@@ -63,13 +66,13 @@ impl StudyArgs {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(railcoll_host::Placement::Block),
         )?;
-        Ok(ClusterConfig {
+        Ok(self.faults.apply(ClusterConfig {
             shape,
             mode: self.mode,
             seed: self.seed,
             tuning: super::users_tuning()?,
             ..ClusterConfig::default()
-        })
+        }))
     }
 
     /// The calibration profile.

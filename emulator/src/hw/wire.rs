@@ -25,6 +25,31 @@ pub struct WirePacket {
     pub header: PacketHeader,
     /// The payload, if any.
     pub payload: Option<PayloadRef>,
+    /// A payload byte changed in flight (fault injection): the bytes
+    /// received are the sender's with this one altered, and no longer
+    /// match the CRC trailer the sender computed over its bytes
+    /// (`hw::nic::payload_intact`).
+    pub damage: Option<Damage>,
+}
+
+impl WirePacket {
+    /// A packet as a NIC sends it.
+    pub fn new(header: PacketHeader, payload: Option<PayloadRef>) -> Self {
+        Self {
+            header,
+            payload,
+            damage: None,
+        }
+    }
+}
+
+/// One payload byte changed in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// Its offset in the payload.
+    pub offset: u32,
+    /// What it was XORed with (never 0).
+    pub xor: u8,
 }
 
 /// Does the switch (rather than a plain crossbar) handle this packet?
@@ -70,8 +95,5 @@ pub fn is_control(packet: &WirePacket) -> bool {
 }
 
 fn released(barrier: &railcoll_fw::abi::packet::BarrierPacket, node: u16) -> WirePacket {
-    WirePacket {
-        header: switch::release(barrier, node),
-        payload: None,
-    }
+    WirePacket::new(switch::release(barrier, node), None)
 }

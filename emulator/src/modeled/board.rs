@@ -24,7 +24,7 @@ use railcoll_fw::engine::hw::{
 use railcoll_mem::dma_mem::DmaMemory;
 
 use super::profile::{Costs, transfer};
-use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, range};
+use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, payload_intact, range};
 use crate::hw::registers::SharedRegisters;
 use crate::hw::wire::{PayloadRef, WirePacket, is_control};
 
@@ -86,6 +86,8 @@ pub struct ModelBoard {
     /// NIC-to-NIC path).
     rail: u8,
     siblings: Arc<[Arc<SharedRegisters>]>,
+    /// Packets the receive port discarded for their payload CRC.
+    pub(crate) crc_discards: u64,
 }
 
 impl ModelBoard {
@@ -114,6 +116,7 @@ impl ModelBoard {
             spans: None,
             rail: 0,
             siblings: Arc::from([]),
+            crc_discards: 0,
         })
     }
 
@@ -243,14 +246,12 @@ impl Link for ModelBoard {
             len + self.costs.packet_header_bytes,
             self.costs.link_ps_per_byte,
         );
-        let packet = WirePacket {
-            header: *header,
-            payload: payload.map(|p| PayloadRef {
-                node: self.node,
-                phys: p.phys,
-                len: p.len,
-            }),
-        };
+        let payload = payload.map(|p| PayloadRef {
+            node: self.node,
+            phys: p.phys,
+            len: p.len,
+        });
+        let packet = WirePacket::new(*header, payload);
         let start = if is_control(&packet) {
             // Acknowledgements travel back on the link level (Elan's PAck
             // on the reverse route), not queued behind this NIC's own DMAs.
@@ -282,8 +283,16 @@ impl Link for ModelBoard {
         true
     }
 
+    /// The receive port discards a packet whose payload fails its CRC
+    /// before the firmware sees it (and counts it).
     fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>)> {
-        self.inbox.pop_front().map(|p| (p.header, p.payload))
+        loop {
+            let p = self.inbox.pop_front()?;
+            if payload_intact(&self.memories, &p) {
+                return Some((p.header, p.payload));
+            }
+            self.crc_discards += 1;
+        }
     }
 
     fn payload_len(&self, payload: &Option<PayloadRef>) -> usize {

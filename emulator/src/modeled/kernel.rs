@@ -55,6 +55,7 @@ use super::queue::{ActionQueue, Ports};
 use super::ranks::{RankState, Ranks, Watch};
 pub use super::witness::{Stalled, TraceDigest, TraceRecord};
 use super::witness::{Trace, Watchdog, hash_of, ns, trace_nic, trace_packet, trace_switch};
+use crate::hw::faults::{Fate, FaultCounts, FaultSpec, RailFaults};
 use crate::hw::registers::SharedRegisters;
 use crate::hw::wire::{WirePacket, is_collective, is_control, route_collective};
 use crate::timeline::Timeline;
@@ -138,6 +139,8 @@ struct World {
     /// `queue`, which keeps the queue as small as the number of agents
     /// instead of packets in flight.
     ports: Ports<WirePacket>,
+    /// Each rail's injected faults (empty: none).
+    faults: Vec<RailFaults>,
     ranks: Ranks,
     nics: Vec<NicSlot>,
     switches: Vec<Switch>,
@@ -180,6 +183,7 @@ impl Kernel {
         sockets: usize,
         costs: Costs,
         seed: u64,
+        faults: Arc<FaultSpec>,
         memories: Arc<[DmaMemory]>,
     ) -> std::io::Result<(Arc<Kernel>, RegsByNode)> {
         let nodes = topology.nodes();
@@ -241,6 +245,13 @@ impl Kernel {
             now: 0,
             queue: ActionQueue::new(),
             ports: Ports::new(nodes * rails),
+            faults: if faults.is_none() {
+                Vec::new()
+            } else {
+                (0..rails)
+                    .map(|r| RailFaults::new(Arc::clone(&faults), r as u8, seed))
+                    .collect()
+            },
             ranks,
             nics,
             switches: (0..rails).map(|_| Switch::new()).collect(),
@@ -291,6 +302,39 @@ impl Kernel {
     /// Counters so far.
     pub fn stats(&self) -> ModelStats {
         self.lock().stats
+    }
+
+    /// The faults injected so far, over every rail.
+    pub fn fault_counts(&self) -> FaultCounts {
+        let w = self.lock();
+        let mut sum = FaultCounts::default();
+        for f in &w.faults {
+            sum.add(&f.counts());
+        }
+        sum
+    }
+
+    /// Packets the receive ports discarded for their payload CRC so far.
+    pub fn crc_discards(&self) -> u64 {
+        self.lock()
+            .nics
+            .iter()
+            .map(|n| n.engine.hardware().crc_discards)
+            .sum()
+    }
+
+    /// Judge `packet` taking a hop of `rail` at `at` (a corrupted one is
+    /// changed in place); an injected fault goes into the trace.
+    fn judge(&self, w: &mut World, rail: usize, packet: &mut WirePacket, at: Ps) -> Fate {
+        let Some(f) = w.faults.get_mut(rail) else {
+            return Fate::Deliver;
+        };
+        let fate = f.judge(packet, at / 1000);
+        if fate != Fate::Deliver {
+            let h = hash_of(packet.header.as_bytes());
+            Self::note(w, at, self.entity_switch(rail), 6, fate.code(), h);
+        }
+        fate
     }
 
     /// The trace digest so far.
@@ -483,9 +527,13 @@ impl Kernel {
                     u64::from(packet.payload.map_or(0, |p| p.len)) + self.costs.packet_header_bytes,
                     self.costs.link_ps_per_byte,
                 );
-                for (node, p) in out {
+                let first_bit = t + self.costs.switch_collective;
+                for (node, mut p) in out {
+                    let fate = self.judge(w, rail, &mut p, first_bit);
                     let nic = node * self.rails + rail;
-                    self.transmit(w, nic, t + self.costs.switch_collective, ser, p);
+                    for at in fate.arrivals(first_bit) {
+                        self.transmit(w, nic, at, ser, p);
+                    }
                 }
             }
         }
@@ -494,8 +542,34 @@ impl Kernel {
 
     /// The watchdog's report on the run as it stands.
     fn report(&self, w: &World, why: &str) -> String {
-        w.watchdog
-            .report(why, self.seed, w.now, w.ranks.blocked_ranks())
+        let mut report = w
+            .watchdog
+            .report(why, self.seed, w.now, w.ranks.blocked_ranks());
+        // A flow past its retry limit explains most stalls under faults.
+        let broken = railcoll_fw::abi::regs::Status::FLOW_BROKEN.bits();
+        let nics: Vec<String> = w
+            .nics
+            .iter()
+            .filter(|n| n.regs.nic_read(railcoll_fw::abi::regs::STATUS.offset()) & broken != 0)
+            .map(|n| format!("{}.{}", n.node, n.rail))
+            .collect();
+        if !nics.is_empty() {
+            report.push_str(&format!(
+                "; NICs (node.rail) with a flow past its retry limit (peer unreachable): {}",
+                nics.join(", ")
+            ));
+        }
+        if !w.faults.is_empty() {
+            let mut counts = FaultCounts::default();
+            for f in &w.faults {
+                counts.add(&f.counts());
+            }
+            report.push_str(&format!(
+                "; faults injected ({}): {counts:?}",
+                w.faults[0].spec()
+            ));
+        }
+        report
     }
 
     /// Fail every blocked wait (once each: a rank that goes on, say to tear

@@ -49,7 +49,8 @@ pub struct TraceRecord {
     /// ranks; switches follow the NICs.
     pub entity: u32,
     /// 0 rank resumes, 1 register write, 2 NIC poll, 3 packet arrival,
-    /// 4 switch.
+    /// 4 switch, 5 sibling set, 6 injected fault (detail: the
+    /// [`crate::hw::faults::Fate`] code), 7 stalled NIC poll.
     pub kind: u8,
     /// Kind-specific detail (register offset, packet type, ...).
     pub detail: u64,

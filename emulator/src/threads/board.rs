@@ -16,7 +16,7 @@ use railcoll_fw::engine::hw::{
 use railcoll_host::env::Waker;
 use railcoll_mem::dma_mem::DmaMemory;
 
-use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, range};
+use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, payload_intact, range};
 use crate::hw::registers::SharedRegisters;
 use crate::hw::wire::{PayloadRef, WirePacket};
 use crate::threads::rail::Rail;
@@ -89,6 +89,11 @@ impl EmuBoard {
         self
     }
 
+    /// This NIC's rail.
+    pub fn rail_index(&self) -> u8 {
+        self.rail_index
+    }
+
     /// Report activity to the cluster's timeline once one is attached.
     pub fn traced(mut self, rail: usize, timeline: Arc<OnceLock<Arc<Timeline>>>) -> Self {
         self.trace = Some(BoardTrace { rail, timeline });
@@ -140,14 +145,19 @@ impl Link for EmuBoard {
             let len = payload.map_or(0, |p| p.len);
             format!("packet {len} B to node {}", header.dst_node.get())
         });
-        self.rail.switch(WirePacket {
-            header: *header,
-            payload,
-        })
+        self.rail.switch(WirePacket::new(*header, payload))
     }
 
+    /// The receive port discards a packet whose payload fails its CRC
+    /// before the firmware sees it (and counts it).
     fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>)> {
-        self.inbox.try_recv().ok().map(|p| (p.header, p.payload))
+        loop {
+            let p = self.inbox.try_recv().ok()?;
+            if payload_intact(&self.memories, &p) {
+                return Some((p.header, p.payload));
+            }
+            self.rail.count_crc_discard();
+        }
     }
 
     fn payload_len(&self, payload: &Option<PayloadRef>) -> usize {

@@ -3,13 +3,22 @@
 //! A packet is a header plus, for data, a *reference* to the payload in the
 //! sender node's memory; the receiving NIC copies the bytes straight from
 //! there into its own node's memory (one copy per byte). Delivery between
-//! a pair of nodes is in order; nothing is lost in threads mode (the fault
-//! injection of later issues sits here).
+//! a pair of nodes is in order, and nothing is lost, unless faults are
+//! injected ([`crate::hw::faults`]): then every packet taking the rail, and
+//! every copy its switch sends on, is judged at wall time since the
+//! cluster's start. A delayed packet is held on the rail and goes once
+//! its time has passed and the rail carries its next packet (a quiet rail
+//! holds it until a retransmission comes: a delay then acts as a loss).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use railcoll_fw::switch::Switch;
 
-use crate::hw::notify::Notifier;
+use crate::hw::faults::{Fate, RailFaults};
+use crate::hw::notify::{Notifier, clock_ns};
 use crate::hw::wire::{WirePacket, is_collective, route_collective};
 
 /// One rail's switch.
@@ -19,18 +28,34 @@ pub struct Rail {
     notifiers: Vec<Notifier>,
     /// Broadcast replication and barrier combining (the firmware crate's
     /// switch model). Only collective packets take the lock.
-    switch: std::sync::Mutex<Switch>,
+    switch: Mutex<Switch>,
+    /// The injected faults (none: no lock is taken).
+    faults: Option<Mutex<RailFaults>>,
+    /// Delayed packets: when each may go, and where (None: to the switch).
+    held: Mutex<Vec<(u64, Option<usize>, WirePacket)>>,
+    epoch: Instant,
+    /// Packets the rail's receive ports discarded for a bad payload CRC.
+    crc_discards: AtomicU64,
 }
 
 impl Rail {
-    /// A switch for `notifiers.len()` nodes; returns it and each node's inbox.
-    pub fn new(notifiers: Vec<Notifier>) -> (Self, Vec<Receiver<WirePacket>>) {
+    /// A switch for `notifiers.len()` nodes, with `faults` injected (times
+    /// from `epoch`); returns it and each node's inbox.
+    pub fn new(
+        notifiers: Vec<Notifier>,
+        faults: Option<RailFaults>,
+        epoch: Instant,
+    ) -> (Self, Vec<Receiver<WirePacket>>) {
         let (senders, receivers): (Vec<_>, Vec<_>) = notifiers.iter().map(|_| unbounded()).unzip();
         (
             Self {
                 inboxes: senders,
                 notifiers,
-                switch: std::sync::Mutex::new(Switch::new()),
+                switch: Mutex::new(Switch::new()),
+                faults: faults.map(Mutex::new),
+                held: Mutex::new(Vec::new()),
+                epoch,
+                crc_discards: AtomicU64::new(0),
             },
             receivers,
         )
@@ -38,14 +63,87 @@ impl Rail {
 
     /// Switch a packet: unicast to its destination, replicate a broadcast,
     /// absorb a barrier arrival (and release the group once complete).
+    /// False if it names no node of the rail.
     pub fn switch(&self, packet: WirePacket) -> bool {
-        if !is_collective(&packet) {
-            return self.deliver(packet.header.dst_node.get() as usize, packet);
+        if self.faults.is_some() {
+            self.release_held();
         }
-        let mut ok = true;
-        let mut sw = self.switch.lock().unwrap_or_else(|p| p.into_inner());
-        route_collective(&mut sw, packet, &mut |node, p| ok &= self.deliver(node, p));
-        ok
+        self.hop(packet, None)
+    }
+
+    /// The counts of the faults injected so far.
+    pub fn fault_counts(&self) -> crate::hw::faults::FaultCounts {
+        self.faults.as_ref().map_or_else(Default::default, |f| {
+            f.lock().unwrap_or_else(|p| p.into_inner()).counts()
+        })
+    }
+
+    /// A receive port of the rail discarded a packet for its CRC.
+    pub fn count_crc_discard(&self) {
+        self.crc_discards.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Packets discarded for their CRC so far.
+    pub fn crc_discards(&self) -> u64 {
+        self.crc_discards.load(Ordering::Relaxed)
+    }
+
+    /// One hop of `packet`: into the switch (`to` None) or to node `to`,
+    /// through the faults.
+    fn hop(&self, mut packet: WirePacket, to: Option<usize>) -> bool {
+        let fate = match &self.faults {
+            None => Fate::Deliver,
+            Some(f) => {
+                let now = clock_ns(self.epoch);
+                let fate = f
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .judge(&mut packet, now);
+                if let Fate::Delayed(ns) = fate {
+                    let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                    held.push((now.saturating_add(ns), to, packet));
+                }
+                fate
+            }
+        };
+        match fate {
+            Fate::Deliver | Fate::Corrupted => self.go(packet, to),
+            Fate::Duplicated => self.go(packet, to) & self.go(packet, to),
+            // The sender cannot tell; its retransmission recovers it.
+            Fate::Lost(_) | Fate::Delayed(_) => true,
+        }
+    }
+
+    fn go(&self, packet: WirePacket, to: Option<usize>) -> bool {
+        match to {
+            Some(node) => self.deliver(node, packet),
+            None if is_collective(&packet) => {
+                let mut ok = true;
+                let mut sw = self.switch.lock().unwrap_or_else(|p| p.into_inner());
+                route_collective(&mut sw, packet, &mut |node, p| {
+                    ok &= self.hop(p, Some(node))
+                });
+                ok
+            }
+            None => self.deliver(packet.header.dst_node.get() as usize, packet),
+        }
+    }
+
+    /// Send on the held packets whose time has passed.
+    fn release_held(&self) {
+        let now = clock_ns(self.epoch);
+        let due: Vec<_> = {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            if held.is_empty() {
+                return;
+            }
+            let (due, keep) = held.drain(..).partition(|h| h.0 <= now);
+            *held = keep;
+            due
+        };
+        for (_, to, packet) in due {
+            self.go(packet, to);
+        }
     }
 
     /// Put a packet in `node`'s inbox. False if there is no such node.

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::hw::faults::FaultSpec;
 use crate::hw::notify::{Notifier, WorkerSignal};
 use crate::threads::board::EmuEngine;
 
@@ -52,15 +53,18 @@ impl WorkerPool {
     }
 
     /// Start one thread per signal; `factories[w]` build worker `w`'s engines.
+    /// A NIC that `faults` stalls is not polled while it is stalled.
     pub fn start(
         signals: Vec<Arc<WorkerSignal>>,
         factories: Vec<Vec<EngineFactory>>,
         epoch: Instant,
+        faults: Arc<FaultSpec>,
     ) -> std::io::Result<Self> {
         let shutdown = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         for (w, (signal, builders)) in signals.iter().cloned().zip(factories).enumerate() {
             let stop = Arc::clone(&shutdown);
+            let faults = Arc::clone(&faults);
             let handle = std::thread::Builder::new()
                 .name(format!("nic-worker-{w}"))
                 .stack_size(64 << 20)
@@ -77,7 +81,7 @@ impl WorkerPool {
                             }
                         })
                         .collect();
-                    run_worker(&signal, slots, &stop, epoch);
+                    run_worker(&signal, slots, &stop, epoch, &faults);
                 })?;
             threads.push(handle);
         }
@@ -104,7 +108,13 @@ impl Drop for WorkerPool {
     }
 }
 
-fn run_worker(signal: &WorkerSignal, mut slots: Vec<Slot>, stop: &AtomicBool, epoch: Instant) {
+fn run_worker(
+    signal: &WorkerSignal,
+    mut slots: Vec<Slot>,
+    stop: &AtomicBool,
+    epoch: Instant,
+    faults: &FaultSpec,
+) {
     let _ = signal.thread.set(std::thread::current());
     let mut idle = 0u32;
     let mut idle_since = Instant::now();
@@ -116,6 +126,14 @@ fn run_worker(signal: &WorkerSignal, mut slots: Vec<Slot>, stop: &AtomicBool, ep
         let mut busy = false;
         let mut next_timer: Option<u64> = None;
         for slot in &mut slots {
+            if !faults.stalls.is_empty() {
+                let board = slot.engine.hardware();
+                if let Some(until) = faults.stalled_until(board.node, board.rail_index(), now) {
+                    // A stalled processor: whatever arrives waits for it.
+                    next_timer = Some(next_timer.map_or(until, |n: u64| n.min(until)));
+                    continue;
+                }
+            }
             let notified = slot.notifier.take();
             let due = slot.timer.is_some_and(|t| now >= t);
             if notified || slot.active || due {

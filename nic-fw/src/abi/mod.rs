@@ -47,8 +47,11 @@ pub use wire_enum::{Unknown, WireEnum};
 /// (`SET_EVENT` on a sibling rail, the `PEER_SET` FIFO) and COPY actions of
 /// several blocks; 1.3 the `BarrierLeave` packet (a detached context's
 /// pending hardware barrier is left, not re-announced) and `UNMAP_REGION`
-/// refused while a broadcast of the owner is in flight.
-pub const ABI_VERSION: u32 = (1 << 16) | 3;
+/// refused while a broadcast of the owner is in flight; 1.4 wire format 2
+/// (a payload CRC trailer, checked by the receive port) and, in the
+/// go-back-N, probes and a backed-off timeout on silence and one nack per
+/// gap.
+pub const ABI_VERSION: u32 = (1 << 16) | 4;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;

@@ -1,10 +1,14 @@
 //! The wire format between NICs on a rail.
 //!
-//! Every packet is a 64-byte [`PacketHeader`] followed by `len` payload bytes
-//! (data packets only). Fields are little-endian. The header ends with a
-//! checksum over its first 60 bytes; a packet whose checksum, version, type,
-//! flags or reserved fields are wrong is dropped without effect and counted
-//! (the sender retransmits it).
+//! Every packet is a 64-byte [`PacketHeader`] followed, for packets with a
+//! payload (data, broadcast), by `len` payload bytes and a CRC-32 trailer
+//! over them. Fields are little-endian. The header ends with a checksum
+//! over its first 60 bytes; a packet whose checksum, version, type, flags
+//! or reserved fields are wrong is dropped without effect and counted (the
+//! sender retransmits it). The trailer is the link hardware's: the
+//! transmit DMA appends it, the receive port checks it and discards a
+//! packet that fails before the engine sees it (docs/abi.md §8), so the
+//! engine never handles payload bytes itself.
 //!
 //! Reliability is go-back-N per (rail, source node, destination node) flow:
 //! data and get-request packets carry a per-flow sequence number; the
@@ -18,7 +22,7 @@
 //!
 //! | bytes | field | data | get request | ack / nack |
 //! |---|---|---|---|---|
-//! | 0 | version | 1 | 1 | 1 |
+//! | 0 | version | 2 | 2 | 2 |
 //! | 1 | type | 1 | 2 | 3 / 4 |
 //! | 2 | flags | LAST, GET_RESPONSE | 0 | 0 |
 //! | 3 | src_ctx | sender context | requester context | 0 |
@@ -53,8 +57,8 @@ use super::{ContextIndex, MAX_DMA_LEN, MAX_PACKET_SIZE, NodeId};
 /// Header size in bytes.
 pub const HEADER_LEN: usize = 64;
 
-/// Wire format version.
-pub const WIRE_VERSION: u8 = 1;
+/// Wire format version (2: the payload CRC trailer).
+pub const WIRE_VERSION: u8 = 2;
 
 bitflags! {
     /// The header's flag byte. Data packets may carry all four (within the

@@ -16,8 +16,10 @@
 //! - [`Link::send`] takes a header and an optional payload *source* in this
 //!   node's host memory. The board reads the payload when it transmits (the
 //!   emulator reads it when the receiver delivers it, so that a put costs
-//!   exactly one copy). The engine keeps the source range untouched until
-//!   the packet is acknowledged.
+//!   exactly one copy) and appends its CRC trailer. The engine keeps the
+//!   source range untouched until the packet is acknowledged.
+//! - [`Link::recv`] returns only packets whose payload passed its CRC
+//!   trailer: the receive port discards the others (docs/abi.md §8).
 //! - [`Link::deliver`] writes a received payload into this node's host memory
 //!   and returns only once the bytes are visible to the host.
 //! - [`RegisterFile::take_doorbells`] returns, and clears, the doorbells rung

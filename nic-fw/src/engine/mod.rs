@@ -346,6 +346,8 @@ struct TxFlow {
     /// Time of the last send of the oldest packet, or of the last ack.
     progress_ns: u64,
     retries: u32,
+    /// A timeout resent only the oldest packet; its ack sends the rest.
+    probing: bool,
     broken: bool,
 }
 
@@ -365,6 +367,7 @@ impl TxFlow {
         resend_not_before: 0,
         progress_ns: 0,
         retries: 0,
+        probing: false,
         broken: false,
     };
 }
@@ -379,6 +382,10 @@ struct RxFlow {
     ack_owed: bool,
     nack_owed: bool,
     listed: bool,
+    /// A gap before `expected` was nacked already: the packets behind the
+    /// lost one do not each send the sender back again (one go-back per
+    /// loss; a lost nack is recovered by the sender's timer).
+    gap_nacked: bool,
 }
 
 impl RxFlow {
@@ -389,6 +396,7 @@ impl RxFlow {
         ack_owed: false,
         nack_owed: false,
         listed: false,
+        gap_nacked: false,
     };
 }
 
@@ -409,6 +417,16 @@ const TX_BUDGET: usize = 64;
 const DEFAULT_RETRY_TIMEOUT_NS: u64 = 50_000_000;
 /// Default retransmissions of a window before a flow is declared broken.
 const DEFAULT_RETRY_LIMIT: u32 = 16;
+/// Retransmission back-off: at most 2^3 = 8 times the configured timeout.
+const MAX_BACKOFF_SHIFT: u32 = 3;
+
+/// A flow's retransmission timeout after `retries` fruitless timeouts in
+/// a row: the configured `timeout_ns`, doubled for each up to
+/// [`MAX_BACKOFF_SHIFT`], so that a congested receiver is not buried
+/// under whole-window resends (docs/abi.md §8.1).
+fn backed_off(timeout_ns: u64, retries: u32) -> u64 {
+    timeout_ns.saturating_mul(1 << retries.min(MAX_BACKOFF_SHIFT))
+}
 /// The chain queue's ring: [`CHAIN_DEPTH`] entries.
 const CHAIN_RING: Ring = match Ring::power_of_two(CHAIN_DEPTH as u64) {
     Ok(ring) => ring,
@@ -659,7 +677,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .filter(|f| f.in_flight > 0 && !f.broken)
             .map(|f| match f.resend {
                 Some(_) => f.resend_not_before,
-                None => f.progress_ns.saturating_add(self.params.retry_timeout_ns),
+                None => f
+                    .progress_ns
+                    .saturating_add(backed_off(self.params.retry_timeout_ns, f.retries)),
             })
             .min();
         match (unicast, collective) {

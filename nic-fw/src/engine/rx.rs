@@ -122,8 +122,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return;
         }
         if distance > 0 {
-            // A gap: an earlier packet was lost. Go-back-N: ask for it.
-            self.owe_ack(src, true);
+            // A gap: an earlier packet was lost. Go-back-N: ask for it,
+            // once per loss.
+            if let Some(flow) = self.rx.get_mut(src as usize)
+                && !flow.gap_nacked
+            {
+                flow.gap_nacked = true;
+                self.owe_ack(src, true);
+            }
             return;
         }
         let verdict = match packet {
@@ -151,6 +157,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
         }
         flow.expected = flow.expected.wrapping_add(1);
+        flow.gap_nacked = false;
         self.owe_ack(src, false);
     }
 

@@ -22,10 +22,10 @@ use super::{Engine, Location};
 use crate::abi::command::{Command, DmaCommand, DmaKind};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind, ErrorRecord};
 use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId};
-use crate::abi::packet::PacketHeader;
+use crate::abi::packet::{PacketHeader, PacketType};
 use crate::abi::regs::{
-    self, Capability, ContextConfig, MailboxOp, MailboxStatus, Placement, QueuePerms, RegionConfig,
-    RegionPerms,
+    self, Capability, ContextConfig, MailboxOp, MailboxStatus, Param, Placement, QueuePerms,
+    RegionConfig, RegionPerms,
 };
 use zerocopy::FromBytes;
 
@@ -1598,4 +1598,107 @@ fn unmap_waits_for_a_broadcast_in_flight() {
     net.run(200_000);
     assert_eq!(net.mem(0, DATA + 0x8000, 20_000), pattern(20_000, 6));
     assert_eq!(net.mailbox(1, MailboxOp::UnmapRegion, [0, 0, 0, 0]), Ok(()));
+}
+
+/// Node 0's packets to node 1 as they leave it, parsed.
+fn sent_data(net: &mut Net, node: usize) -> Vec<(PacketHeader, Vec<u8>)> {
+    core::mem::take(&mut net.nics[node].hardware_mut().outbox)
+}
+
+fn set_param(net: &mut Net, node: usize, param: Param, value: u64) {
+    assert_eq!(
+        net.mailbox(node, MailboxOp::SetParam, [param as u64, value, 0, 0]),
+        Ok(())
+    );
+}
+
+/// A four-packet put from node 0 to node 1 whose first transmission is
+/// lost entirely; the packets are returned as they left.
+fn lost_four_packet_put(net: &mut Net) -> Vec<(PacketHeader, Vec<u8>)> {
+    set_param(net, 0, Param::PacketSize, 64);
+    set_param(net, 0, Param::RetryTimeoutNs, 10_000);
+    net.fill(0, DATA, &pattern(256, 3));
+    net.post(0, put(1, 0, 0x200, 256, None, None));
+    net.nics[0].poll();
+    let first = sent_data(net, 0);
+    assert_eq!(first.len(), 4, "four 64-byte packets");
+    first
+}
+
+/// After a timeout the sender probes with the oldest packet alone (a
+/// congested receiver is not buried under a window from every sender);
+/// once the probe is acknowledged the rest follows, and the data lands.
+#[test]
+fn a_timeout_probes_with_the_oldest_packet_then_resends_the_rest() {
+    let mut net = Net::new(2, 21);
+    let first = lost_four_packet_put(&mut net);
+    let timer = net.nics[0].next_timer().expect("a retransmission timer");
+    net.nics[0].hardware_mut().now = timer;
+    // The timer starts the go-back; the next round transmits.
+    net.nics[0].poll();
+    net.nics[0].poll();
+    let probe = sent_data(&mut net, 0);
+    assert_eq!(probe.len(), 1, "only the oldest packet goes again");
+    assert_eq!(probe[0].0.seq, first[0].0.seq);
+    // The probe gets through; its ack sends the other three.
+    net.nics[1].hardware_mut().inbox.push_back(probe[0].clone());
+    net.nics[1].poll();
+    let ack = sent_data(&mut net, 1);
+    assert_eq!(ack.len(), 1);
+    net.nics[0].hardware_mut().inbox.push_back(ack[0].clone());
+    net.nics[0].poll();
+    let rest = sent_data(&mut net, 0);
+    let seqs: Vec<u32> = rest.iter().map(|(h, _)| h.seq.get()).collect();
+    let want: Vec<u32> = first[1..].iter().map(|(h, _)| h.seq.get()).collect();
+    assert_eq!(seqs, want);
+    for p in rest {
+        net.nics[1].hardware_mut().inbox.push_back(p);
+    }
+    net.run(10_000);
+    assert_eq!(net.mem(1, DATA + 0x200, 256), pattern(256, 3));
+    assert_eq!(net.nics[0].stats().retransmits, 4);
+}
+
+/// A silent peer's flow waits twice as long after each fruitless
+/// timeout, up to eight times the configured one.
+#[test]
+fn the_retransmission_timeout_backs_off_while_the_peer_is_silent() {
+    let mut net = Net::new(2, 22);
+    lost_four_packet_put(&mut net);
+    let mut gaps = Vec::new();
+    let mut last = net.nics[0].hardware().now;
+    for _ in 0..6 {
+        let t = net.nics[0].next_timer().expect("a retransmission timer");
+        gaps.push(t - last);
+        last = t;
+        net.nics[0].hardware_mut().now = t;
+        net.nics[0].poll();
+        net.nics[0].poll();
+        assert_eq!(sent_data(&mut net, 0).len(), 1, "a probe, lost again");
+    }
+    assert_eq!(gaps, [10_000, 20_000, 40_000, 80_000, 80_000, 80_000]);
+}
+
+/// Packets behind a lost one each reach the receiver out of order; it asks
+/// for the lost one once, not once per packet (each nack sends the whole
+/// window back).
+#[test]
+fn a_gap_is_nacked_once_per_loss() {
+    let mut net = Net::new(2, 23);
+    let first = lost_four_packet_put(&mut net);
+    // Node 1 takes `p` and answers: the types of what it sends.
+    let answer = |net: &mut Net, p: &(PacketHeader, Vec<u8>)| -> Vec<u8> {
+        net.nics[1].hardware_mut().inbox.push_back(p.clone());
+        net.nics[1].poll();
+        sent_data(net, 1).iter().map(|(h, _)| h.ptype).collect()
+    };
+    let answers: Vec<u8> = first[1..]
+        .iter()
+        .flat_map(|p| answer(&mut net, p))
+        .collect();
+    assert_eq!(answers, [PacketType::Nack.as_raw()]);
+    // The lost packet arrives (and is acked); a new gap behind it is
+    // nacked again.
+    assert_eq!(answer(&mut net, &first[0]), [PacketType::Ack.as_raw()]);
+    assert_eq!(answer(&mut net, &first[2]), [PacketType::Nack.as_raw()]);
 }

@@ -233,7 +233,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             flow.retries = 0;
             if flow.in_flight == 0 {
                 flow.resend = None;
+                flow.probing = false;
                 self.flows_in_flight = self.flows_in_flight.saturating_sub(1);
+            } else if flow.probing {
+                // The probe got through: go back for the rest (the
+                // receiver dropped whatever followed a loss).
+                flow.probing = false;
+                flow.resend = Some(flow.base_seq);
+                flow.resend_end = flow.next_seq;
+                flow.resend_not_before = now;
             } else if let Some(r) = flow.resend
                 && r.wrapping_sub(flow.base_seq) as i32 <= 0
             {
@@ -251,6 +259,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             flow.resend = Some(flow.base_seq);
             flow.resend_end = flow.next_seq;
             flow.resend_not_before = now.saturating_add(self.params.retry_timeout_ns / 64);
+            flow.probing = false;
         }
     }
 
@@ -322,13 +331,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             let Some(flow) = self.tx.get_mut(node) else {
                 break;
             };
-            if flow.in_flight == 0
-                || flow.broken
-                || now
-                    < flow
-                        .progress_ns
-                        .saturating_add(self.params.retry_timeout_ns)
-            {
+            if flow.in_flight == 0 || flow.broken {
+                continue;
+            }
+            let timeout = super::backed_off(self.params.retry_timeout_ns, flow.retries);
+            if now < flow.progress_ns.saturating_add(timeout) {
                 continue;
             }
             progressed = true;
@@ -337,9 +344,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if flow.retries > self.params.retry_limit {
                 self.break_flow(node);
             } else {
+                // A probe: only the oldest packet goes again. The receiver
+                // may just be congested, and a whole window from every
+                // sender would bury it; once the probe is acknowledged,
+                // the rest of the window follows (`on_ack`).
                 flow.resend = Some(flow.base_seq);
-                flow.resend_end = flow.next_seq;
+                flow.resend_end = flow.base_seq.wrapping_add(1);
                 flow.resend_not_before = now;
+                flow.probing = true;
             }
         }
         progressed

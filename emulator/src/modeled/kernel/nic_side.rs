@@ -26,6 +26,18 @@ impl Kernel {
         }
     }
 
+    /// If NIC `nic` is stalled by an injected fault at `now`, when it
+    /// resumes.
+    fn stalled_until(&self, w: &World, nic: usize, now: Ps) -> Option<Ps> {
+        let spec = w.faults.first()?.spec();
+        if spec.stalls.is_empty() {
+            return None;
+        }
+        let slot = w.nics.get(nic)?;
+        spec.stalled_until(slot.node as u16, slot.rail as u8, now / 1000)
+            .map(|ns| ns.saturating_mul(1000))
+    }
+
     /// A sibling's `PEER_SET` word reaches NIC `nic` (now): into its FIFO,
     /// and the NIC is polled.
     pub(super) fn peer_set_arrives(&self, w: &mut World, nic: usize, word: u64) {
@@ -65,6 +77,15 @@ impl Kernel {
     pub(super) fn poll(&self, w: &mut World, nic: usize) {
         let now = w.now;
         let entity = self.entity_nic(nic);
+        if let Some(until) = self.stalled_until(w, nic, now) {
+            // A stalled processor: whatever arrives waits for it.
+            Self::note(w, now, entity, 7, until, 0);
+            if let Some(slot) = w.nics.get_mut(nic) {
+                slot.next_poll = None;
+            }
+            self.schedule_poll(w, nic, until);
+            return;
+        }
         let (node, rail, outcome, effects, ready_at) = {
             let slot = &mut w.nics[nic];
             slot.next_poll = None;
@@ -92,7 +113,7 @@ impl Kernel {
         for effect in &effects {
             match *effect {
                 Effect::Send {
-                    packet,
+                    mut packet,
                     depart,
                     ser,
                 } => {
@@ -102,15 +123,17 @@ impl Kernel {
                     if let Some(tl) = w.timeline.as_ref() {
                         trace_packet(tl, node, rail, &packet, depart, ser);
                     }
-                    let first_bit = depart + self.costs.link_latency;
-                    if is_collective(&packet) {
-                        let at = first_bit + ser;
-                        let e = self.entity_switch(rail);
-                        self.push(w, at, e, Action::SwitchIn { rail, packet });
-                    } else {
-                        let dst = packet.header.dst_node.get() as usize;
-                        if dst < self.nodes {
-                            self.transmit(w, dst * self.rails + rail, first_bit, ser, packet);
+                    let fate = self.judge(w, rail, &mut packet, depart);
+                    for first_bit in fate.arrivals(depart + self.costs.link_latency) {
+                        if is_collective(&packet) {
+                            let at = first_bit + ser;
+                            let e = self.entity_switch(rail);
+                            self.push(w, at, e, Action::SwitchIn { rail, packet });
+                        } else {
+                            let dst = packet.header.dst_node.get() as usize;
+                            if dst < self.nodes {
+                                self.transmit(w, dst * self.rails + rail, first_bit, ser, packet);
+                            }
                         }
                     }
                 }

@@ -1,0 +1,257 @@
+//! Collectives under injected faults (`ClusterConfig::faults`, the CLI's
+//! `--faults`): random collectives (shape, collective, algorithm and its
+//! drive, block size, root, call form, fault seed) must complete with
+//! every byte right while the rails lose, corrupt, duplicate and delay
+//! packets, and the faults must really have happened (counted).
+//!
+//! The suite's mode ([`railcoll_tests::mode`]) runs them: the README's
+//! test command runs this file in threads mode and again in modeled mode.
+//! `RAILCOLL_FAULT_CASES=N` sets the collectives per test (default 48;
+//! docs/reliability.md reports runs of 1000). The determinism checks run
+//! in modeled mode whatever the suite's mode: the same seed must give the
+//! same trace hash with faults on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use railcoll_emu::hw::faults::{FaultCounts, FaultSpec};
+use railcoll_emu::{Cluster, ClusterConfig, Mode};
+use railcoll_host::Placement;
+use railcoll_host::sched::{Choice, Collective, Params, Shape, generate};
+use railcoll_tests::coll::{Case, Form, run_case};
+
+const SIZES: [usize; 7] = [0, 1, 3, 64, 1000, 4096, 65537];
+
+/// A small seeded generator (xorshift64*): the cases are a function of
+/// the test's seed.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn cases_per_test() -> usize {
+    std::env::var("RAILCOLL_FAULT_CASES")
+        .ok()
+        .map(|v| v.parse().expect("RAILCOLL_FAULT_CASES: a number"))
+        .unwrap_or(48)
+}
+
+/// A random shape of up to 16 ranks, 1-3 rails.
+fn random_shape(draw: &mut Draw) -> Shape {
+    let nodes = [1, 2, 3, 4, 5, 8][draw.below(6)];
+    let rpn = 1 + draw.below(if nodes > 4 { 2 } else { 4 });
+    let rails = 1 + draw.below(3);
+    let placement = if draw.below(2) == 0 {
+        Placement::Block
+    } else {
+        Placement::Cyclic
+    };
+    Shape::new(nodes, rpn, 1, rails, placement).expect("shape")
+}
+
+/// A random case the shape can run.
+fn random_case(draw: &mut Draw, shape: Shape) -> Case {
+    let n = shape.size();
+    loop {
+        let c = Collective::ALL[draw.below(Collective::ALL.len())];
+        let algorithms = c.algorithms();
+        let a = algorithms[draw.below(algorithms.len())];
+        let choice = match draw.below(3) {
+            0 => Choice::host(a),
+            1 => Choice::nic(a),
+            _ => Choice::nic_dma(a),
+        };
+        let bytes = SIZES[draw.below(SIZES.len())];
+        let bytes = if c == Collective::Alltoall {
+            bytes.min(4096)
+        } else {
+            bytes
+        };
+        let root = if c.rooted() { draw.below(n) } else { 0 };
+        let params = Params::new(c, a, shape, root, bytes).with_choice(choice);
+        if generate(&params).is_err() {
+            continue; // refused for this shape (tested in schedules.rs)
+        }
+        return Case {
+            c,
+            a: choice,
+            root,
+            bytes,
+            form: [Form::Blocking, Form::Wait, Form::Test][draw.below(3)],
+        };
+    }
+}
+
+/// A cluster of `shape` in `mode` with `faults` seeded by `seed`.
+fn faulty_cluster(shape: Shape, mode: Mode, faults: &str, seed: u64) -> Cluster {
+    let spec: FaultSpec = faults.parse().expect("fault spec");
+    Cluster::new(ClusterConfig {
+        shape,
+        mode,
+        seed,
+        faults: Arc::new(spec),
+        // Above the worst queueing on a port of these shapes (15 senders'
+        // windows of 2 KiB packets, ~1 ms), so losses, not waiting, are
+        // what it catches.
+        retransmit_timeout: Some(Duration::from_millis(2)),
+        arena_size: 32 << 20,
+        packet_size: 2048,
+        wait_timeout: Duration::from_secs(60),
+        ..ClusterConfig::default()
+    })
+    .expect("cluster")
+}
+
+/// Run `count` random collectives in `mode` under `faults`, in clusters of
+/// random shapes (a few cases each); panics on the first wrong byte or
+/// error. Returns the faults injected and the payloads the receive ports
+/// discarded for their CRC.
+fn random_collectives_under(
+    faults: &str,
+    mode: Mode,
+    seed: u64,
+    count: usize,
+) -> (FaultCounts, u64) {
+    let mut draw = Draw(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut total = FaultCounts::default();
+    let mut discards = 0;
+    let mut done = 0;
+    let mut cluster_seed = seed;
+    while done < count {
+        let shape = random_shape(&mut draw);
+        let cases: Vec<Case> = (0..8.min(count - done))
+            .map(|_| random_case(&mut draw, shape))
+            .collect();
+        cluster_seed = cluster_seed.wrapping_add(1);
+        let cluster = faulty_cluster(shape, mode, faults, cluster_seed);
+        let results = cluster.run(|comm| {
+            for &case in &cases {
+                run_case(comm, case)?;
+            }
+            Ok::<(), String>(())
+        });
+        for (rank, r) in results.into_iter().enumerate() {
+            match r {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    panic!("{shape:?} seed {cluster_seed} under {faults}: rank {rank}: {e}")
+                }
+                Err(e) => panic!("{shape:?} seed {cluster_seed}: rank {rank} did not start: {e}"),
+            }
+        }
+        total.add(&cluster.fault_counts());
+        discards += cluster.crc_discards();
+        done += cases.len();
+    }
+    (total, discards)
+}
+
+/// 1% loss and 0.1% corruption per rail (the figures): every
+/// collective completes with every byte right.
+#[test]
+fn random_collectives_survive_loss_and_corruption() {
+    let mode = railcoll_tests::mode();
+    let (counts, discards) =
+        random_collectives_under("drop=0.01,corrupt=0.001", mode, 11, cases_per_test());
+    eprintln!("{mode:?}: {counts:?}, {discards} payloads failed their CRC");
+    assert!(counts.dropped > 0, "no packet was lost: {counts:?}");
+    assert!(
+        counts.corrupt_header > 0 && counts.corrupt_payload > 0,
+        "headers and payloads were not both corrupted: {counts:?}"
+    );
+    assert!(
+        discards >= counts.corrupt_payload,
+        "a corrupted payload passed its CRC: {counts:?}, {discards} discarded"
+    );
+}
+
+/// Duplicates, reordering, lost barrier and broadcast packets, and a
+/// NIC that stalls: every collective completes with every byte right.
+#[test]
+fn random_collectives_survive_duplicates_delays_and_lost_collective_packets() {
+    let mode = railcoll_tests::mode();
+    let (counts, discards) = random_collectives_under(
+        "dup=0.02,delay=0.02:30us,drop-collective=0.05,corrupt=0.005,stall=0.0@200us+300us",
+        mode,
+        12,
+        cases_per_test(),
+    );
+    eprintln!("{mode:?}: {counts:?}, {discards} payloads failed their CRC");
+    assert!(counts.duplicated > 0 && counts.delayed > 0, "{counts:?}");
+    assert!(
+        counts.dropped > 0,
+        "no collective packet was lost: {counts:?}"
+    );
+}
+
+/// A rail that goes down and comes back within the retry budget: the
+/// go-back-N alone carries every collective across the outage.
+#[test]
+fn a_rail_that_comes_back_is_ridden_out() {
+    let mode = railcoll_tests::mode();
+    let shape = Shape::new(4, 2, 1, 2, Placement::Block).expect("shape");
+    let cluster = faulty_cluster(shape, mode, "rail-down=1@0us,rail-up=1@20ms", 3);
+    let mut draw = Draw(99);
+    let cases: Vec<Case> = (0..6).map(|_| random_case(&mut draw, shape)).collect();
+    let allgather = Case {
+        c: Collective::Allgather,
+        a: Choice::host(railcoll_host::sched::Algorithm::Direct),
+        root: 0,
+        bytes: 65537,
+        form: Form::Blocking,
+    };
+    for r in cluster.run(|comm| {
+        run_case(comm, allgather)?;
+        for &case in &cases {
+            run_case(comm, case)?;
+        }
+        Ok::<(), String>(())
+    }) {
+        assert_eq!(r.expect("started"), Ok(()));
+    }
+    assert!(
+        cluster.fault_counts().rail_down > 0,
+        "the outage hit nothing"
+    );
+}
+
+/// The same seed gives the same trace hash with faults on, over reruns
+/// (modeled mode); another seed injects other faults.
+#[test]
+fn the_same_seed_replays_the_same_faults() {
+    let shape = Shape::new(3, 2, 1, 2, Placement::Block).expect("shape");
+    let mut draw = Draw(5);
+    let cases: Vec<Case> = (0..6).map(|_| random_case(&mut draw, shape)).collect();
+    let faults = "drop=0.02,corrupt=0.01,dup=0.01,delay=0.01,drop-collective=0.05";
+    let run = |seed: u64| {
+        let cluster = faulty_cluster(shape, Mode::Modeled, faults, seed);
+        for r in cluster.run(|comm| {
+            for &case in &cases {
+                run_case(comm, case)?;
+            }
+            Ok::<(), String>(())
+        }) {
+            assert_eq!(r.expect("started"), Ok(()));
+        }
+        let kernel = cluster.kernel().expect("modeled");
+        (kernel.digest(), cluster.fault_counts())
+    };
+    let (first, counts) = run(41);
+    assert!(counts.injected() > 0, "{counts:?}");
+    let (again, counts_again) = run(41);
+    assert_eq!(first, again, "a rerun with the same seed differs");
+    assert_eq!(counts, counts_again);
+    let (other, other_counts) = run(42);
+    assert_ne!(first, other, "another seed, the same trace");
+    assert_ne!(counts, other_counts);
+}
