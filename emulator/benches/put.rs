@@ -43,6 +43,7 @@ fn decoders(c: &mut Criterion) {
         dma_len: 2048,
         wake: false,
         queue: false,
+        retry: false,
     })
     .emit();
     let raw = block.to_bytes();

@@ -525,9 +525,7 @@ pub(crate) fn model_point(
         railcoll_host::Algorithm::Hardware,
         timeline.map(|t| &**t),
     );
-    if let Some(stalled) = kernel.failure() {
-        return Err(EmuError::Config(stalled.0));
-    }
+    cluster.check_stalled()?;
     let mut times = Vec::new();
     let (mut first, mut last) = (f64::INFINITY, 0.0f64);
     for r in per_rank {
@@ -640,6 +638,7 @@ pub fn coll_bench(
                     comm.reset_arena();
                     Ok(total / bench.iters.max(1) as f64)
                 });
+                cluster.check_stalled()?;
                 let mut times = Vec::new();
                 for r in per_rank {
                     times.push(r.map_err(EmuError::Host)?.map_err(EmuError::Host)?);

@@ -36,6 +36,7 @@ use crate::modeled::fiber::{self, FiberYielder};
 use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
 use crate::threads::board::EmuBoard;
 use crate::threads::rail::Rail;
+use crate::threads::watchdog::Watchdog;
 use crate::threads::worker::{EngineFactory, WorkerPool};
 use crate::timeline::{Timeline, TracingWait};
 use corosensei::stack::DefaultStack;
@@ -53,6 +54,10 @@ pub enum EmuError {
     /// The host library refused something.
     #[error(transparent)]
     Host(#[from] railcoll_host::Error),
+    /// A run stopped making progress: the watchdog's report
+    /// ([`Cluster::stall_report`]).
+    #[error("{0}")]
+    Stalled(String),
 }
 
 /// Shape and settings of an emulated cluster.
@@ -72,8 +77,10 @@ pub struct ClusterConfig {
     pub policy: RailPolicy,
     /// log2 of command-ring entries.
     pub cq_log2: u8,
-    /// How long a rank waits for one completion before giving up with
-    /// `Error::Timeout` (a deadlock detector for tests).
+    /// Threads mode's watchdog: how long a rank's wait may make no
+    /// progress before it fails with `Error::Timeout` and
+    /// [`Cluster::stall_report`] names every rank's pending step (modeled
+    /// mode has its own, in virtual time).
     pub wait_timeout: std::time::Duration,
     /// Free-running threads and wall time, or virtual time.
     pub mode: Mode,
@@ -308,6 +315,7 @@ enum Backend {
         epoch: Instant,
         timeline: Arc<OnceLock<Arc<Timeline>>>,
         rails: Vec<Arc<Rail>>,
+        watchdog: Arc<Watchdog>,
         // Dropped last: stops the NIC workers.
         _pool: WorkerPool,
     },
@@ -551,6 +559,7 @@ impl Cluster {
                 epoch,
                 timeline,
                 rails,
+                watchdog: Arc::new(Watchdog::new(shape.size(), epoch)),
                 _pool: pool,
             },
         })
@@ -635,7 +644,10 @@ impl Cluster {
             m.reset();
         }
         let results = match &self.backend {
-            Backend::Threads { .. } => self.run_threads(&f),
+            Backend::Threads { watchdog, .. } => {
+                watchdog.reset();
+                self.run_threads(&f)
+            }
             Backend::Modeled { kernel, .. } => self.run_modeled(kernel, &f),
         };
         let damage = self.canary_damage();
@@ -676,6 +688,23 @@ impl Cluster {
             Backend::Threads { rails, .. } => rails.iter().map(|r| r.crc_discards()).sum(),
             Backend::Modeled { kernel, .. } => kernel.crc_discards(),
         }
+    }
+
+    /// Why a run stalled, if one did: modeled mode's watchdog report
+    /// ([`Kernel::failure`]), or threads mode's (a rank's wait made no
+    /// progress for [`ClusterConfig::wait_timeout`]); each names every
+    /// rank's pending step. The first report of the cluster's life stands.
+    pub fn stall_report(&self) -> Option<String> {
+        match &self.backend {
+            Backend::Threads { watchdog, .. } => watchdog.report().map(str::to_owned),
+            Backend::Modeled { kernel, .. } => kernel.failure().map(|s| s.0),
+        }
+    }
+
+    /// `Err` with the watchdog's report if a run stalled.
+    pub fn check_stalled(&self) -> Result<(), EmuError> {
+        self.stall_report()
+            .map_or(Ok(()), |r| Err(EmuError::Stalled(r)))
     }
 
     /// Every canary around the nodes' buffers that changed during the
@@ -773,16 +802,18 @@ impl Cluster {
                 wait,
                 epoch,
                 timeline,
+                watchdog,
                 ..
             } => {
                 if let Some(w) = wakers.get(node * MAX_CONTEXTS + local) {
                     w.register_current();
                 }
                 let node_wakers = wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS].to_vec();
-                let plain: Arc<dyn WaitHook> = Arc::new(crate::threads::RankWait(NodeWait::new(
-                    Arc::clone(wait),
-                    node_wakers,
-                )));
+                let plain: Arc<dyn WaitHook> = Arc::new(crate::threads::RankWait {
+                    inner: NodeWait::new(Arc::clone(wait), node_wakers),
+                    rank,
+                    watchdog: Arc::clone(watchdog),
+                });
                 match timeline.get() {
                     Some(t) => Arc::new(TracingWait::new(plain, Arc::clone(t), rank, *epoch)),
                     None => plain,

@@ -26,11 +26,17 @@
 //!   beside a baseline measured in the same run.
 //! - [`overlap`]: the OSU-style overlap benchmark (`bench --overlap`):
 //!   how much of a non-blocking collective the host's own work hides.
+//! - [`soak`]: the soak (`railcoll soak`): many barriers and
+//!   all-gathers, with the process's memory, threads and descriptors
+//!   sampled.
 //! - [`timeline`]: spans of one run (ranks, NICs, rail ports, switches)
 //!   for `railcoll trace`.
 //! - [`workbench`]: the researcher's workbench: sweeps, their tables, CSV,
 //!   JSON and plots, Chrome traces, tuning tables, presets and study files.
 //! - [`cli`]: the `railcoll` command line.
+//! - [`fuzzing`]: the fuzz targets' entry points on the parsers of
+//!   untrusted text (profiles, tuning tables, fault specs, study files,
+//!   sizes) and on schedule generation.
 //!
 //! Unsafe code: none, except the fiber switch ([`modeled::fiber`], one
 //! dereference with its SAFETY argument), the one module allowed it. The
@@ -42,9 +48,11 @@
 pub mod bench;
 pub mod cli;
 pub mod cluster;
+pub mod fuzzing;
 pub mod hw;
 pub mod modeled;
 pub mod overlap;
+pub mod soak;
 pub mod threads;
 pub mod timeline;
 pub mod workbench;

@@ -197,9 +197,7 @@ pub fn overlap_modeled(
             let cfg = crate::bench::coll_config(cfg.clone(), bench);
             let cluster = Cluster::modeled(cfg.clone(), profile.clone())?;
             let times = measure(&cluster, bench, a, size, railcoll_host::Algorithm::Hardware)?;
-            if let Some(stalled) = cluster.kernel().and_then(|k| k.failure()) {
-                return Err(EmuError::Config(stalled.0));
-            }
+            cluster.check_stalled()?;
             let mut r = record(bench, a, size, &cfg, times);
             r.profile = Some(profile.name.clone());
             out.push(r);

@@ -942,3 +942,43 @@ fn a_sweep_writes_all_its_outputs_or_none() {
         "both outputs, no hidden file"
     );
 }
+
+/// The soak reports the process's use at every sample; a short one on
+/// the default cluster grows neither threads nor file descriptors, and
+/// its resident memory stays within what a leak of even 100 bytes per
+/// operation would exceed.
+#[test]
+fn a_short_soak_grows_no_threads_descriptors_or_memory() {
+    let out = ok(&railcoll(&[
+        "soak",
+        "--barriers",
+        "20000",
+        "--allgathers",
+        "5000",
+        "--samples",
+        "4",
+        "--json",
+    ]));
+    let samples: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(
+        samples.len(),
+        5,
+        "a sample before the rounds and after each: {out}"
+    );
+    let field = |s: &Value, k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} in {s}"));
+    let (first, last) = (&samples[0], &samples[4]);
+    assert_eq!(field(last, "barriers"), 20000);
+    assert_eq!(field(last, "allgathers"), 5000);
+    for s in &samples {
+        assert_eq!(field(s, "threads"), field(first, "threads"), "{out}");
+        assert_eq!(field(s, "fds"), field(first, "fds"), "{out}");
+    }
+    let growth_kib = field(last, "rss_kib").saturating_sub(field(first, "rss_kib"));
+    assert!(
+        growth_kib * 1024 < 25_000 * 100,
+        "resident memory grew by {growth_kib} KiB over 25,000 operations: {out}"
+    );
+}

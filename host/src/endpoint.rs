@@ -1066,7 +1066,9 @@ impl Endpoint {
 
     /// Send `src` (at most `queue.max_payload()` bytes) as one item into
     /// `dst_rank`'s queue. The handle completes when the item is in a slot
-    /// there; a full queue delays it (the NIC retries), never drops it.
+    /// there; a full queue, or one not created yet, delays it (the NIC
+    /// sends it again, in order), never drops it, for up to the NIC's
+    /// queue wait (1 s): then it fails with `QueueFull` or `NoQueue`.
     pub fn queue_send(
         &self,
         queue: &InputQueue,

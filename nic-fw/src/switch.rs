@@ -405,6 +405,7 @@ mod tests {
             cum_seq: 0,
             err_bits: 0,
             err_code: None,
+            refused: 0,
         };
         assert_eq!(s.forward(&ack.emit()), Forward::Unicast(9));
         let b = Packet::Bcast(crate::abi::packet::BcastPacket {

@@ -37,6 +37,26 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
+/// A small seeded generator (xorshift64*), for tests whose random
+/// choices must be a function of their seed.
+#[derive(Clone, Debug)]
+pub struct Draw(pub u64);
+
+impl Draw {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in `0..n` (0 if `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
 /// The emulator mode the suite runs in: `RAILCOLL_TEST_MODE=modeled` runs
 /// every emulator test in modeled mode (CI runs the suite in both).
 pub fn mode() -> Mode {

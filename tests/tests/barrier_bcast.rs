@@ -261,9 +261,9 @@ fn queued_messages_from_many_senders_into_a_small_queue() {
     let c = cluster(2, 4, 2, 1 << 20);
     let per_sender = 20u32;
     let out = c.run(|comm| -> Result<Vec<(usize, u32)>, Error> {
+        // No barrier after creating the queue: an item that reaches rank
+        // 0's NIC first is refused for now and sent again (ABI 1.4).
         let queue = comm.create_queue(2, 4)?;
-        // No item may reach rank 0's NIC before it knows the queue.
-        comm.barrier()?;
         let msg = comm.alloc(4)?;
         if comm.rank() == 0 {
             let mut got = Vec::new();

@@ -85,3 +85,24 @@ fn engine_entry_point_runs_the_sibling_path() {
     // Refused commands count as run, like the accepted one.
     assert_eq!(run_engine(&stream), 3);
 }
+
+/// The decode fuzz target's first finding (cargo-fuzz, 2026-11-25): an
+/// ARM_EVENT COPY of one block written with the count 1 (the 1.2 form)
+/// decodes as it should, but re-encodes with 0 (the 1.0 form `emit`
+/// keeps); both are documented, so the round-trip check now knows that
+/// alias, and only it.
+#[test]
+fn a_copy_of_one_block_may_say_one_or_zero() {
+    let mut data = vec![5u8, 0, 0, 0, 32, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0, 53, 2];
+    data.extend([0; 12]);
+    data.extend([53, 2, 0, 1]);
+    let before = ROUND_TRIP_FAILURES.load(Ordering::Relaxed);
+    assert!(decode_all(&data) >= 1, "the ARM_EVENT is accepted");
+    assert_eq!(ROUND_TRIP_FAILURES.load(Ordering::Relaxed), before);
+    // A reserved byte set in the same block is still refused or caught.
+    let mut reserved = data.clone();
+    reserved.resize(64, 0);
+    reserved[8 + 12] = 1; // ArmEventBody::reserved0
+    decode_all(&reserved);
+    assert_eq!(ROUND_TRIP_FAILURES.load(Ordering::Relaxed), before);
+}

@@ -18,26 +18,10 @@ use railcoll_emu::hw::faults::{FaultCounts, FaultSpec};
 use railcoll_emu::{Cluster, ClusterConfig, Mode};
 use railcoll_host::Placement;
 use railcoll_host::sched::{Choice, Collective, Params, Shape, generate};
+use railcoll_tests::Draw;
 use railcoll_tests::coll::{Case, Form, run_case};
 
 const SIZES: [usize; 7] = [0, 1, 3, 64, 1000, 4096, 65537];
-
-/// A small seeded generator (xorshift64*): the cases are a function of
-/// the test's seed.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn cases_per_test() -> usize {
     std::env::var("RAILCOLL_FAULT_CASES")
@@ -254,4 +238,46 @@ fn the_same_seed_replays_the_same_faults() {
     let (other, other_counts) = run(42);
     assert_ne!(first, other, "another seed, the same trace");
     assert_ne!(counts, other_counts);
+}
+
+/// A rank that never arrives: the others' wait ends, in either mode, in
+/// a report naming every rank's pending step (modeled mode's watchdog in
+/// virtual time, threads mode's after `wait_timeout` of wall time).
+#[test]
+fn a_stall_ends_in_a_report_naming_every_rank() {
+    let mode = railcoll_tests::mode();
+    let cluster = Cluster::new(ClusterConfig {
+        shape: Shape::new(3, 1, 1, 1, Placement::Block).expect("shape"),
+        mode,
+        wait_timeout: Duration::from_millis(500),
+        ..ClusterConfig::default()
+    })
+    .expect("cluster");
+    let results = cluster.run(|comm| {
+        if comm.rank() == 2 {
+            Ok(()) // never arrives
+        } else {
+            comm.barrier()
+        }
+    });
+    for (rank, r) in results.iter().take(2).enumerate() {
+        let e = r
+            .as_ref()
+            .expect("started")
+            .as_ref()
+            .expect_err("a stalled barrier fails");
+        assert!(
+            matches!(e, railcoll_host::Error::Timeout(_)),
+            "rank {rank}: {e}"
+        );
+    }
+    let report = cluster.stall_report().expect("a report");
+    eprintln!("{report}");
+    for rank in 0..2 {
+        assert!(
+            report.contains(&format!("rank {rank} at step")),
+            "rank {rank}'s step is missing: {report}"
+        );
+    }
+    assert!(report.contains("rank 2"), "{report}");
 }

@@ -827,3 +827,56 @@ fn joins_chain_every_round_and_fit_the_feed_budget() {
     );
     assert!(offload::moved(&plain).chained < compiled.moved.chained);
 }
+
+/// Found by the `schedules` fuzz target: the native all-gather with the
+/// NICs doing the copies, on 4 nodes x 7 ranks, compiled to more chain
+/// queue entries than a rank's share, which a debug assertion caught (a
+/// panic in a test build). It is refused with a typed error instead.
+#[test]
+fn a_compiled_set_over_a_ranks_chain_share_is_refused_not_a_panic() {
+    let shape = Shape::new(4, 7, 5, 3, Placement::Block).expect("shape");
+    let p = Params::new(Collective::Allgather, Algorithm::Native, shape, 0, 64)
+        .with_choice(Choice::nic_dma(Algorithm::Native));
+    match generate(&p) {
+        Err(railcoll_host::Error::OverBudget {
+            resource,
+            needed,
+            available,
+            ..
+        }) => {
+            assert!(resource.contains("chain"), "{resource}");
+            assert!(needed > available);
+        }
+        other => panic!(
+            "expected a typed refusal, got {:?}",
+            other.map(|s| s.ranks.len())
+        ),
+    }
+}
+
+/// Found by the `schedules` fuzz target: the native all-gather's generator
+/// used the root a caller passed (all-gather has none) and, with one
+/// other than 0, wrote rank 0's own block nowhere. A collective without a
+/// root now ignores it, whether given to `Params::new` or set afterwards.
+#[test]
+fn a_collective_without_a_root_ignores_one() {
+    let shape = Shape::new(12, 3, 2, 4, Placement::Block).expect("shape");
+    for c in [
+        Collective::Allgather,
+        Collective::Alltoall,
+        Collective::Barrier,
+    ] {
+        for a in c.algorithms() {
+            for root in [1, 2, 35] {
+                let mut p = Params::new(c, a, shape, root, 4096);
+                assert_eq!(p.root, 0);
+                p.root = root;
+                if let Ok(set) = generate(&p)
+                    && let Err(v) = verify::verify(&set, &Budget::default())
+                {
+                    panic!("{c} {a} with root {root}: {v}");
+                }
+            }
+        }
+    }
+}

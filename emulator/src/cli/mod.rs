@@ -90,6 +90,30 @@ pub enum Command {
         #[command(subcommand)]
         what: TuningCommand,
     },
+    /// Soak in threads mode: many barriers and all-gathers on one
+    /// cluster, with the process's resident memory, threads and file
+    /// descriptors sampled along the way (a leak shows as growth).
+    Soak(SoakArgs),
+}
+
+/// `railcoll soak`.
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// Cluster shape.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Barriers in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub barriers: u64,
+    /// All-gathers in all.
+    #[arg(long, default_value_t = 100_000)]
+    pub allgathers: u64,
+    /// All-gather block size.
+    #[arg(long, default_value = "1K", value_parser = parse_size)]
+    pub size: usize,
+    /// Samples of the process's use (rounds of work between them).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub samples: u64,
 }
 
 /// `railcoll schedule ...`.
@@ -300,8 +324,8 @@ pub struct ModeArgs {
     pub check_determinism: bool,
 }
 
-/// Faults injected on the rails, shared by every command that runs a
-/// cluster.
+/// Faults injected on the rails, and threads mode's watchdog: shared by
+/// every command that runs collectives.
 #[derive(Debug, Args, Clone)]
 pub struct FaultArgs {
     /// What goes wrong on the rails, seeded by --seed: comma-separated
@@ -314,14 +338,20 @@ pub struct FaultArgs {
     /// under --faults every loss costs one.
     #[arg(long, value_parser = parse_time)]
     pub retransmit_timeout: Option<std::time::Duration>,
+    /// Threads mode: how long a rank's wait may make no progress before
+    /// the run fails with a report naming every rank's pending step
+    /// (modeled mode's watchdog works in virtual time).
+    #[arg(long, default_value = "120s", value_parser = parse_time)]
+    pub watchdog: std::time::Duration,
 }
 
 impl FaultArgs {
-    /// `cfg` with these faults.
+    /// `cfg` with these faults and this watchdog.
     pub fn apply(&self, cfg: ClusterConfig) -> ClusterConfig {
         ClusterConfig {
             faults: std::sync::Arc::new(self.faults.clone()),
             retransmit_timeout: self.retransmit_timeout,
+            wait_timeout: self.watchdog,
             ..cfg
         }
     }
@@ -498,7 +528,69 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
             what: TuningCommand::Show { tuning },
         } => run_tuning_show(tuning.as_deref()),
         Command::Profile { what } => run_profile(&what),
+        Command::Soak(args) => run_soak(&args),
     }
+}
+
+fn run_soak(args: &SoakArgs) -> Result<(), CliError> {
+    let cfg = args.cluster.config()?;
+    let cluster = crate::Cluster::new(cfg)?;
+    let spec = crate::soak::SoakSpec {
+        barriers: args.barriers,
+        allgathers: args.allgathers,
+        block: args.size,
+        samples: args.samples,
+    };
+    let quiet = args.cluster.json;
+    let samples = crate::soak::soak(&cluster, &spec, &|done| {
+        if !quiet {
+            eprint!("\r# {done} operations          ");
+        }
+    });
+    if !quiet {
+        eprintln!();
+    }
+    let samples = samples?;
+    let mut out = std::io::stdout().lock();
+    let mut write = || -> std::io::Result<()> {
+        if quiet {
+            for s in &samples {
+                writeln!(
+                    out,
+                    "{{\"barriers\":{},\"allgathers\":{},\"seconds\":{:.3},\"rss_kib\":{},\"threads\":{},\"fds\":{}}}",
+                    s.barriers,
+                    s.allgathers,
+                    s.seconds,
+                    s.usage.rss_kib,
+                    s.usage.threads,
+                    s.usage.fds
+                )?;
+            }
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "# railcoll soak, threads mode: {} nodes x {} ranks, {} rails; all-gather blocks of {} B",
+            cluster.topology().nodes(),
+            cluster.topology().ranks_per_node(),
+            cluster.config().shape.rails,
+            args.size
+        )?;
+        writeln!(
+            out,
+            "{:>10} {:>10} {:>9} {:>10} {:>8} {:>5}",
+            "barriers", "allgathers", "seconds", "rss_kib", "threads", "fds"
+        )?;
+        for s in &samples {
+            writeln!(
+                out,
+                "{:>10} {:>10} {:>9.3} {:>10} {:>8} {:>5}",
+                s.barriers, s.allgathers, s.seconds, s.usage.rss_kib, s.usage.threads, s.usage.fds
+            )?;
+        }
+        Ok(())
+    };
+    write().map_err(CliError::Stdout)
 }
 
 /// The shape of `cluster` for the schedule generators.

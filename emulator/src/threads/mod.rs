@@ -3,32 +3,55 @@
 //! over the shared hardware of [`crate::hw`], [`rail`] is a rail's switch as
 //! per-node channels, and [`worker`] is the pool of NIC worker threads
 //! (never more than cores; idle workers park and are woken by doorbells
-//! and packets). [`RankWait`] is a rank's wait hook.
+//! and packets). [`RankWait`] is a rank's wait hook, followed by the
+//! cluster's [`watchdog`].
 
 pub mod board;
 pub mod rail;
+pub mod watchdog;
 pub mod worker;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use railcoll_host::env::{HostObserver, NodeWait, WaitHook, WaitTimeout};
+use railcoll_host::env::{HostObserver, LibraryWork, NodeWait, WaitHook, WaitTimeout};
 
 /// A threads-mode rank's wait hook: the host's [`NodeWait`], except that
 /// the application's compute ([`WaitHook::compute`]) sleeps instead of
-/// spinning. The emulated NICs are threads on the ranks' cores: a rank
-/// spinning through its compute would take the core its NIC needs, which
-/// real NIC hardware (a processor of its own) never shares, and every
-/// offloaded collective would look as if it could not overlap.
+/// spinning, and that the cluster's [`watchdog::Watchdog`] follows the
+/// rank's steps and waits. The emulated NICs are threads on the ranks'
+/// cores: a rank spinning through its compute would take the core its NIC
+/// needs, which real NIC hardware (a processor of its own) never shares,
+/// and every offloaded collective would look as if it could not overlap.
 #[derive(Debug)]
-pub struct RankWait(pub NodeWait);
+pub struct RankWait {
+    /// The node's wait.
+    pub inner: NodeWait,
+    /// The rank.
+    pub rank: usize,
+    /// The cluster's watchdog.
+    pub watchdog: Arc<watchdog::Watchdog>,
+}
+
+impl RankWait {
+    fn watched<T>(&self, wait: impl FnOnce() -> Result<T, WaitTimeout>) -> Result<T, WaitTimeout> {
+        self.watchdog.waiting(self.rank, Some(Instant::now()));
+        let out = wait();
+        if out.is_err() {
+            self.watchdog.stalled(self.rank);
+        }
+        self.watchdog.waiting(self.rank, None);
+        out
+    }
+}
 
 impl WaitHook for RankWait {
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
-        self.0.wait_until(ready)
+        self.watched(|| self.inner.wait_until(ready))
     }
 
     fn wake_local(&self, local: usize) {
-        self.0.wake_local(local);
+        self.inner.wake_local(local);
     }
 
     fn compute(&self, d: Duration) {
@@ -36,6 +59,31 @@ impl WaitHook for RankWait {
     }
 
     fn observer(&self) -> &dyn HostObserver {
-        self.0.observer()
+        self
+    }
+}
+
+/// The rank's steps go to the watchdog; everything reaches the node
+/// wait's observer.
+impl HostObserver for RankWait {
+    fn before_shared_write(&self) {
+        self.inner.observer().before_shared_write();
+    }
+
+    fn host_copy(&self, bytes: usize, cross_socket: bool) {
+        self.inner.observer().host_copy(bytes, cross_socket);
+    }
+
+    fn idle_poll(&self) {
+        self.inner.observer().idle_poll();
+    }
+
+    fn at_step(&self, step: u32, what: &'static str) {
+        self.watchdog.at_step(self.rank, step, what);
+        self.inner.observer().at_step(step, what);
+    }
+
+    fn library(&self, work: LibraryWork) {
+        self.inner.observer().library(work);
     }
 }

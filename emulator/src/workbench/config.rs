@@ -120,6 +120,20 @@ pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, ConfigErr
         path: path.clone(),
         source,
     })?;
+    splice(path, &text, rest, cli)
+}
+
+/// `rest` (the command line without `--config`) with the flags of the
+/// study file `text` (read from `path`) spliced in after the subcommand.
+pub fn splice(
+    path: String,
+    text: &str,
+    mut rest: Vec<String>,
+    cli: &Command,
+) -> Result<Vec<String>, ConfigError> {
+    if rest.is_empty() {
+        rest.push("railcoll".into());
+    }
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| ConfigError::Malformed {

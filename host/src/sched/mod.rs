@@ -457,7 +457,8 @@ pub struct Params {
 }
 
 impl Params {
-    /// Parameters with the default striping threshold.
+    /// Parameters with the default striping threshold. A collective
+    /// without a root (all-gather, all-to-all, barrier) ignores `root`.
     pub fn new(
         collective: Collective,
         algorithm: Algorithm,
@@ -469,7 +470,7 @@ impl Params {
             collective,
             algorithm,
             shape,
-            root,
+            root: if collective.rooted() { root } else { 0 },
             block_bytes,
             stripe_threshold: stripe::DEFAULT_STRIPE_THRESHOLD,
             drive: Drive::Host,
@@ -736,10 +737,19 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
             reason: format!("it is not a {} algorithm", params.collective),
         }
     })?;
+    // A collective without a root ignores one (the native all-gather's
+    // generator used it, and wrote rank 0's block nowhere: found by
+    // fuzzing).
+    let root = if params.collective.rooted() {
+        params.root
+    } else {
+        0
+    };
     let mut set = generate::run(
         &Params {
             drive: Drive::Host,
             persistent: false,
+            root,
             ..*params
         },
         entry.generator,

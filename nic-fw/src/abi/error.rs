@@ -62,6 +62,12 @@ wire_enum! {
         NotContiguous = 19,
         /// An address is not aligned as the command requires.
         Misaligned = 20,
+        /// A queued item's target input queue stayed full for the NIC's
+        /// queue wait (since 1.4; before, the item was refused for ever).
+        QueueFull = 21,
+        /// A queued item's target input queue was not initialised within
+        /// the NIC's queue wait (since 1.4; before, `BadEvent` at once).
+        NoQueue = 22,
     }
 }
 
@@ -89,6 +95,8 @@ impl ErrorCode {
             Self::Busy => "busy",
             Self::NotContiguous => "node range not contiguous",
             Self::Misaligned => "misaligned address",
+            Self::QueueFull => "input queue full",
+            Self::NoQueue => "no such input queue",
         }
     }
 }

@@ -50,7 +50,10 @@ pub use wire_enum::{Unknown, WireEnum};
 /// refused while a broadcast of the owner is in flight; 1.4 wire format 2
 /// (a payload CRC trailer, checked by the receive port) and, in the
 /// go-back-N, probes and a backed-off timeout on silence and one nack per
-/// gap.
+/// gap; queued items a queue cannot take refused for now (the acks'
+/// refusal bitmap, the RETRY flag) instead of stalling the flow, and
+/// failed with `QueueFull` or `NoQueue` after the queue wait (parameter
+/// 4).
 pub const ABI_VERSION: u32 = (1 << 16) | 4;
 
 /// Major part of [`ABI_VERSION`].

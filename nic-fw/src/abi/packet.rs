@@ -16,7 +16,9 @@
 //! [`PacketType::Ack`]s. An ack also carries a 64-bit *error bitmap*: bit `i`
 //! set means packet `cum_seq - i` was rejected (protection, unknown context,
 //! ...) and nothing of it was written, with `err_code` giving the most recent
-//! reason. A [`PacketType::Nack`] acknowledges up to `cum_seq` and asks the
+//! reason; and a 32-bit *refusal bitmap*: bit `i` set means packet
+//! `cum_seq - i` was refused for now (its input queue full or not yet
+//! initialised) and the sender must send it again. A [`PacketType::Nack`] acknowledges up to `cum_seq` and asks the
 //! sender to retransmit everything after it (a gap, or a resource the
 //! receiver lacked for the moment).
 //!
@@ -24,7 +26,7 @@
 //! |---|---|---|---|---|
 //! | 0 | version | 2 | 2 | 2 |
 //! | 1 | type | 1 | 2 | 3 / 4 |
-//! | 2 | flags | LAST, GET_RESPONSE | 0 | 0 |
+//! | 2 | flags | LAST, GET_RESPONSE, WAKE, QUEUE, RETRY | 0 | 0 |
 //! | 3 | src_ctx | sender context | requester context | 0 |
 //! | 4..6 | src_node | | | |
 //! | 6..8 | dst_node | | | |
@@ -38,7 +40,7 @@
 //! | 36..40 | cookie | DMA cookie | DMA cookie | 0 |
 //! | 40..48 | aux0 | DMA's first target address | owner's source address | error bitmap |
 //! | 48..52 | aux1 | 0 | owner's event / NONE | error code (ack and nack) |
-//! | 52..56 | aux2 | DMA's total length | total length | 0 |
+//! | 52..56 | aux2 | DMA's total length | total length | refusal bitmap |
 //!
 //! A data packet carries its whole DMA's target range (`aux0`, `aux2`) so
 //! the receiver checks the *entire* range on every packet: a DMA that is
@@ -77,6 +79,10 @@ bitflags! {
         /// A queued DMA's only packet; `event` names the target's input
         /// queue and `addr`, `aux0` are 0.
         const QUEUE = 1 << 3;
+        /// (QUEUE packets only, since 1.4) an item the target refused
+        /// before, sent again: the target tries it even while it holds
+        /// back the sender's later items to that queue.
+        const RETRY = 1 << 4;
     }
 }
 
@@ -211,6 +217,8 @@ pub struct DataPacket {
     pub wake: bool,
     /// Queued DMA: `event` is the target queue's index.
     pub queue: bool,
+    /// Queued DMA sent again after the target refused it.
+    pub retry: bool,
 }
 
 /// A get request to the owner `route.dst_ctx`, which runs the described
@@ -333,6 +341,10 @@ pub enum Packet {
         /// Reason for the most recent rejection, if any (0 on the wire for
         /// none).
         err_code: Option<ErrorCode>,
+        /// Bit `i`: packet `cum_seq - i` was refused for now (its input
+        /// queue full or not yet initialised): nothing of it was written,
+        /// and the sender sends it again (since 1.4).
+        refused: u32,
     },
     /// Broadcast data.
     Bcast(BcastPacket),
@@ -371,6 +383,8 @@ pub enum Packet {
         err_bits: u64,
         /// As in [`Packet::Ack`].
         err_code: Option<ErrorCode>,
+        /// As in [`Packet::Ack`].
+        refused: u32,
     },
 }
 
@@ -415,11 +429,13 @@ fn flags_within(h: &PacketHeader, allowed: PacketFlags) -> Result<PacketFlags, E
     }
 }
 
-/// A data packet's flag rules: WAKE only with LAST; QUEUE only with LAST,
-/// without GET_RESPONSE, and with `addr` and `aux0` zero.
+/// A data packet's flag rules: WAKE only with LAST; RETRY only with QUEUE;
+/// QUEUE only with LAST, without GET_RESPONSE, and with `addr` and `aux0`
+/// zero.
 fn data_flags(h: &PacketHeader) -> Result<PacketFlags, ErrorCode> {
     let flags = flags_within(h, PacketFlags::all())?;
     require(!flags.contains(PacketFlags::WAKE) || flags.contains(PacketFlags::LAST))?;
+    require(!flags.contains(PacketFlags::RETRY) || flags.contains(PacketFlags::QUEUE))?;
     if flags.contains(PacketFlags::QUEUE) {
         let last_only =
             flags & (PacketFlags::LAST | PacketFlags::GET_RESPONSE) == PacketFlags::LAST;
@@ -477,6 +493,7 @@ fn parse_data(h: &PacketHeader, route: Route) -> Result<DataPacket, ErrorCode> {
         dma_len,
         wake: flags.contains(PacketFlags::WAKE),
         queue: flags.contains(PacketFlags::QUEUE),
+        retry: flags.contains(PacketFlags::RETRY),
     })
 }
 
@@ -548,12 +565,12 @@ fn parse_barrier(h: &PacketHeader, route: Route) -> Result<BarrierPacket, ErrorC
     })
 }
 
-/// Ack and nack: the same fields, `aux2` zero.
+/// Ack and nack: the same fields, the refusal bitmap in `aux2`.
 fn parse_ack(h: &PacketHeader, route: Route, nack: bool) -> Result<Packet, ErrorCode> {
-    require(control_fields_clear(h) && h.aux2.get() == 0)?;
+    require(control_fields_clear(h))?;
     let (src_node, dst_node, cum_seq) = (route.src_node, route.dst_node, h.seq.get());
     let err_code = err_code_of(h)?;
-    let err_bits = h.aux0.get();
+    let (err_bits, refused) = (h.aux0.get(), h.aux2.get());
     Ok(if nack {
         Packet::Nack {
             src_node,
@@ -561,6 +578,7 @@ fn parse_ack(h: &PacketHeader, route: Route, nack: bool) -> Result<Packet, Error
             cum_seq,
             err_bits,
             err_code,
+            refused,
         }
     } else {
         Packet::Ack {
@@ -569,6 +587,7 @@ fn parse_ack(h: &PacketHeader, route: Route, nack: bool) -> Result<Packet, Error
             cum_seq,
             err_bits,
             err_code,
+            refused,
         }
     })
 }
@@ -610,6 +629,7 @@ impl Packet {
                 dma_len,
                 wake,
                 queue,
+                retry,
             }) => {
                 h.ptype = PacketType::Data.as_raw();
                 set_route(&mut h, &route);
@@ -618,6 +638,7 @@ impl Packet {
                 flags.set(PacketFlags::GET_RESPONSE, get_response);
                 flags.set(PacketFlags::WAKE, wake);
                 flags.set(PacketFlags::QUEUE, queue);
+                flags.set(PacketFlags::RETRY, retry);
                 h.flags = flags.bits();
                 h.seq = U32::new(seq);
                 h.addr = U64::new(addr);
@@ -653,12 +674,14 @@ impl Packet {
                 cum_seq,
                 err_bits,
                 err_code,
+                refused,
             } => {
                 h.ptype = PacketType::Ack.as_raw();
                 h.src_node = U16::new(src_node);
                 h.dst_node = U16::new(dst_node);
                 h.seq = U32::new(cum_seq);
                 h.aux0 = U64::new(err_bits);
+                h.aux2 = U32::new(refused);
                 h.aux1 = err_code_raw(err_code);
             }
             Packet::Bcast(_)
@@ -672,12 +695,14 @@ impl Packet {
                 cum_seq,
                 err_bits,
                 err_code,
+                refused,
             } => {
                 h.ptype = PacketType::Nack.as_raw();
                 h.src_node = U16::new(src_node);
                 h.dst_node = U16::new(dst_node);
                 h.seq = U32::new(cum_seq);
                 h.aux0 = U64::new(err_bits);
+                h.aux2 = U32::new(refused);
                 h.aux1 = err_code_raw(err_code);
             }
         }
@@ -799,6 +824,7 @@ mod tests {
                 dma_len: 4096,
                 wake: true,
                 queue: false,
+                retry: false,
             }),
             Packet::GetRequest(GetRequestPacket {
                 route: route(),
@@ -816,6 +842,7 @@ mod tests {
                 cum_seq: 17,
                 err_bits: 0b101,
                 err_code: Some(ErrorCode::Protection),
+                refused: 0b10,
             },
             Packet::Nack {
                 src_node: 3,
@@ -823,6 +850,7 @@ mod tests {
                 cum_seq: 16,
                 err_bits: 1,
                 err_code: Some(ErrorCode::Busy),
+                refused: 0,
             },
             Packet::Bcast(BcastPacket {
                 route: route(),
@@ -907,6 +935,7 @@ mod tests {
             dma_len: 64,
             wake: false,
             queue: true,
+            retry: false,
         });
         let mut accepted = 0;
         for p in samples().into_iter().chain([queued]) {
@@ -918,9 +947,10 @@ mod tests {
                 let zero_addrs = h.addr.get() == 0 && h.aux0.get() == 0;
                 let allowed = match PacketType::from_raw(h.ptype) {
                     Some(PacketType::Data) => {
-                        flags & 0xf0 == 0
+                        flags & 0xe0 == 0
                             && (flags & 0x4 == 0 || flags & 0x1 != 0)
                             && (flags & 0x8 == 0 || (flags & 0x3 == 0x1 && zero_addrs))
+                            && (flags & 0x10 == 0 || flags & 0x8 != 0)
                     }
                     Some(PacketType::Bcast) => flags & !0x1 == 0,
                     _ => flags == 0,
@@ -933,9 +963,9 @@ mod tests {
                 }
             }
         }
-        // Data: 6 legal bytes at a non-zero address, 8 at zero; broadcast:
-        // 2; every other sample: 1.
-        assert_eq!(accepted, 6 + 8 + 2 + 7);
+        // Data: 6 legal bytes at a non-zero address, 10 at zero (QUEUE
+        // with and without RETRY); broadcast: 2; every other sample: 1.
+        assert_eq!(accepted, 6 + 10 + 2 + 7);
     }
 
     proptest! {

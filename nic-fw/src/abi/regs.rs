@@ -315,6 +315,10 @@ wire_enum! {
         /// Retransmissions of one window before the flow is declared broken
         /// (>= 1).
         RetryLimit = 3,
+        /// How long, in nanoseconds, an input queue may refuse a sender's
+        /// item (full, or not yet initialised) before the item fails with
+        /// `QueueFull` or `NoQueue` (>= 1000; reset 1 s; since 1.4).
+        QueueWaitNs = 4,
     }
 }
 
@@ -924,7 +928,7 @@ mod tests {
             (1 << 32) | (1 << 16)
         );
         assert_eq!(
-            MailboxStatus::from_reg(21).result,
+            MailboxStatus::from_reg(23).result,
             Err(ErrorCode::BadConfig)
         );
         assert_eq!(MailboxStatus::from_reg(0).result, Ok(()));
@@ -934,7 +938,8 @@ mod tests {
     fn params_decode_only_small_arguments() {
         assert_eq!(Param::from_arg(2), Some(Param::RetryTimeoutNs));
         assert_eq!(Param::from_arg(0), None);
-        assert_eq!(Param::from_arg(4), None);
+        assert_eq!(Param::from_arg(4), Some(Param::QueueWaitNs));
+        assert_eq!(Param::from_arg(5), None);
         assert_eq!(Param::from_arg(0x101), None);
         assert_eq!(Param::from_arg(u64::MAX), None);
     }

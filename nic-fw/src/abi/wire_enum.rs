@@ -208,8 +208,8 @@ mod tests {
     }
 
     #[test]
-    fn params_are_exactly_1_to_3() {
-        assert_eq!(widen(exhaustive::<Param>(0..=u8::MAX)), range_u32(1, 3));
+    fn params_are_exactly_1_to_4() {
+        assert_eq!(widen(exhaustive::<Param>(0..=u8::MAX)), range_u32(1, 4));
     }
 
     #[test]
@@ -218,10 +218,10 @@ mod tests {
     }
 
     #[test]
-    fn error_codes_are_exactly_1_to_20_and_never_0() {
+    fn error_codes_are_exactly_1_to_22_and_never_0() {
         assert_eq!(
             widen(exhaustive::<ErrorCode>(0..=u16::MAX)),
-            range_u32(1, 20)
+            range_u32(1, 22)
         );
         assert_eq!(ErrorCode::try_from(0), Err(Unknown(0)));
     }

@@ -444,8 +444,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .iter()
             .position(|s| !s.active)
             .ok_or(ErrorCode::Busy)?;
+        let order = self.dma_order;
+        self.dma_order = order.wrapping_add(1);
         if let Some(slot) = self.dmas.get_mut(channel) {
-            *slot = dma;
+            *slot = Dma { order, ..dma };
         }
         self.dmas_active = self.dmas_active.wrapping_add(1);
         self.hw.note(Activity::DmaStart {

@@ -175,6 +175,12 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                         }
                         self.params.retry_limit = limit;
                     }
+                    Param::QueueWaitNs => {
+                        if value < 1000 {
+                            return Err(ErrorCode::BadConfig);
+                        }
+                        self.params.queue_wait_ns = value;
+                    }
                 }
                 Ok(0)
             }

@@ -79,6 +79,8 @@ pub struct Stats {
     pub bad_packets: u64,
     /// Duplicate packets (already applied) re-acknowledged.
     pub duplicates: u64,
+    /// Queued items refused for now (their queue full or not initialised).
+    pub packets_refused: u64,
     /// Events fired.
     pub events_fired: u64,
     /// Commands injected by COPY actions.
@@ -108,6 +110,7 @@ struct Params {
     packet_size: u32,
     retry_timeout_ns: u64,
     retry_limit: u32,
+    queue_wait_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -216,6 +219,15 @@ struct Dma {
     wake: bool,
     /// Queued DMA: the target queue.
     queue: Option<u8>,
+    /// Queued DMA the target refused (queue full or not initialised): its
+    /// packet goes again, flagged RETRY, at `retry_at`.
+    refused: bool,
+    retry_at: u64,
+    /// Refusals so far (the resend back-off).
+    refusals: u32,
+    /// Issue order on this NIC: a queued DMA waits behind an older one of
+    /// its context to the same queue that was refused.
+    order: u32,
 }
 
 impl Dma {
@@ -241,6 +253,10 @@ impl Dma {
         status: None,
         wake: false,
         queue: None,
+        refused: false,
+        retry_at: 0,
+        refusals: 0,
+        order: 0,
     };
 }
 
@@ -386,6 +402,22 @@ struct RxFlow {
     /// lost one do not each send the sender back again (one go-back per
     /// loss; a lost nack is recovered by the sender's timer).
     gap_nacked: bool,
+    /// Bit `i`: packet `expected - 1 - i` was refused for now.
+    refused_bits: u32,
+    /// Input queues holding back this sender's items: one refused, so its
+    /// later items to that queue are refused too until the refused one,
+    /// sent again, gets in (per-queue FIFO without blocking the flow).
+    held: [Option<HeldQueue>; HELD_QUEUES],
+}
+
+/// An input queue holding back one sender's items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct HeldQueue {
+    src_ctx: ContextIndex,
+    dst_ctx: ContextIndex,
+    queue: u32,
+    /// When it first refused the item now at the head.
+    since_ns: u64,
 }
 
 impl RxFlow {
@@ -397,6 +429,8 @@ impl RxFlow {
         nack_owed: false,
         listed: false,
         gap_nacked: false,
+        refused_bits: 0,
+        held: [None; HELD_QUEUES],
     };
 }
 
@@ -417,6 +451,12 @@ const TX_BUDGET: usize = 64;
 const DEFAULT_RETRY_TIMEOUT_NS: u64 = 50_000_000;
 /// Default retransmissions of a window before a flow is declared broken.
 const DEFAULT_RETRY_LIMIT: u32 = 16;
+/// How long an input queue may refuse a sender's item before it fails: a
+/// consumer that has not taken an item for a second is stuck or gone.
+const DEFAULT_QUEUE_WAIT_NS: u64 = 1_000_000_000;
+/// Queues one receiving flow remembers as holding back a sender's items
+/// (refused, so later items to the same queue wait behind them).
+const HELD_QUEUES: usize = 4;
 /// Retransmission back-off: at most 2^3 = 8 times the configured timeout.
 const MAX_BACKOFF_SHIFT: u32 = 3;
 
@@ -446,6 +486,8 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     dmas: [Dma; MAX_DMAS],
     dmas_active: usize,
     dma_cursor: usize,
+    /// Issue order of the next DMA ([`Dma::order`]).
+    dma_order: u32,
     tx: [TxFlow; NODES],
     rx: [RxFlow; NODES],
     ack_list: [NodeId; NODES],
@@ -519,6 +561,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 packet_size: DEFAULT_PACKET_SIZE,
                 retry_timeout_ns: DEFAULT_RETRY_TIMEOUT_NS,
                 retry_limit: DEFAULT_RETRY_LIMIT,
+                queue_wait_ns: DEFAULT_QUEUE_WAIT_NS,
             },
             contexts: [Context::DETACHED; MAX_CONTEXTS],
             regions: [None; MAX_REGIONS],
@@ -527,6 +570,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             dmas: [Dma::IDLE; MAX_DMAS],
             dmas_active: 0,
             dma_cursor: 0,
+            dma_order: 0,
             tx: [TxFlow::NEW; NODES],
             rx: [RxFlow::NEW; NODES],
             ack_list: [0; NODES],
@@ -666,10 +710,28 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.hw.wake(ctx);
     }
 
+    /// When the next refused queued item's back-off ends. (One whose
+    /// back-off is over but waits behind an older refused item needs no
+    /// timer: the ack of that item's retry frees it.)
+    fn requeue_timer(&self) -> Option<u64> {
+        if self.dmas_active == 0 {
+            return None;
+        }
+        let now = self.hw.now_ns();
+        self.dmas
+            .iter()
+            .filter(|d| d.active && d.refused && d.packets_sent == 0 && d.retry_at > now)
+            .map(|d| d.retry_at)
+            .min()
+    }
+
     fn next_timer(&self) -> Option<u64> {
         let collective = self.collective_timer();
         if self.flows_in_flight == 0 {
-            return collective;
+            return [collective, self.requeue_timer()]
+                .into_iter()
+                .flatten()
+                .min();
         }
         let unicast = self
             .tx
@@ -682,10 +744,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     .saturating_add(backed_off(self.params.retry_timeout_ns, f.retries)),
             })
             .min();
-        match (unicast, collective) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [unicast, collective, self.requeue_timer()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 

@@ -2,7 +2,7 @@
 //! delivery, destination events, get requests, and owed acknowledgements.
 
 use super::hw::Hardware;
-use super::{Dma, DmaRole, Engine, RX_BUDGET};
+use super::{Dma, DmaRole, Engine, HeldQueue, RX_BUDGET};
 use crate::abi::NodeId;
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
@@ -29,6 +29,17 @@ enum Verdict {
     Rejected(ErrorCode),
     /// Not now (no DMA slot for a get): nack, the sender will retry.
     Retry,
+    /// Refused for now (a queued item whose queue is full or not yet
+    /// initialised): consumes the sequence number, nothing written; the
+    /// ack's refusal bitmap tells the sender to send it again, so the
+    /// flow goes on for every other item and context (no head-of-line
+    /// blocking).
+    Refused,
+}
+
+/// Does `h` hold back the sender and queue of `d`?
+fn is_held_for(h: &HeldQueue, d: &DataPacket) -> bool {
+    h.src_ctx == d.route.src_ctx && h.dst_ctx == d.route.dst_ctx && h.queue == d.event
 }
 
 impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
@@ -75,18 +86,32 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 cum_seq,
                 err_bits,
                 err_code,
+                refused,
                 ..
             } => {
-                self.on_ack(PacketType::Ack, src_node, cum_seq, err_bits, err_code);
+                let acked = super::tx::Acked {
+                    cum: cum_seq,
+                    err_bits,
+                    err_code,
+                    refused,
+                };
+                self.on_ack(PacketType::Ack, src_node, acked);
             }
             Packet::Nack {
                 src_node,
                 cum_seq,
                 err_bits,
                 err_code,
+                refused,
                 ..
             } => {
-                self.on_ack(PacketType::Nack, src_node, cum_seq, err_bits, err_code);
+                let acked = super::tx::Acked {
+                    cum: cum_seq,
+                    err_bits,
+                    err_code,
+                    refused,
+                };
+                self.on_ack(PacketType::Nack, src_node, acked);
             }
             Packet::Data(DataPacket { route, seq, .. })
             | Packet::GetRequest(GetRequestPacket { route, seq, .. }) => {
@@ -148,12 +173,19 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
             Verdict::Accepted => {
                 flow.err_bits <<= 1;
+                flow.refused_bits <<= 1;
                 self.stats.packets_accepted = self.stats.packets_accepted.wrapping_add(1);
             }
             Verdict::Rejected(code) => {
                 flow.err_bits = (flow.err_bits << 1) | 1;
+                flow.refused_bits <<= 1;
                 flow.last_err = Some(code);
                 self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
+            }
+            Verdict::Refused => {
+                flow.err_bits <<= 1;
+                flow.refused_bits = (flow.refused_bits << 1) | 1;
+                self.stats.packets_refused = self.stats.packets_refused.wrapping_add(1);
             }
         }
         flow.expected = flow.expected.wrapping_add(1);
@@ -252,15 +284,98 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// A queued DMA: claim the next slot of the target queue (in flow
     /// order, so the claim is atomic), write the item header and payload,
     /// publish the producer count (release), set the queue's event and wake
-    /// the host. A full queue is not an error: the packet is refused for
-    /// now (nack) and the sender retries; nothing is dropped or overwritten.
+    /// the host. A queue that is full, or not initialised yet, refuses the
+    /// item for now: nothing is written, the flow goes on, and the sender
+    /// sends it again (RETRY). Until that retry gets in, the sender's later
+    /// items to the same queue are refused too, so the queue stays FIFO per
+    /// sender. An item refused for longer than the queue wait fails with
+    /// `QueueFull` or `NoQueue`.
     fn on_queue_data(&mut self, d: &DataPacket, payload: &H::Payload) -> Verdict {
-        match self.write_queue_item(d, payload) {
-            Ok(true) => Verdict::Accepted,
-            Ok(false) => Verdict::Retry,
-            Err(code) => {
+        let held = self.held_queue(d);
+        if held.is_some() && !d.retry {
+            return Verdict::Refused;
+        }
+        let outcome = match self.write_queue_item(d, payload) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ErrorCode::QueueFull),
+            Err(code) => Err(code),
+        };
+        match outcome {
+            Ok(()) => {
+                self.release_held(d);
+                Verdict::Accepted
+            }
+            Err(code @ (ErrorCode::QueueFull | ErrorCode::NoQueue)) => {
+                let now = self.hw.now_ns();
+                let since = held.map_or(now, |h| h.since_ns);
+                if now.saturating_sub(since) < self.params.queue_wait_ns {
+                    self.hold_queue(d, since);
+                    return Verdict::Refused;
+                }
+                self.release_held(d);
                 self.report_inbound(d.route, code, d.cookie, 0, d.len, PacketType::Data);
                 Verdict::Rejected(code)
+            }
+            Err(code) => {
+                self.release_held(d);
+                self.report_inbound(d.route, code, d.cookie, 0, d.len, PacketType::Data);
+                Verdict::Rejected(code)
+            }
+        }
+    }
+
+    /// The entry of the queue `d` targets, if it holds back `d`'s sender.
+    fn held_queue(&self, d: &DataPacket) -> Option<HeldQueue> {
+        let flow = self.rx.get(d.route.src_node as usize)?;
+        flow.held
+            .iter()
+            .flatten()
+            .find(|h| is_held_for(h, d))
+            .copied()
+    }
+
+    /// Hold back `d`'s sender's items to its queue, refused since `since`.
+    /// With every entry in use, the oldest gives way (its sender's later
+    /// items may then overtake its refused one: order is kept for
+    /// [`super::HELD_QUEUES`] queues per sender at once).
+    fn hold_queue(&mut self, d: &DataPacket, since_ns: u64) {
+        let Some(flow) = self.rx.get_mut(d.route.src_node as usize) else {
+            return;
+        };
+        let entry = HeldQueue {
+            src_ctx: d.route.src_ctx,
+            dst_ctx: d.route.dst_ctx,
+            queue: d.event,
+            since_ns,
+        };
+        let slot = match flow
+            .held
+            .iter()
+            .position(|h| h.is_some_and(|h| is_held_for(&h, d)))
+        {
+            Some(i) => i,
+            None => match flow.held.iter().position(Option::is_none) {
+                Some(i) => i,
+                None => flow
+                    .held
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, h)| h.map_or(0, |h| h.since_ns))
+                    .map_or(0, |(i, _)| i),
+            },
+        };
+        if let Some(h) = flow.held.get_mut(slot) {
+            *h = Some(entry);
+        }
+    }
+
+    /// `d`'s queue no longer holds back its sender.
+    fn release_held(&mut self, d: &DataPacket) {
+        if let Some(flow) = self.rx.get_mut(d.route.src_node as usize) {
+            for h in &mut flow.held {
+                if h.is_some_and(|h| is_held_for(&h, d)) {
+                    *h = None;
+                }
             }
         }
     }
@@ -276,13 +391,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if self.hw.payload_len(payload) != d.len as usize {
             return Err(ErrorCode::BadPacket);
         }
+        // An index past the table is a bad address; a queue of the table
+        // not initialised (yet) may be soon.
         let q = self
             .queues
             .get(ctx as usize)
             .and_then(|t| t.get(d.event as usize))
             .copied()
-            .flatten()
-            .ok_or(ErrorCode::BadEvent)?;
+            .ok_or(ErrorCode::BadEvent)?
+            .ok_or(ErrorCode::NoQueue)?;
         if d.len > q.slot_size.saturating_sub(8) {
             return Err(ErrorCode::BadLength);
         }
@@ -468,6 +585,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     cum_seq,
                     err_bits: flow.err_bits,
                     err_code: flow.last_err,
+                    refused: flow.refused_bits,
                 }
             } else {
                 Packet::Ack {
@@ -476,6 +594,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     cum_seq,
                     err_bits: flow.err_bits,
                     err_code: flow.last_err,
+                    refused: flow.refused_bits,
                 }
             };
             flow.ack_owed = false;

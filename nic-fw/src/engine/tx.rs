@@ -8,6 +8,19 @@ use crate::abi::packet::{DataPacket, GetRequestPacket, Packet, PacketType, Route
 use crate::abi::regs::{self, Status};
 use crate::abi::{NodeId, TX_WINDOW};
 
+/// What an ack or nack says about the packets it covers.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Acked {
+    /// Everything up to here arrived.
+    pub(super) cum: u32,
+    /// Bit `i`: packet `cum - i` was rejected.
+    pub(super) err_bits: u64,
+    /// The most recent rejection's reason.
+    pub(super) err_code: Option<ErrorCode>,
+    /// Bit `i`: packet `cum - i` was refused for now.
+    pub(super) refused: u32,
+}
+
 impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
     /// Send retransmissions, then new packets round-robin over active DMAs.
     pub(super) fn transmit(&mut self) -> bool {
@@ -48,10 +61,12 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// True if some packet could be handed to the link right now (timers
     /// not yet due are reported through [`Engine::next_timer`] instead).
     pub(super) fn has_unsent(&self) -> bool {
+        let now = self.hw.now_ns();
         let unsent = self.dmas_active > 0
             && self.dmas.iter().any(|d| {
                 d.active
                     && d.packets_sent < d.packets_total
+                    && self.queue_ready(d, now)
                     && self
                         .tx
                         .get(d.peer_node as usize)
@@ -60,7 +75,6 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if unsent || self.flows_in_flight == 0 {
             return unsent;
         }
-        let now = self.hw.now_ns();
         self.tx
             .iter()
             .any(|f| f.resend.is_some() && now >= f.resend_not_before)
@@ -70,7 +84,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let Some(dma) = self.dmas.get(slot).copied() else {
             return false;
         };
-        if !dma.active || dma.packets_sent >= dma.packets_total {
+        if !dma.active
+            || dma.packets_sent >= dma.packets_total
+            || !self.queue_ready(&dma, self.hw.now_ns())
+        {
             return false;
         }
         let Some(flow) = self.tx.get(dma.peer_node as usize) else {
@@ -172,6 +189,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     dma_len: dma.len,
                     wake: e.last && dma.wake,
                     queue: dma.queue.is_some(),
+                    retry: dma.queue.is_some() && dma.refused,
                 }),
                 Some(PayloadSource {
                     phys: dma.src_phys.wrapping_add(e.offset as u64),
@@ -199,14 +217,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     /// Process an ack or nack from `peer`.
-    pub(super) fn on_ack(
-        &mut self,
-        ptype: PacketType,
-        peer: NodeId,
-        cum: u32,
-        bits: u64,
-        code: Option<ErrorCode>,
-    ) {
+    pub(super) fn on_ack(&mut self, ptype: PacketType, peer: NodeId, acked: Acked) {
+        let Acked {
+            cum,
+            err_bits: bits,
+            err_code: code,
+            refused,
+        } = acked;
         let now = self.hw.now_ns();
         let Some(flow) = self.tx.get(peer as usize).copied() else {
             return;
@@ -220,6 +237,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 continue;
             };
             let distance = cum.wrapping_sub(seq);
+            if distance < 32 && (refused >> distance) & 1 == 1 {
+                self.requeue(entry.dma as usize, now);
+                continue;
+            }
             let failed = distance < 64 && (bits >> distance) & 1 == 1;
             self.credit(entry.dma as usize, if failed { code } else { None });
         }
@@ -261,6 +282,51 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             flow.resend_not_before = now.saturating_add(self.params.retry_timeout_ns / 64);
             flow.probing = false;
         }
+    }
+
+    /// The target refused queued DMA `slot`'s item for now: send it again
+    /// (flagged RETRY) after a back-off that doubles with each refusal, from
+    /// timeout/64 up to timeout/8 (short enough that a sender refused many
+    /// times is not starved by others still retrying fast). The target
+    /// bounds the wait (its queue wait), so this needs no limit of its own.
+    fn requeue(&mut self, slot: usize, now: u64) {
+        let timeout = self.params.retry_timeout_ns;
+        let Some(d) = self.dmas.get_mut(slot) else {
+            return;
+        };
+        if !d.active {
+            return;
+        }
+        let backoff = (timeout / 64)
+            .max(1)
+            .saturating_mul(1 << d.refusals.min(3))
+            .min(timeout / 8);
+        d.refusals = d.refusals.saturating_add(1);
+        d.refused = true;
+        d.retry_at = now.saturating_add(backoff);
+        d.packets_sent = 0;
+        d.next_offset = 0;
+    }
+
+    /// May DMA `d`'s next packet go now? A refused queued item waits for
+    /// its back-off, and a queued item waits behind an older refused item
+    /// of its context to the same queue (per-queue FIFO).
+    pub(super) fn queue_ready(&self, d: &super::Dma, now: u64) -> bool {
+        let Some(queue) = d.queue else {
+            return true;
+        };
+        if d.refused && now < d.retry_at {
+            return false;
+        }
+        !self.dmas.iter().any(|o| {
+            o.active
+                && o.refused
+                && o.queue == Some(queue)
+                && o.ctx == d.ctx
+                && o.peer_node == d.peer_node
+                && o.peer_ctx == d.peer_ctx
+                && (o.order.wrapping_sub(d.order) as i32) < 0
+        })
     }
 
     /// One packet of DMA `slot` is accounted for (acked, or failed with
