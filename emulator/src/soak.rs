@@ -82,7 +82,10 @@ fn share(total: u64, round: u64, rounds: u64) -> u64 {
 
 /// Rank `origin`'s all-gather block in round `round`.
 fn block_byte(origin: usize, round: u64, i: usize) -> u8 {
-    (origin as u64 * 131 + round * 7 + i as u64) as u8
+    (origin as u64)
+        .wrapping_mul(131)
+        .wrapping_add(round.wrapping_mul(7))
+        .wrapping_add(i as u64) as u8
 }
 
 /// Run `spec` on `cluster` (threads mode), sampling after a warm-up round
