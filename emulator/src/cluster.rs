@@ -669,13 +669,7 @@ impl Cluster {
     /// ([`ClusterConfig::faults`]).
     pub fn fault_counts(&self) -> FaultCounts {
         match &self.backend {
-            Backend::Threads { rails, .. } => {
-                let mut sum = FaultCounts::default();
-                for r in rails {
-                    sum.add(&r.fault_counts());
-                }
-                sum
-            }
+            Backend::Threads { rails, .. } => rails.iter().map(|r| r.fault_counts()).sum(),
             Backend::Modeled { kernel, .. } => kernel.fault_counts(),
         }
     }

@@ -100,10 +100,9 @@ pub fn schedules(data: &[u8]) -> usize {
     // scratch is allocated (`Error::OutOfBounds`): resources, not a
     // defect of the schedule. The verifier checks both first.
     let budget = Budget::default();
-    let scratch_per_node = (set.scratch_blocks as usize)
-        .saturating_mul(block)
-        .saturating_mul(rpn);
-    if budget::fits(&set, &budget).is_err() || scratch_per_node > budget.scratch_bytes_per_node {
+    if budget::fits(&set, &budget).is_err()
+        || budget::scratch_per_node(&set) > budget.scratch_bytes_per_node
+    {
         return 0;
     }
     if let Err(v) = verify(&set, &budget) {

@@ -482,6 +482,16 @@ impl FaultCounts {
     }
 }
 
+impl std::iter::Sum for FaultCounts {
+    fn sum<I: Iterator<Item = FaultCounts>>(iter: I) -> Self {
+        let mut total = FaultCounts::default();
+        for c in iter {
+            total.add(&c);
+        }
+        total
+    }
+}
+
 /// The faults of one rail: its spec, random stream and counts.
 #[derive(Debug)]
 pub struct RailFaults {

@@ -306,12 +306,7 @@ impl Kernel {
 
     /// The faults injected so far, over every rail.
     pub fn fault_counts(&self) -> FaultCounts {
-        let w = self.lock();
-        let mut sum = FaultCounts::default();
-        for f in &w.faults {
-            sum.add(&f.counts());
-        }
-        sum
+        self.lock().faults.iter().map(RailFaults::counts).sum()
     }
 
     /// Packets the receive ports discarded for their payload CRC so far.
@@ -560,10 +555,7 @@ impl Kernel {
             ));
         }
         if !w.faults.is_empty() {
-            let mut counts = FaultCounts::default();
-            for f in &w.faults {
-                counts.add(&f.counts());
-            }
+            let counts: FaultCounts = w.faults.iter().map(RailFaults::counts).sum();
             report.push_str(&format!(
                 "; faults injected ({}): {counts:?}",
                 w.faults[0].spec()

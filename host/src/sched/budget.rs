@@ -352,6 +352,14 @@ impl fmt::Display for Overrun {
     }
 }
 
+/// The scratch bytes `set` needs on each node: every rank's scratch, the
+/// node's ranks together.
+pub fn scratch_per_node(set: &ScheduleSet) -> usize {
+    (set.scratch_blocks as usize)
+        .saturating_mul(set.params.block_bytes)
+        .saturating_mul(set.params.shape.topology.ranks_per_node())
+}
+
 /// Does `set` fit `budget`? The static checks, cheap enough for the
 /// executor to make before it posts anything: destination counters, shm
 /// flags, the chained puts each rank holds at once against its chain

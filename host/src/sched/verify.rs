@@ -89,7 +89,7 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
     // The overrun names its own place (a rank and step, or a NIC).
     fits(set, budget).map_err(|o| fail(None, None, o.to_string()))?;
     let scratch_bytes = set.scratch_blocks as usize * b;
-    let per_node = scratch_bytes * p.shape.topology.ranks_per_node();
+    let per_node = super::budget::scratch_per_node(set);
     if per_node > budget.scratch_bytes_per_node {
         return Err(fail(
             None,

@@ -86,7 +86,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         };
         if !dma.active
             || dma.packets_sent >= dma.packets_total
-            || !self.queue_ready(&dma, self.hw.now_ns())
+            || (dma.queue.is_some() && !self.queue_ready(&dma, self.hw.now_ns()))
         {
             return false;
         }
