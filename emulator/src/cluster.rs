@@ -98,6 +98,11 @@ pub struct ClusterConfig {
     /// The NICs' retransmission timeout (`SET_PARAM` 2; default: the
     /// firmware's, 50 ms). Under injected faults, every loss costs one.
     pub retransmit_timeout: Option<std::time::Duration>,
+    /// Fruitless retransmission timeouts before a flow migrates to its
+    /// alternate rail, or breaks (`SET_PARAM` 3; default: the
+    /// firmware's, 16). With the timeout it sets how soon a dead rail is
+    /// left: (1 + 2 + 4 + 8 (limit - 2)) timeouts.
+    pub retry_limit: Option<u32>,
 }
 
 /// How the emulator runs.
@@ -158,6 +163,7 @@ impl Default for ClusterConfig {
             tuning: TuningTable::shared_builtin(),
             faults: Arc::new(FaultSpec::default()),
             retransmit_timeout: None,
+            retry_limit: None,
         }
     }
 }
@@ -207,6 +213,9 @@ impl ClusterConfig {
             return Err(EmuError::Config(format!(
                 "retransmission timeout must be at least 1 us, got {t:?}"
             )));
+        }
+        if self.retry_limit == Some(0) {
+            return Err(EmuError::Config("retry limit must be at least 1".into()));
         }
         Ok(self.shape)
     }
@@ -335,20 +344,29 @@ pub struct Cluster {
     backend: Backend,
 }
 
-/// Wait for a NIC's firmware to come up (`shared` is its register file),
-/// then set its packet size (and retransmission timeout, if the
-/// configuration gives one) through the driver's view `io`.
+/// Wait for the firmware of the NIC on `rail` to come up (`shared` is its
+/// register file), then set its packet size, its alternate rail (the
+/// host's failover policy, [`railcoll_host::driver::alternate_rail`]),
+/// and the retransmission timeout and retry limit the configuration
+/// gives, through the driver's view `io`.
 fn bring_up(
     io: &dyn RegisterIo,
     shared: &SharedRegisters,
     wait: &dyn WaitHook,
     cfg: &ClusterConfig,
+    rail: usize,
 ) -> Result<(), EmuError> {
     wait.wait_until(&mut || shared.nic_read(regs::ID) == regs::ID_VALUE)
         .map_err(railcoll_host::Error::from)?;
     let mut params = vec![(Param::PacketSize, u64::from(cfg.packet_size))];
+    if let Some(alternate) = railcoll_host::driver::alternate_rail(rail, cfg.shape.rails) {
+        params.push((Param::AlternateRail, alternate as u64 + 1));
+    }
     if let Some(ns) = cfg.retransmit_ns() {
         params.push((Param::RetryTimeoutNs, ns));
+    }
+    if let Some(limit) = cfg.retry_limit {
+        params.push((Param::RetryLimit, u64::from(limit)));
     }
     for (param, value) in params {
         railcoll_host::driver::mailbox_call(
@@ -442,8 +460,8 @@ impl Cluster {
             kernel: Arc::clone(&kernel),
         };
         for (device, node_regs) in devices.iter().zip(&regs) {
-            for (io, shared) in device.registers.iter().zip(node_regs) {
-                bring_up(&**io, shared, &wait, &cfg)?;
+            for (rail, (io, shared)) in device.registers.iter().zip(node_regs).enumerate() {
+                bring_up(&**io, shared, &wait, &cfg, rail)?;
             }
         }
         Ok(Self {
@@ -497,29 +515,40 @@ impl Cluster {
                     .collect()
             })
             .collect();
+        // Every rail before any board: a board reaches the other rails
+        // (the sibling paths).
         let mut rails = Vec::new();
+        let mut rail_inboxes = Vec::new();
         for (rail_index, rail_notifiers) in notifiers.iter().enumerate() {
             let faults = (!cfg.faults.is_none())
                 .then(|| RailFaults::new(Arc::clone(&cfg.faults), rail_index as u8, cfg.seed));
             let (rail, inboxes) = Rail::new(rail_notifiers.clone(), faults, epoch);
-            let rail = Arc::new(rail);
-            rails.push(Arc::clone(&rail));
+            rails.push(Arc::new(rail));
+            rail_inboxes.push(inboxes);
+        }
+        let all_rails: Arc<[Arc<Rail>]> = rails.iter().cloned().collect();
+        for (rail_index, (rail_notifiers, inboxes)) in
+            notifiers.iter().zip(rail_inboxes).enumerate()
+        {
+            let rail = Arc::clone(&rails[rail_index]);
             for (node, (inbox, notifier)) in
                 inboxes.into_iter().zip(rail_notifiers.clone()).enumerate()
             {
                 let siblings = Arc::clone(&node_regs[node]);
                 let regs = Arc::clone(&siblings[rail_index]);
                 registers[node].push(Arc::clone(&regs));
-                let (views, rail, wakers, timeline) = (
+                let (views, rail, wakers, timeline, all_rails) = (
                     Arc::clone(&views),
                     Arc::clone(&rail),
                     Arc::clone(&wakers),
                     Arc::clone(&timeline),
+                    Arc::clone(&all_rails),
                 );
                 factories[worker_of(rail_index)].push(Box::new(move || {
                     let board = EmuBoard::new(node as u16, views, regs, rail, inbox, wakers, epoch)
                         .expect("node memory exists for every node")
                         .with_siblings(rail_index as u8, siblings)
+                        .with_rails(all_rails)
                         .traced(rail_index, timeline);
                     let loc = Location {
                         node: node as u16,
@@ -536,8 +565,8 @@ impl Cluster {
             cfg.wait_timeout,
         ));
         for node_regs in &registers {
-            for regs in node_regs {
-                bring_up(&**regs, regs, &*wait, &cfg)?;
+            for (rail, regs) in node_regs.iter().enumerate() {
+                bring_up(&**regs, regs, &*wait, &cfg, rail)?;
             }
         }
         let devices: Vec<Arc<EmuDevice>> = memories

@@ -190,6 +190,10 @@
 //!   qsnet2-4x4 264.0 -> 372.2 us (`@nic-dma` 683.5 -> 869.5 us),
 //!   3x2-cyclic 92.7 -> 129.4 us. The workbench's sweeps, the fidelity
 //!   page and the tuning table used root 0 already and are unchanged.
+//! - Flow migration (issue 16, ABI 1.5): bring-up sets every NIC's
+//!   alternate rail on shapes with more than one rail (one more mailbox
+//!   call per NIC), so the 738 runs on several rails changed their trace
+//!   hashes; no latency changed (nothing migrates without a dead path).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -290,6 +290,12 @@ impl Comm {
         self.ep.take_nic_errors()
     }
 
+    /// The rails this rank's NICs are going round (see
+    /// [`Endpoint::failed_over_rails`]).
+    pub fn failed_over_rails(&self) -> Result<Vec<usize>, Error> {
+        self.ep.failed_over_rails()
+    }
+
     /// Post a raw command block on `rail` (bring-up and fault testing).
     pub fn post_raw(
         &self,

@@ -30,7 +30,7 @@ use railcoll_fw::abi::error::{ErrorInfo, ErrorRecord};
 use railcoll_fw::abi::event::{ActionKind, CompletionWord, EventAction, EventId, MAX_WRITE_VALUE};
 use railcoll_fw::abi::regs::{
     self, ContextConfig, Geometry, HostRead, HostWrite, MailboxOp, MailboxStatus, QueuePerms,
-    ReadOnly, Reg, RegionConfig, RegionPerms, Resources, WriteOnly,
+    ReadOnly, Reg, RegionConfig, RegionPerms, Resources, Status, WriteOnly,
 };
 use railcoll_fw::abi::ring::Ring;
 use railcoll_fw::abi::{ABI_MAJOR, ErrorCode, MAX_REGIONS};
@@ -91,6 +91,15 @@ pub fn read_reg<A: HostRead>(io: &dyn RegisterIo, reg: Reg<u64, A>) -> u64 {
 /// ```
 pub fn write_reg<A: HostWrite>(io: &dyn RegisterIo, reg: Reg<u64, A>, value: u64) {
     io.write(reg.offset(), value);
+}
+
+/// The host's failover policy: the rail whose NIC carries rail `rail`'s
+/// flows once their direct path stops answering (`SET_PARAM` 5, docs/abi.md
+/// §8.4), among `rails` rails: the next one round, so that the load of
+/// one dead rail falls on one survivor and every rail has a sibling. None
+/// for a single rail.
+pub fn alternate_rail(rail: usize, rails: usize) -> Option<usize> {
+    (rails > 1 && rail < rails).then(|| (rail + 1) % rails)
 }
 
 /// Run one admin mailbox call. The caller holds the device's admin lock.
@@ -638,6 +647,14 @@ impl Driver {
     /// Events per context on the NICs.
     pub fn events_per_ctx(&self) -> u32 {
         self.events_per_ctx
+    }
+
+    /// The `STATUS` register of the NIC on `rail`.
+    pub fn status(&self, rail: usize) -> Result<Status, Error> {
+        Ok(Status::from_bits_retain(read_reg(
+            self.regs(rail)?,
+            regs::STATUS,
+        )))
     }
 
     fn regs(&self, rail: usize) -> Result<&dyn RegisterIo, Error> {

@@ -30,6 +30,7 @@ use std::sync::atomic::Ordering;
 use railcoll_fw::abi::MAX_DMA_LEN;
 use railcoll_fw::abi::command::{Command, CommandBlock, DmaCommand, DmaKind, MAX_QUEUES};
 use railcoll_fw::abi::event::EventId;
+use railcoll_fw::abi::regs::Status;
 use railcoll_fw::abi::ring::Ring;
 
 use crate::arena::{DEFAULT_ALIGN, SymAllocator, SymBuffer};
@@ -996,6 +997,22 @@ impl Endpoint {
         let nodes = self.topology().nodes();
         u16::try_from(nodes.saturating_sub(1))
             .map_err(|_| Error::BadShape(format!("{nodes} nodes exceed the switch's node ids")))
+    }
+
+    /// The rails whose NIC has flows running through their alternate
+    /// rail (`STATUS.MIGRATED`): the rail's direct path stopped answering
+    /// and the NIC went round it (docs/abi.md §8.4). Puts posted on such a
+    /// rail still complete, exactly once, through its sibling; the NIC
+    /// takes the rail back by itself once it answers again.
+    pub fn failed_over_rails(&self) -> Result<Vec<usize>, Error> {
+        let driver = self.driver.borrow();
+        let mut failed = Vec::new();
+        for rail in 0..self.rails() {
+            if driver.status(rail)?.contains(Status::MIGRATED) {
+                failed.push(rail);
+            }
+        }
+        Ok(failed)
     }
 
     /// NIC error records reported to this rank since the last call.

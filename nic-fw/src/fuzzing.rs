@@ -98,8 +98,8 @@ pub static ROUND_TRIP_FAILURES: core::sync::atomic::AtomicUsize =
 use crate::abi::error::ErrorCode;
 use crate::abi::regs::{self, MailboxOp, Placement, QueuePerms, RegionPerms};
 use crate::engine::hw::{
-    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet,
-    RegisterFile, Siblings,
+    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, Path, PayloadSource,
+    PeerSet, RegisterFile, Siblings,
 };
 use crate::engine::{Engine, Location};
 
@@ -113,7 +113,7 @@ pub struct SimBoard {
     mem: [u8; SIM_MEM],
     regs: [u64; SIM_REGS],
     doorbells: u64,
-    inbox: [Option<(PacketHeader, u32)>; SIM_INBOX],
+    inbox: [Option<(PacketHeader, u32, Path)>; SIM_INBOX],
     now: u64,
     sent: u64,
     /// Sibling sets posted, taken back by the same NIC: a loopback sibling
@@ -162,11 +162,11 @@ impl HostMemory for SimBoard {
 impl Link for SimBoard {
     /// A payload is only its length: the bytes are zeros.
     type Payload = u32;
-    fn send(&mut self, _: &PacketHeader, _: Option<PayloadSource>) -> bool {
+    fn send(&mut self, _: &PacketHeader, _: Option<PayloadSource>, _: Path) -> bool {
         self.sent = self.sent.wrapping_add(1);
         true
     }
-    fn recv(&mut self) -> Option<(PacketHeader, u32)> {
+    fn recv(&mut self) -> Option<(PacketHeader, u32, Path)> {
         self.inbox.iter_mut().find_map(Option::take)
     }
     fn payload_len(&self, p: &u32) -> usize {
@@ -249,6 +249,8 @@ pub fn run_engine(data: &[u8]) -> u64 {
         phys: 0x2000,
     };
     mailbox(&mut e, MailboxOp::MapRegion, region.to_args());
+    // An alternate rail, so that flows migrate and learn paths.
+    mailbox(&mut e, MailboxOp::SetParam, [5, 2, 0, 0]);
     let mut tail: u64 = 0;
     let mut rest = data;
     while let Some((&op, tail_bytes)) = rest.split_first() {
@@ -280,8 +282,14 @@ pub fn run_engine(data: &[u8]) -> u64 {
                         zerocopy::little_endian::U32::new(crate::abi::packet::checksum(&bytes));
                 }
                 let len = u32::from(op >> 3).wrapping_mul(64);
+                // Some packets come through a sibling (of any rail, this
+                // NIC's own included: a board must not, the engine copes).
+                let path = match op >> 6 {
+                    0 | 1 => Path::Sibling(op & 3),
+                    _ => Path::Direct,
+                };
                 if let Some(slot) = e.hardware_mut().inbox.iter_mut().find(|s| s.is_none()) {
-                    *slot = Some((h, len));
+                    *slot = Some((h, len, path));
                 }
             }
             3 => {

@@ -30,11 +30,11 @@ fn cases_per_test() -> usize {
         .unwrap_or(48)
 }
 
-/// A random shape of up to 16 ranks, 1-3 rails.
-fn random_shape(draw: &mut Draw) -> Shape {
+/// A random shape of up to 16 ranks, `min_rails`-3 rails.
+fn random_shape(draw: &mut Draw, min_rails: usize) -> Shape {
     let nodes = [1, 2, 3, 4, 5, 8][draw.below(6)];
     let rpn = 1 + draw.below(if nodes > 4 { 2 } else { 4 });
-    let rails = 1 + draw.below(3);
+    let rails = min_rails + draw.below(4 - min_rails);
     let placement = if draw.below(2) == 0 {
         Placement::Block
     } else {
@@ -78,6 +78,17 @@ fn random_case(draw: &mut Draw, shape: Shape) -> Case {
 
 /// A cluster of `shape` in `mode` with `faults` seeded by `seed`.
 fn faulty_cluster(shape: Shape, mode: Mode, faults: &str, seed: u64) -> Cluster {
+    faulty_cluster_with(shape, mode, faults, seed, None)
+}
+
+/// As [`faulty_cluster`], with the NICs' retry limit.
+fn faulty_cluster_with(
+    shape: Shape,
+    mode: Mode,
+    faults: &str,
+    seed: u64,
+    retry_limit: Option<u32>,
+) -> Cluster {
     let spec: FaultSpec = faults.parse().expect("fault spec");
     Cluster::new(ClusterConfig {
         shape,
@@ -88,6 +99,7 @@ fn faulty_cluster(shape: Shape, mode: Mode, faults: &str, seed: u64) -> Cluster 
         // windows of 2 KiB packets, ~1 ms), so losses, not waiting, are
         // what it catches.
         retransmit_timeout: Some(Duration::from_millis(2)),
+        retry_limit,
         arena_size: 32 << 20,
         packet_size: 2048,
         wait_timeout: Duration::from_secs(60),
@@ -96,48 +108,67 @@ fn faulty_cluster(shape: Shape, mode: Mode, faults: &str, seed: u64) -> Cluster 
     .expect("cluster")
 }
 
-/// Run `count` random collectives in `mode` under `faults`, in clusters of
-/// random shapes (a few cases each); panics on the first wrong byte or
-/// error. Returns the faults injected and the payloads the receive ports
-/// discarded for their CRC.
+/// What a run of random collectives saw.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The faults injected.
+    counts: FaultCounts,
+    /// Payloads the receive ports discarded for their CRC.
+    discards: u64,
+    /// Clusters in which some rank's NIC went round a rail (`STATUS.MIGRATED`
+    /// once its collectives were done).
+    failed_over: usize,
+}
+
+/// The faults of one cluster, drawn for its shape.
+type FaultsFor<'a> = &'a dyn Fn(&mut Draw, Shape) -> String;
+
+/// Run `count` random collectives in `mode` under the faults `faults`
+/// draws for each cluster (of a random shape with at least `min_rails`
+/// rails, a few cases each, the NICs' retry limit `retry_limit`); panics
+/// on the first wrong byte or error.
 fn random_collectives_under(
-    faults: &str,
+    faults: FaultsFor<'_>,
+    min_rails: usize,
+    retry_limit: Option<u32>,
     mode: Mode,
     seed: u64,
     count: usize,
-) -> (FaultCounts, u64) {
+) -> Seen {
     let mut draw = Draw(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    let mut total = FaultCounts::default();
-    let mut discards = 0;
+    let mut seen = Seen::default();
     let mut done = 0;
     let mut cluster_seed = seed;
     while done < count {
-        let shape = random_shape(&mut draw);
+        let shape = random_shape(&mut draw, min_rails);
         let cases: Vec<Case> = (0..8.min(count - done))
             .map(|_| random_case(&mut draw, shape))
             .collect();
+        let spec = faults(&mut draw, shape);
         cluster_seed = cluster_seed.wrapping_add(1);
-        let cluster = faulty_cluster(shape, mode, faults, cluster_seed);
+        let cluster = faulty_cluster_with(shape, mode, &spec, cluster_seed, retry_limit);
         let results = cluster.run(|comm| {
             for &case in &cases {
                 run_case(comm, case)?;
             }
-            Ok::<(), String>(())
+            comm.failed_over_rails().map_err(|e| e.to_string())
         });
+        let mut failed_over = false;
         for (rank, r) in results.into_iter().enumerate() {
             match r {
-                Ok(Ok(())) => {}
+                Ok(Ok(rails)) => failed_over |= !rails.is_empty(),
                 Ok(Err(e)) => {
-                    panic!("{shape:?} seed {cluster_seed} under {faults}: rank {rank}: {e}")
+                    panic!("{shape:?} seed {cluster_seed} under {spec}: rank {rank}: {e}")
                 }
                 Err(e) => panic!("{shape:?} seed {cluster_seed}: rank {rank} did not start: {e}"),
             }
         }
-        total.add(&cluster.fault_counts());
-        discards += cluster.crc_discards();
+        seen.counts.add(&cluster.fault_counts());
+        seen.discards += cluster.crc_discards();
+        seen.failed_over += usize::from(failed_over);
         done += cases.len();
     }
-    (total, discards)
+    seen
 }
 
 /// 1% loss and 0.1% corruption per rail (the figures): every
@@ -145,8 +176,16 @@ fn random_collectives_under(
 #[test]
 fn random_collectives_survive_loss_and_corruption() {
     let mode = railcoll_tests::mode();
-    let (counts, discards) =
-        random_collectives_under("drop=0.01,corrupt=0.001", mode, 11, cases_per_test());
+    let Seen {
+        counts, discards, ..
+    } = random_collectives_under(
+        &|_, _| "drop=0.01,corrupt=0.001".into(),
+        1,
+        None,
+        mode,
+        11,
+        cases_per_test(),
+    );
     eprintln!("{mode:?}: {counts:?}, {discards} payloads failed their CRC");
     assert!(counts.dropped > 0, "no packet was lost: {counts:?}");
     assert!(
@@ -164,8 +203,15 @@ fn random_collectives_survive_loss_and_corruption() {
 #[test]
 fn random_collectives_survive_duplicates_delays_and_lost_collective_packets() {
     let mode = railcoll_tests::mode();
-    let (counts, discards) = random_collectives_under(
-        "dup=0.02,delay=0.02:30us,drop-collective=0.05,corrupt=0.005,stall=0.0@200us+300us",
+    let Seen {
+        counts, discards, ..
+    } = random_collectives_under(
+        &|_, _| {
+            "dup=0.02,delay=0.02:30us,drop-collective=0.05,corrupt=0.005,stall=0.0@200us+300us"
+                .into()
+        },
+        1,
+        None,
         mode,
         12,
         cases_per_test(),
@@ -175,6 +221,43 @@ fn random_collectives_survive_duplicates_delays_and_lost_collective_packets() {
     assert!(
         counts.dropped > 0,
         "no collective packet was lost: {counts:?}"
+    );
+}
+
+/// A rail killed for good at a random time while the collectives run:
+/// the NICs' flows on it migrate to their alternate
+/// rail past the retry limit (2 here: after 7 timeouts of 2 ms) and every
+/// collective completes with every byte right. Rail 0 is spared: the
+/// switch's hardware barrier and broadcast run on rail 0, and their
+/// failover is not built (docs/reliability.md).
+#[test]
+fn random_collectives_survive_a_rail_killed_at_a_random_time() {
+    let mode = railcoll_tests::mode();
+    // Within a cluster's run: its eight collectives take some 100s of us
+    // of virtual time, some ms of wall time.
+    let horizon_us = match mode {
+        Mode::Modeled => 300,
+        _ => 3000,
+    };
+    let seen = random_collectives_under(
+        &|draw, shape| {
+            let rail = 1 + draw.below(shape.rails - 1);
+            format!("rail-down={rail}@{}us", draw.below(horizon_us))
+        },
+        2,
+        Some(2),
+        mode,
+        13,
+        cases_per_test(),
+    );
+    eprintln!("{mode:?}: {seen:?}");
+    assert!(
+        seen.counts.rail_down > 0,
+        "the dead rails carried nothing: {seen:?}"
+    );
+    assert!(
+        seen.failed_over > 0,
+        "no NIC went round its dead rail: {seen:?}"
     );
 }
 

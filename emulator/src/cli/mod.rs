@@ -338,6 +338,10 @@ pub struct FaultArgs {
     /// under --faults every loss costs one.
     #[arg(long, value_parser = parse_time)]
     pub retransmit_timeout: Option<std::time::Duration>,
+    /// Fruitless retransmission timeouts before a flow leaves its rail
+    /// for the alternate, or breaks (default: the firmware's, 16; >= 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub retry_limit: Option<u32>,
     /// Threads mode: how long a rank's wait may make no progress before
     /// the run fails with a report naming every rank's pending step
     /// (modeled mode's watchdog works in virtual time).
@@ -351,6 +355,7 @@ impl FaultArgs {
         ClusterConfig {
             faults: std::sync::Arc::new(self.faults.clone()),
             retransmit_timeout: self.retransmit_timeout,
+            retry_limit: self.retry_limit,
             wait_timeout: self.watchdog,
             ..cfg
         }

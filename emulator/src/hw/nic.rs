@@ -150,6 +150,7 @@ mod tests {
                 len,
             }),
             damage,
+            tunnel: None,
         }
     }
 

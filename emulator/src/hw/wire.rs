@@ -5,6 +5,7 @@
 //! barrier combining) through the firmware crate's switch logic.
 
 use railcoll_fw::abi::packet::{PacketHeader, PacketType};
+use railcoll_fw::engine::hw::Path;
 use railcoll_fw::switch::{self, Forward, Switch};
 
 /// Payload bytes in a node's memory.
@@ -30,6 +31,8 @@ pub struct WirePacket {
     /// match the CRC trailer the sender computed over its bytes
     /// (`hw::nic::payload_intact`).
     pub damage: Option<Damage>,
+    /// The packet goes round its own rail through siblings (ABI 1.5).
+    pub tunnel: Option<Tunnel>,
 }
 
 impl WirePacket {
@@ -39,7 +42,32 @@ impl WirePacket {
             header,
             payload,
             damage: None,
+            tunnel: None,
         }
+    }
+
+    /// The rail whose switch and receive ports carry the packet: the
+    /// sibling's for a tunnelled packet, `own` (the sender's) otherwise.
+    pub fn wire_rail(&self, own: usize) -> usize {
+        self.tunnel.map_or(own, |t| usize::from(t.via))
+    }
+}
+
+/// A packet on a sibling path (`Path::Sibling`): sent by the NIC on rail
+/// `nic_rail`, carried by rail `via`, for the destination node's NIC on
+/// `nic_rail` (the destination's NIC on `via` hands it over).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tunnel {
+    /// The rail of the sending and the receiving NIC.
+    pub nic_rail: u8,
+    /// The rail it travels on.
+    pub via: u8,
+}
+
+impl Tunnel {
+    /// The path the receiving NIC is told the packet came by.
+    pub fn path(tunnel: Option<Tunnel>) -> Path {
+        tunnel.map_or(Path::Direct, |t| Path::Sibling(t.via))
     }
 }
 

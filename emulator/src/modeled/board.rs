@@ -18,7 +18,7 @@ use railcoll_fw::abi::packet::PacketHeader;
 use railcoll_fw::abi::{ContextIndex, MAX_DMAS};
 use railcoll_fw::engine::Engine;
 use railcoll_fw::engine::hw::{
-    Activity, BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet,
+    Activity, BusError, Clock, HostMemory, HostWake, Link, Meter, Path, PayloadSource, PeerSet,
     RegisterFile, Siblings,
 };
 use railcoll_mem::dma_mem::DmaMemory;
@@ -26,7 +26,7 @@ use railcoll_mem::dma_mem::DmaMemory;
 use super::profile::{Costs, transfer};
 use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, payload_intact, range};
 use crate::hw::registers::SharedRegisters;
-use crate::hw::wire::{PayloadRef, WirePacket, is_control};
+use crate::hw::wire::{PayloadRef, Tunnel, WirePacket, is_control};
 
 /// Virtual time, picoseconds.
 pub type Ps = u64;
@@ -238,7 +238,19 @@ impl HostMemory for ModelBoard {
 impl Link for ModelBoard {
     type Payload = Option<PayloadRef>;
 
-    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>, path: Path) -> bool {
+        let tunnel = match path {
+            Path::Direct => None,
+            // A sibling of this node other than this NIC, or the packet is
+            // lost.
+            Path::Sibling(via) if via != self.rail && usize::from(via) < self.siblings.len() => {
+                Some(Tunnel {
+                    nic_rail: self.rail,
+                    via,
+                })
+            }
+            Path::Sibling(_) => return false,
+        };
         let len = payload.map_or(0, |p| u64::from(p.len));
         // The payload crosses the host bus before it can go on the wire.
         let fetched = if len > 0 { self.bus(len) } else { self.cursor };
@@ -251,7 +263,8 @@ impl Link for ModelBoard {
             phys: p.phys,
             len: p.len,
         });
-        let packet = WirePacket::new(*header, payload);
+        let mut packet = WirePacket::new(*header, payload);
+        packet.tunnel = tunnel;
         let start = if is_control(&packet) {
             // Acknowledgements travel back on the link level (Elan's PAck
             // on the reverse route), not queued behind this NIC's own DMAs.
@@ -285,11 +298,11 @@ impl Link for ModelBoard {
 
     /// The receive port discards a packet whose payload fails its CRC
     /// before the firmware sees it (and counts it).
-    fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>)> {
+    fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>, Path)> {
         loop {
             let p = self.inbox.pop_front()?;
             if payload_intact(&self.memories, &p) {
-                return Some((p.header, p.payload));
+                return Some((p.header, p.payload, Tunnel::path(p.tunnel)));
             }
             self.crc_discards += 1;
         }

@@ -10,7 +10,7 @@ use railcoll_fw::abi::packet::PacketHeader;
 use railcoll_fw::abi::{ContextIndex, MAX_CONTEXTS};
 use railcoll_fw::engine::Engine;
 use railcoll_fw::engine::hw::{
-    BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet, RegisterFile,
+    BusError, Clock, HostMemory, HostWake, Link, Meter, Path, PayloadSource, PeerSet, RegisterFile,
     Siblings,
 };
 use railcoll_host::env::Waker;
@@ -18,7 +18,7 @@ use railcoll_mem::dma_mem::DmaMemory;
 
 use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, payload_intact, range};
 use crate::hw::registers::SharedRegisters;
-use crate::hw::wire::{PayloadRef, WirePacket};
+use crate::hw::wire::{PayloadRef, Tunnel, WirePacket};
 use crate::threads::rail::Rail;
 use crate::timeline::{Timeline, Track};
 
@@ -42,6 +42,8 @@ pub struct EmuBoard {
     /// NIC-to-NIC path).
     rail_index: u8,
     siblings: Arc<[Arc<SharedRegisters>]>,
+    /// Every rail of the cluster, by index (the sibling paths).
+    rails: Arc<[Arc<Rail>]>,
 }
 
 /// Where a threads-mode board reports its activity when the cluster is
@@ -78,6 +80,7 @@ impl EmuBoard {
             trace: None,
             rail_index: 0,
             siblings: Arc::from([]),
+            rails: Arc::from([]),
         })
     }
 
@@ -86,6 +89,13 @@ impl EmuBoard {
     pub fn with_siblings(mut self, rail: u8, siblings: Arc<[Arc<SharedRegisters>]>) -> Self {
         self.rail_index = rail;
         self.siblings = siblings;
+        self
+    }
+
+    /// Give the board every rail of the cluster (the sibling paths, ABI
+    /// 1.5).
+    pub fn with_rails(mut self, rails: Arc<[Arc<Rail>]>) -> Self {
+        self.rails = rails;
         self
     }
 
@@ -135,7 +145,7 @@ impl HostMemory for EmuBoard {
 impl Link for EmuBoard {
     type Payload = Option<PayloadRef>;
 
-    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>, path: Path) -> bool {
         let payload = payload.map(|p| PayloadRef {
             node: self.node,
             phys: p.phys,
@@ -145,18 +155,41 @@ impl Link for EmuBoard {
             let len = payload.map_or(0, |p| p.len);
             format!("packet {len} B to node {}", header.dst_node.get())
         });
-        self.rail.switch(WirePacket::new(*header, payload))
+        let mut packet = WirePacket::new(*header, payload);
+        match path {
+            Path::Direct => self.rail.switch(packet),
+            Path::Sibling(via) => match self.rails.get(usize::from(via)) {
+                Some(rail) if via != self.rail_index => {
+                    packet.tunnel = Some(Tunnel {
+                        nic_rail: self.rail_index,
+                        via,
+                    });
+                    rail.switch(packet)
+                }
+                // No such sibling: the packet is lost.
+                _ => false,
+            },
+        }
     }
 
     /// The receive port discards a packet whose payload fails its CRC
-    /// before the firmware sees it (and counts it).
-    fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>)> {
+    /// before the firmware sees it (and counts it). A packet tunnelled
+    /// for a sibling is handed to it (the NIC-to-NIC path), not seen here.
+    fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>, Path)> {
         loop {
             let p = self.inbox.try_recv().ok()?;
-            if payload_intact(&self.memories, &p) {
-                return Some((p.header, p.payload));
+            if !payload_intact(&self.memories, &p) {
+                self.rail.count_crc_discard();
+                continue;
             }
-            self.rail.count_crc_discard();
+            match p.tunnel {
+                Some(t) if t.nic_rail != self.rail_index => {
+                    if let Some(rail) = self.rails.get(usize::from(t.nic_rail)) {
+                        rail.deliver(usize::from(self.node), p);
+                    }
+                }
+                _ => return Some((p.header, p.payload, Tunnel::path(p.tunnel))),
+            }
         }
     }
 

@@ -7,8 +7,8 @@
 //! | `0x1000_0000` | register file (BAR0, dual-ported with PCIe) | 64-bit words at BAR0 offsets |
 //! | `0x1000_1000` | doorbells | `+0x0` pending mask lo, `+0x4` hi (read clears) |
 //! | `0x1001_0000` | host DMA | `+0x0/4` host addr lo/hi, `+0x8` local addr, `+0xc` len, `+0x10` ctrl (1 = host->local, 2 = local->host, 3 = word write release), `+0x14` status (bit 0 busy, bit 1 error), `+0x18/1c` word lo/hi |
-//! | `0x1002_0000` | MAC TX | `+0x000..0x040` header, `+0x40/44` payload host addr lo/hi, `+0x48` payload len, `+0x4c` go (reads 0 when the FIFO is full) |
-//! | `0x1003_0000` | MAC RX | `+0x000..0x040` header, `+0x40` payload len, `+0x44` status (bit 0 packet present), `+0x48/4c` deliver host addr lo/hi, `+0x50` deliver go, `+0x54` deliver status (bit 0 busy, bit 1 error), `+0x58` pop |
+//! | `0x1002_0000` | MAC TX | `+0x000..0x040` header, `+0x40/44` payload host addr lo/hi, `+0x48` payload len, `+0x4c` go (reads 0 when the FIFO is full), `+0x50` path (0 direct; bit 8 set: through the sibling on rail 7:0, ABI 1.5) |
+//! | `0x1003_0000` | MAC RX | `+0x000..0x040` header, `+0x40` payload len, `+0x44` status (bit 0 packet present), `+0x48/4c` deliver host addr lo/hi, `+0x50` deliver go, `+0x54` deliver status (bit 0 busy, bit 1 error), `+0x58` pop, `+0x5c` the packet's path (as TX `+0x50`) |
 //! | `0x1004_0000` | host interrupt | `+0x0` wake context (write) |
 //! | `0x1005_0000` | board | `+0x0` straps: node in 15:0, rail in 23:16, `PEER_SET` FIFO depth in 31:24 (0: no sibling NICs) |
 //! | `0x1006_0000` | NIC-to-NIC path | `+0x0/4` word lo/hi to post, `+0x8` post to rail (write), `+0xc` post status (bit 0 accepted, bit 1 no such sibling, bit 2 its FIFO full); `+0x10/14` oldest received word lo/hi, `+0x18` status (bit 0 a word is present), `+0x1c` pop (write) |
@@ -21,7 +21,7 @@ use railcoll_fw::abi::ContextIndex;
 use railcoll_fw::abi::error::ErrorCode;
 use railcoll_fw::abi::packet::{HEADER_LEN, PacketHeader};
 use railcoll_fw::engine::hw::{
-    BusError, Clock, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet, RegisterFile,
+    BusError, Clock, HostMemory, HostWake, Link, Meter, Path, PayloadSource, PeerSet, RegisterFile,
     Siblings,
 };
 use volatile::VolatilePtr;
@@ -72,9 +72,9 @@ type Doorbells = Block<0x1000_1000, 8>;
 /// Host DMA.
 type Dma = Block<0x1001_0000, 0x20>;
 /// MAC transmit.
-type Tx = Block<0x1002_0000, 0x50>;
+type Tx = Block<0x1002_0000, 0x54>;
 /// MAC receive.
-type Rx = Block<0x1003_0000, 0x5c>;
+type Rx = Block<0x1003_0000, 0x60>;
 /// Host interrupt.
 type Irq = Block<0x1004_0000, 4>;
 /// Board straps.
@@ -170,7 +170,7 @@ impl Link for SocBoard {
     /// The payload stays in the MAC's RX FIFO until delivered.
     type Payload = u32;
 
-    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>, path: Path) -> bool {
         if Tx::r32::<0x4c>().read() == 0 {
             return false;
         }
@@ -184,11 +184,15 @@ impl Link for SocBoard {
         Tx::r32::<0x40>().write(addr as u32);
         Tx::r32::<0x44>().write((addr >> 32) as u32);
         Tx::r32::<0x48>().write(len);
+        Tx::r32::<0x50>().write(match path {
+            Path::Direct => 0,
+            Path::Sibling(rail) => 0x100 | u32::from(rail),
+        });
         Tx::r32::<0x4c>().write(1);
         true
     }
 
-    fn recv(&mut self) -> Option<(PacketHeader, u32)> {
+    fn recv(&mut self) -> Option<(PacketHeader, u32, Path)> {
         if Rx::r32::<0x44>().read() & 1 == 0 {
             return None;
         }
@@ -197,8 +201,12 @@ impl Link for SocBoard {
             *b = Rx::byte(i)?.read();
         }
         let len = Rx::r32::<0x40>().read();
+        let path = match Rx::r32::<0x5c>().read() {
+            p if p & 0x100 != 0 => Path::Sibling(p as u8),
+            _ => Path::Direct,
+        };
         Rx::r32::<0x58>().write(1);
-        Some((PacketHeader::from_bytes(&raw), len))
+        Some((PacketHeader::from_bytes(&raw), len, path))
     }
 
     fn payload_len(&self, payload: &u32) -> usize {

@@ -53,8 +53,10 @@ pub use wire_enum::{Unknown, WireEnum};
 /// gap; queued items a queue cannot take refused for now (the acks'
 /// refusal bitmap, the RETRY flag) instead of stalling the flow, and
 /// failed with `QueueFull` or `NoQueue` after the queue wait (parameter
-/// 4).
-pub const ABI_VERSION: u32 = (1 << 16) | 4;
+/// 4); 1.5 flow migration: a flow past its retry limit goes on through
+/// the alternate sibling rail (parameter 5, `STATUS.MIGRATED`), and back
+/// once its direct path answers.
+pub const ABI_VERSION: u32 = (1 << 16) | 5;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;

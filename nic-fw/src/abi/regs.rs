@@ -246,6 +246,9 @@ bitflags! {
         const RUNNING = 1 << 0;
         /// At least one flow is broken (a peer exceeded the retry limit).
         const FLOW_BROKEN = 1 << 1;
+        /// At least one flow runs through the alternate sibling path (its
+        /// direct path stopped answering; since 1.5).
+        const MIGRATED = 1 << 2;
     }
 
     /// Per-queue command permissions (Elan's `CQ_*EnableBit`), set when the
@@ -319,6 +322,10 @@ wire_enum! {
         /// item (full, or not yet initialised) before the item fails with
         /// `QueueFull` or `NoQueue` (>= 1000; reset 1 s; since 1.4).
         QueueWaitNs = 4,
+        /// The rail of the sibling NIC through which a flow past its retry
+        /// limit migrates, plus one (0: none, the flow breaks; reset 0;
+        /// since 1.5; docs/abi.md §8.4).
+        AlternateRail = 5,
     }
 }
 
@@ -939,7 +946,8 @@ mod tests {
         assert_eq!(Param::from_arg(2), Some(Param::RetryTimeoutNs));
         assert_eq!(Param::from_arg(0), None);
         assert_eq!(Param::from_arg(4), Some(Param::QueueWaitNs));
-        assert_eq!(Param::from_arg(5), None);
+        assert_eq!(Param::from_arg(5), Some(Param::AlternateRail));
+        assert_eq!(Param::from_arg(6), None);
         assert_eq!(Param::from_arg(0x101), None);
         assert_eq!(Param::from_arg(u64::MAX), None);
     }

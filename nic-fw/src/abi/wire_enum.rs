@@ -208,8 +208,8 @@ mod tests {
     }
 
     #[test]
-    fn params_are_exactly_1_to_4() {
-        assert_eq!(widen(exhaustive::<Param>(0..=u8::MAX)), range_u32(1, 4));
+    fn params_are_exactly_1_to_5() {
+        assert_eq!(widen(exhaustive::<Param>(0..=u8::MAX)), range_u32(1, 5));
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! is not a failure); the switch answers an arrival for a number it already
 //! released with the release.
 
-use super::hw::{Activity, BCAST_CHANNEL, Hardware, PayloadSource};
+use super::hw::{Activity, BCAST_CHANNEL, Hardware, Path, PayloadSource};
 use super::rx::InboundWrite;
 use super::{BcastTx, Engine, PendingBarrier, TX_BUDGET};
 use crate::abi::error::ErrorCode;
@@ -164,7 +164,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             self.hw.note(Activity::DmaPacket {
                 channel: BCAST_CHANNEL,
             });
-            let _ = self.hw.send(&packet.emit(), Some(payload));
+            let _ = self.hw.send(&packet.emit(), Some(payload), Path::Direct);
             self.bcast.sent = self.bcast.sent.wrapping_add(1);
             progressed = true;
         }
@@ -290,7 +290,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             received: state.next,
             err_code: state.status,
         };
-        let _ = self.hw.send(&ack.emit(), None);
+        let _ = self.hw.send(&ack.emit(), None, Path::Direct);
     }
 
     /// HW_BARRIER: `Ok(false)` if this context already waits on a barrier.
@@ -362,7 +362,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             high_node: b.high,
             seq: b.seq,
         });
-        let _ = self.hw.send(&packet.emit(), None);
+        let _ = self.hw.send(&packet.emit(), None, Path::Direct);
     }
 
     /// The switch released a barrier.

@@ -29,6 +29,12 @@
 //!   PCIe peer-to-peer write into the target NIC's `PEER_SET` FIFO): a set
 //!   posted there is taken by the target, once, in posting order among the
 //!   sets of one sender. A board with one NIC per node has no siblings.
+//! - [`Path::Sibling`] (ABI 1.5) is a packet's way round a dead link: the
+//!   board hands it to this node's NIC on that rail, which sends it on its
+//!   own link to the destination node's NIC on that rail, which hands it to
+//!   the destination's NIC on *this* NIC's rail. The packet is unchanged;
+//!   [`Link::recv`] tells the receiver which path it came by. A board
+//!   without that sibling drops the packet (`send` returns false).
 
 use crate::abi::ContextIndex;
 use crate::abi::error::ErrorCode;
@@ -62,15 +68,29 @@ pub struct PayloadSource {
     pub len: u32,
 }
 
+/// Which way a unicast packet travels between this NIC and its peer on
+/// the same rail of another node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Path {
+    /// This NIC's own link and its rail's switch.
+    #[default]
+    Direct,
+    /// Through this node's NIC on the given rail, that rail's switch, and
+    /// the destination node's NIC on that rail (docs/abi.md §8.4).
+    Sibling(u8),
+}
+
 /// The link to this rail's switch.
 pub trait Link {
     /// A received payload, as the board holds it until delivered.
     type Payload;
-    /// Transmit a packet. A packet the link cannot take is simply not sent
-    /// (`false`): reliability is the engine's job, it will retransmit.
-    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool;
-    /// Take the next received packet, if any.
-    fn recv(&mut self) -> Option<(PacketHeader, Self::Payload)>;
+    /// Transmit a packet along `path`. A packet the link cannot take is
+    /// simply not sent (`false`): reliability is the engine's job, it will
+    /// retransmit. Switch-bound packets (broadcast, barrier) always go
+    /// [`Path::Direct`].
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>, path: Path) -> bool;
+    /// Take the next received packet, if any, and the path it came by.
+    fn recv(&mut self) -> Option<(PacketHeader, Self::Payload, Path)>;
     /// Length of a received payload.
     fn payload_len(&self, payload: &Self::Payload) -> usize;
     /// Write a received payload into host memory at `phys`.

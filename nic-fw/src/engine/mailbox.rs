@@ -181,6 +181,22 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                         }
                         self.params.queue_wait_ns = value;
                     }
+                    Param::AlternateRail => {
+                        // 0: no alternate; rail + 1: a sibling of this node
+                        // (never this NIC's own rail, and only on a board
+                        // with a NIC-to-NIC path).
+                        self.params.alternate = match value {
+                            0 => None,
+                            v => {
+                                let rail = u8::try_from(v.wrapping_sub(1))
+                                    .map_err(|_| ErrorCode::BadConfig)?;
+                                if rail == self.loc.rail || self.hw.peer_fifo_depth() == 0 {
+                                    return Err(ErrorCode::BadConfig);
+                                }
+                                Some(rail)
+                            }
+                        };
+                    }
                 }
                 Ok(0)
             }

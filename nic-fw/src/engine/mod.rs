@@ -48,7 +48,7 @@ use crate::abi::{
     ABI_VERSION, CHAIN_DEPTH, ContextIndex, DEFAULT_PACKET_SIZE, MAX_CONTEXTS, MAX_DMAS,
     MAX_REGIONS, NodeId, TX_WINDOW,
 };
-use hw::Hardware;
+use hw::{Hardware, Path};
 use zerocopy::IntoBytes;
 
 /// Where this engine sits: fixed by the board, reported in `LOCATION`.
@@ -81,6 +81,10 @@ pub struct Stats {
     pub duplicates: u64,
     /// Queued items refused for now (their queue full or not initialised).
     pub packets_refused: u64,
+    /// Flows that migrated to the sibling path past their retry limit.
+    pub migrations: u64,
+    /// Migrated flows whose direct path answered again.
+    pub path_restores: u64,
     /// Events fired.
     pub events_fired: u64,
     /// Commands injected by COPY actions.
@@ -111,6 +115,9 @@ struct Params {
     retry_timeout_ns: u64,
     retry_limit: u32,
     queue_wait_ns: u64,
+    /// The sibling rail a flow past its retry limit migrates to
+    /// (`SET_PARAM` 5; `None`: the flow breaks instead).
+    alternate: Option<u8>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -365,9 +372,20 @@ struct TxFlow {
     /// A timeout resent only the oldest packet; its ack sends the rest.
     probing: bool,
     broken: bool,
+    /// The flow migrated past its retry limit: its packets go through the
+    /// sibling on this rail until an ack comes back on the direct path.
+    via: Option<u8>,
+    /// When a migrated flow next tries its direct path (a copy of its
+    /// oldest unacknowledged packet sent directly).
+    path_probe_ns: u64,
 }
 
 impl TxFlow {
+    /// The path this flow's packets take.
+    fn path(&self) -> Path {
+        self.via.map_or(Path::Direct, Path::Sibling)
+    }
+
     const NEW: TxFlow = TxFlow {
         next_seq: 0,
         base_seq: 0,
@@ -385,6 +403,8 @@ impl TxFlow {
         retries: 0,
         probing: false,
         broken: false,
+        via: None,
+        path_probe_ns: 0,
     };
 }
 
@@ -408,6 +428,8 @@ struct RxFlow {
     /// later items to that queue are refused too until the refused one,
     /// sent again, gets in (per-queue FIFO without blocking the flow).
     held: [Option<HeldQueue>; HELD_QUEUES],
+    /// The path the sender's latest packet came by: acks go back that way.
+    reply: Path,
 }
 
 /// An input queue holding back one sender's items.
@@ -431,6 +453,7 @@ impl RxFlow {
         gap_nacked: false,
         refused_bits: 0,
         held: [None; HELD_QUEUES],
+        reply: Path::Direct,
     };
 }
 
@@ -561,6 +584,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 packet_size: DEFAULT_PACKET_SIZE,
                 retry_timeout_ns: DEFAULT_RETRY_TIMEOUT_NS,
                 retry_limit: DEFAULT_RETRY_LIMIT,
+                alternate: None,
                 queue_wait_ns: DEFAULT_QUEUE_WAIT_NS,
             },
             contexts: [Context::DETACHED; MAX_CONTEXTS],
@@ -737,11 +761,17 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .tx
             .iter()
             .filter(|f| f.in_flight > 0 && !f.broken)
-            .map(|f| match f.resend {
-                Some(_) => f.resend_not_before,
-                None => f
-                    .progress_ns
-                    .saturating_add(backed_off(self.params.retry_timeout_ns, f.retries)),
+            .map(|f| {
+                let due = match f.resend {
+                    Some(_) => f.resend_not_before,
+                    None => f
+                        .progress_ns
+                        .saturating_add(backed_off(self.params.retry_timeout_ns, f.retries)),
+                };
+                match f.via {
+                    Some(_) => due.min(f.path_probe_ns),
+                    None => due,
+                }
             })
             .min();
         [unicast, collective, self.requeue_timer()]

@@ -1,7 +1,7 @@
 //! Reception: in-order acceptance per flow, receiver-side protection, data
 //! delivery, destination events, get requests, and owed acknowledgements.
 
-use super::hw::Hardware;
+use super::hw::{Hardware, Path};
 use super::{Dma, DmaRole, Engine, HeldQueue, RX_BUDGET};
 use crate::abi::NodeId;
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
@@ -47,16 +47,16 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     pub(super) fn receive(&mut self) -> bool {
         let mut progressed = false;
         for _ in 0..RX_BUDGET {
-            let Some((header, payload)) = self.hw.recv() else {
+            let Some((header, payload, path)) = self.hw.recv() else {
                 break;
             };
             progressed = true;
-            self.on_packet(&header, &payload);
+            self.on_packet(&header, &payload, path);
         }
         progressed
     }
 
-    fn on_packet(&mut self, header: &PacketHeader, payload: &H::Payload) {
+    fn on_packet(&mut self, header: &PacketHeader, payload: &H::Payload, path: Path) {
         let me = self.loc.node;
         let packet = match Packet::parse(header) {
             // A broadcast is addressed to its whole range but the sender.
@@ -95,7 +95,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     err_code,
                     refused,
                 };
-                self.on_ack(PacketType::Ack, src_node, acked);
+                self.on_ack(PacketType::Ack, src_node, acked, path);
             }
             Packet::Nack {
                 src_node,
@@ -111,11 +111,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     err_code,
                     refused,
                 };
-                self.on_ack(PacketType::Nack, src_node, acked);
+                self.on_ack(PacketType::Nack, src_node, acked, path);
             }
             Packet::Data(DataPacket { route, seq, .. })
             | Packet::GetRequest(GetRequestPacket { route, seq, .. }) => {
-                self.on_sequenced(route.src_node, seq, &packet, payload);
+                self.on_sequenced(route.src_node, seq, &packet, payload, path);
             }
             Packet::Bcast(b) => self.on_bcast(&b, payload),
             Packet::BcastAck {
@@ -134,11 +134,24 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
     }
 
-    fn on_sequenced(&mut self, src: NodeId, seq: u32, packet: &Packet, payload: &H::Payload) {
-        let Some(flow) = self.rx.get(src as usize) else {
+    fn on_sequenced(
+        &mut self,
+        src: NodeId,
+        seq: u32,
+        packet: &Packet,
+        payload: &H::Payload,
+        path: Path,
+    ) {
+        let Some(flow) = self.rx.get_mut(src as usize) else {
             self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
             return;
         };
+        // Acks go back the way the sender's latest packet came.
+        flow.reply = path;
+        let flow = *flow;
+        if let Path::Sibling(via) = path {
+            self.learn_path(src as usize, via);
+        }
         let distance = seq.wrapping_sub(flow.expected) as i32;
         if distance < 0 {
             // Already applied (its ack was lost or is in flight): ack again.
@@ -600,7 +613,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             flow.ack_owed = false;
             flow.nack_owed = false;
             flow.listed = false;
-            let _ = self.hw.send(&packet.emit(), None);
+            let path = flow.reply;
+            let _ = self.hw.send(&packet.emit(), None, path);
         }
         n > 0
     }

@@ -15,8 +15,8 @@ use std::vec;
 use std::vec::Vec;
 
 use super::hw::{
-    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, PayloadSource, PeerSet,
-    RegisterFile, Siblings,
+    BusError, Clock, DOORBELL_MAILBOX, HostMemory, HostWake, Link, Meter, Path, PayloadSource,
+    PeerSet, RegisterFile, Siblings,
 };
 use super::{Engine, Location};
 use crate::abi::command::{Command, DmaCommand, DmaKind};
@@ -25,7 +25,7 @@ use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId};
 use crate::abi::packet::{PacketHeader, PacketType};
 use crate::abi::regs::{
     self, Capability, ContextConfig, MailboxOp, MailboxStatus, Param, Placement, QueuePerms,
-    RegionConfig, RegionPerms,
+    RegionConfig, RegionPerms, Status,
 };
 use zerocopy::FromBytes;
 
@@ -42,8 +42,8 @@ struct Board {
     mem: Vec<u8>,
     regs: Vec<u64>,
     doorbells: u64,
-    outbox: Vec<(PacketHeader, Vec<u8>)>,
-    inbox: VecDeque<(PacketHeader, Vec<u8>)>,
+    outbox: Vec<(PacketHeader, Vec<u8>, Path)>,
+    inbox: VecDeque<(PacketHeader, Vec<u8>, Path)>,
     now: u64,
     wakes: u32,
     /// Sets posted to siblings: (rail, set); `Net` takes NIC `rail` for
@@ -98,15 +98,15 @@ impl HostMemory for Board {
 
 impl Link for Board {
     type Payload = Vec<u8>;
-    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>) -> bool {
+    fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>, path: Path) -> bool {
         let mut bytes = vec![0; payload.map_or(0, |p| p.len as usize)];
         if let Some(p) = payload {
             self.read(p.phys, &mut bytes).unwrap();
         }
-        self.outbox.push((*header, bytes));
+        self.outbox.push((*header, bytes, path));
         true
     }
-    fn recv(&mut self) -> Option<(PacketHeader, Vec<u8>)> {
+    fn recv(&mut self) -> Option<(PacketHeader, Vec<u8>, Path)> {
         self.inbox.pop_front()
     }
     fn payload_len(&self, p: &Vec<u8>) -> usize {
@@ -160,6 +160,9 @@ struct Net {
     rng: u64,
     faults: Faults,
     mbox_seq: u32,
+    /// The rail's own links are down: only packets through a sibling get
+    /// through (the sibling hops are not modeled further).
+    direct_down: bool,
 }
 
 impl Net {
@@ -172,6 +175,7 @@ impl Net {
             rng: seed | 1,
             faults: Faults::default(),
             mbox_seq: 0,
+            direct_down: false,
         };
         for node in 0..nodes {
             let board = Board {
@@ -345,10 +349,10 @@ impl Net {
                     }
                 }
                 let packets = core::mem::take(&mut self.nics[i].hardware_mut().outbox);
-                for (h, p) in packets {
+                for (h, p, path) in packets {
                     busy = true;
                     let r = self.next_rand() % 1000;
-                    if r < self.faults.drop {
+                    if r < self.faults.drop || (self.direct_down && path == Path::Direct) {
                         continue;
                     }
                     let dst = h.dst_node.get() as usize;
@@ -378,9 +382,9 @@ impl Net {
                     let _ = dst;
                     for (node, header) in targets {
                         if let Some(n) = self.nics.get_mut(node) {
-                            n.hardware_mut().inbox.push_back((header, p.clone()));
+                            n.hardware_mut().inbox.push_back((header, p.clone(), path));
                             if dup {
-                                n.hardware_mut().inbox.push_back((header, p.clone()));
+                                n.hardware_mut().inbox.push_back((header, p.clone(), path));
                             }
                         }
                     }
@@ -1027,9 +1031,9 @@ fn many_outstanding_puts_in_both_directions() {
     assert_eq!(net.word(1, 0).value, 1);
 }
 
-#[test]
-fn unreachable_peer_fails_the_dma_once() {
-    let mut net = Net::new(2, 10);
+/// Node 0 puts `len` bytes to node 1 over a rail that loses everything:
+/// the put completes once, with `PeerUnreachable`.
+fn put_to_a_silent_peer(net: &mut Net, len: u32) {
     net.faults = Faults {
         drop: 1000,
         ..Faults::default()
@@ -1042,7 +1046,7 @@ fn unreachable_peer_fails_the_dma_once() {
             action: write_action(1, 3),
         },
     );
-    net.post(0, put(1, 0, 0, 10_000, Some(1), None));
+    net.post(0, put(1, 0, 0, len, Some(1), None));
     net.run(1_000_000);
     assert_eq!(
         net.word(0, 1),
@@ -1052,6 +1056,12 @@ fn unreachable_peer_fails_the_dma_once() {
         }
     );
     assert_eq!(net.nics[0].stats().dmas_completed, 1);
+}
+
+#[test]
+fn unreachable_peer_fails_the_dma_once() {
+    let mut net = Net::new(2, 10);
+    put_to_a_silent_peer(&mut net, 10_000);
 }
 
 #[test]
@@ -1130,7 +1140,10 @@ mod random_inputs {
                     let b = h.to_bytes();
                     h.checksum = zerocopy::little_endian::U32::new(crate::abi::packet::checksum(&b));
                 }
-                net.nics[1].hardware_mut().inbox.push_back((h, vec![0; (p[1] as usize) * 8]));
+                net.nics[1]
+                    .hardware_mut()
+                    .inbox
+                    .push_back((h, vec![0; (p[1] as usize) * 8], Path::Direct));
             }
             net.run(100_000);
             put_and_check(&mut net, 3000);
@@ -1606,7 +1619,7 @@ fn unmap_waits_for_a_broadcast_in_flight() {
 }
 
 /// Node 0's packets to node 1 as they leave it, parsed.
-fn sent_data(net: &mut Net, node: usize) -> Vec<(PacketHeader, Vec<u8>)> {
+fn sent_data(net: &mut Net, node: usize) -> Vec<(PacketHeader, Vec<u8>, Path)> {
     core::mem::take(&mut net.nics[node].hardware_mut().outbox)
 }
 
@@ -1619,7 +1632,7 @@ fn set_param(net: &mut Net, node: usize, param: Param, value: u64) {
 
 /// A four-packet put from node 0 to node 1 whose first transmission is
 /// lost entirely; the packets are returned as they left.
-fn lost_four_packet_put(net: &mut Net) -> Vec<(PacketHeader, Vec<u8>)> {
+fn lost_four_packet_put(net: &mut Net) -> Vec<(PacketHeader, Vec<u8>, Path)> {
     set_param(net, 0, Param::PacketSize, 64);
     set_param(net, 0, Param::RetryTimeoutNs, 10_000);
     net.fill(0, DATA, &pattern(256, 3));
@@ -1653,8 +1666,8 @@ fn a_timeout_probes_with_the_oldest_packet_then_resends_the_rest() {
     net.nics[0].hardware_mut().inbox.push_back(ack[0].clone());
     net.nics[0].poll();
     let rest = sent_data(&mut net, 0);
-    let seqs: Vec<u32> = rest.iter().map(|(h, _)| h.seq.get()).collect();
-    let want: Vec<u32> = first[1..].iter().map(|(h, _)| h.seq.get()).collect();
+    let seqs: Vec<u32> = rest.iter().map(|(h, _, _)| h.seq.get()).collect();
+    let want: Vec<u32> = first[1..].iter().map(|(h, _, _)| h.seq.get()).collect();
     assert_eq!(seqs, want);
     for p in rest {
         net.nics[1].hardware_mut().inbox.push_back(p);
@@ -1692,10 +1705,10 @@ fn a_gap_is_nacked_once_per_loss() {
     let mut net = Net::new(2, 23);
     let first = lost_four_packet_put(&mut net);
     // Node 1 takes `p` and answers: the types of what it sends.
-    let answer = |net: &mut Net, p: &(PacketHeader, Vec<u8>)| -> Vec<u8> {
+    let answer = |net: &mut Net, p: &(PacketHeader, Vec<u8>, Path)| -> Vec<u8> {
         net.nics[1].hardware_mut().inbox.push_back(p.clone());
         net.nics[1].poll();
-        sent_data(net, 1).iter().map(|(h, _)| h.ptype).collect()
+        sent_data(net, 1).iter().map(|(h, _, _)| h.ptype).collect()
     };
     let answers: Vec<u8> = first[1..]
         .iter()
@@ -1901,4 +1914,135 @@ fn an_item_whose_queue_never_comes_fails_with_no_queue() {
         }
     );
     assert_eq!(net.nics[0].stats().dmas_completed, 1);
+}
+
+fn status(net: &Net, node: usize) -> Status {
+    Status::from_bits_retain(net.nics[node].hardware().reg_read(regs::STATUS.offset()))
+}
+
+/// Both nodes: small timeout, short retry limit, 64-byte packets, and the
+/// sibling on rail 1 as the alternate path.
+fn failover_ready(net: &mut Net) {
+    for node in 0..2 {
+        set_param(net, node, Param::PacketSize, 64);
+        set_param(net, node, Param::RetryTimeoutNs, 10_000);
+        set_param(net, node, Param::RetryLimit, 2);
+        set_param(net, node, Param::AlternateRail, 2);
+    }
+}
+
+/// The rail dies after node 1 took a whole put but before its acks got
+/// back. Past the retry limit node 0's flow goes on through the sibling
+/// with the same sequence numbers: node 1 only acknowledges the packets
+/// again (on the path they came by), so the data and the destination
+/// event are applied exactly once, and the put completes without error.
+#[test]
+fn a_flow_past_its_retry_limit_goes_on_through_the_sibling_exactly_once() {
+    let mut net = Net::new(2, 31);
+    failover_ready(&mut net);
+    let data = pattern(256, 5);
+    net.fill(0, DATA, &data);
+    for (node, event, value) in [(0, 1, 11), (1, 2, 12)] {
+        net.post(
+            node,
+            Command::ArmEvent {
+                event: EventId(event),
+                count: 1,
+                action: write_action(event.into(), value),
+            },
+        );
+    }
+    net.run(1000);
+    net.post(0, put(1, 0, 0x400, 256, Some(1), Some(2)));
+    net.nics[0].poll();
+    for p in sent_data(&mut net, 0) {
+        net.nics[1].hardware_mut().inbox.push_back(p);
+    }
+    net.nics[1].poll();
+    assert_eq!(net.word(1, 2).value, 12, "the put landed");
+    // Its acks are lost with the rail.
+    let acks = sent_data(&mut net, 1);
+    assert!(!acks.is_empty() && acks.iter().all(|p| p.2 == Path::Direct));
+    net.direct_down = true;
+    net.run(100_000);
+    assert_eq!(
+        net.word(0, 1),
+        CompletionWord {
+            value: 11,
+            status: Some(Ok(()))
+        }
+    );
+    assert_eq!(net.mem(1, DATA + 0x400, 256), data);
+    assert_eq!(net.nics[0].stats().migrations, 1);
+    assert!(net.nics[1].stats().duplicates >= 1);
+    assert!(status(&net, 0).contains(Status::MIGRATED));
+    // Exactly once: one more arm of the destination event does not fire
+    // on a stray second set; a real set fires it.
+    net.post(
+        1,
+        Command::ArmEvent {
+            event: EventId(2),
+            count: 1,
+            action: write_action(2, 13),
+        },
+    );
+    net.run(1000);
+    assert_eq!(
+        net.word(1, 2).value,
+        12,
+        "the destination event was set twice"
+    );
+    net.post(
+        1,
+        Command::SetEvent {
+            event: EventId(2),
+            count: 1,
+            rail: None,
+        },
+    );
+    net.run(1000);
+    assert_eq!(net.word(1, 2).value, 13);
+
+    // The rail comes back. Once the probe interval has passed, the next
+    // put's flow tries its direct path, hears back on it, and leaves the
+    // sibling; both NICs clear MIGRATED.
+    net.direct_down = false;
+    for n in &mut net.nics {
+        n.hardware_mut().now += 1_000_000;
+    }
+    let again = pattern(256, 6);
+    net.fill(0, DATA, &again);
+    net.post(0, put(1, 0, 0x800, 256, None, None));
+    net.post(1, put(0, 0x400, 0x800, 256, None, None));
+    net.run(100_000);
+    assert_eq!(net.mem(1, DATA + 0x800, 256), again);
+    assert_eq!(net.mem(0, DATA + 0x800, 256), data);
+    for node in 0..2 {
+        assert_eq!(net.nics[node].stats().path_restores, 1, "node {node}");
+        assert!(
+            !status(&net, node).contains(Status::MIGRATED),
+            "node {node}"
+        );
+    }
+}
+
+/// Without an alternate, or with a dead alternate too, a flow breaks as
+/// before (`PeerUnreachable`), after migrating once at most; an alternate
+/// naming the NIC's own rail is refused.
+#[test]
+fn a_migrated_flow_that_goes_silent_again_breaks() {
+    let mut net = Net::new(2, 32);
+    failover_ready(&mut net);
+    assert_eq!(
+        net.mailbox(
+            0,
+            MailboxOp::SetParam,
+            [Param::AlternateRail as u64, 1, 0, 0]
+        ),
+        Err(ErrorCode::BadConfig),
+        "rail 0 is this NIC's own"
+    );
+    put_to_a_silent_peer(&mut net, 1000);
+    assert_eq!(net.nics[0].stats().migrations, 1);
+    assert!(status(&net, 0).contains(Status::FLOW_BROKEN));
 }

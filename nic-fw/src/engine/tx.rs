@@ -1,7 +1,7 @@
 //! Transmission: packetising DMAs, the go-back-N window, acknowledgements,
 //! retransmission and DMA completion.
 
-use super::hw::{Activity, Hardware, PayloadSource};
+use super::hw::{Activity, Hardware, Path, PayloadSource};
 use super::{DmaRole, Engine, TX_BUDGET, TxEntry, TxFlow};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::packet::{DataPacket, GetRequestPacket, Packet, PacketType, Route};
@@ -134,7 +134,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             self.flows_in_flight = self.flows_in_flight.wrapping_add(1);
         }
         flow.in_flight = flow.in_flight.wrapping_add(1);
-        self.emit_packet(dma.peer_node, seq, entry);
+        let path = flow.path();
+        self.emit_packet(dma.peer_node, seq, entry, path);
         true
     }
 
@@ -157,13 +158,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return false;
         };
         flow.resend = Some(seq.wrapping_add(1));
+        let path = flow.path();
         self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
-        self.emit_packet(node as NodeId, seq, entry);
+        self.emit_packet(node as NodeId, seq, entry, path);
         true
     }
 
-    /// Build and send the packet for a window entry.
-    fn emit_packet(&mut self, node: NodeId, seq: u32, e: TxEntry) {
+    /// Build and send the packet for a window entry along `path`.
+    fn emit_packet(&mut self, node: NodeId, seq: u32, e: TxEntry, path: Path) {
         let Some(dma) = self.dmas.get(e.dma as usize).copied() else {
             return;
         };
@@ -213,11 +215,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.stats.packets_sent = self.stats.packets_sent.wrapping_add(1);
         self.hw.note(Activity::DmaPacket { channel: e.dma });
         // A packet the link refuses is treated as lost: the timer resends it.
-        let _ = self.hw.send(&packet.emit(), payload);
+        let _ = self.hw.send(&packet.emit(), payload, path);
     }
 
-    /// Process an ack or nack from `peer`.
-    pub(super) fn on_ack(&mut self, ptype: PacketType, peer: NodeId, acked: Acked) {
+    /// Process an ack or nack from `peer` that came by `path`.
+    pub(super) fn on_ack(&mut self, ptype: PacketType, peer: NodeId, acked: Acked, path: Path) {
         let Acked {
             cum,
             err_bits: bits,
@@ -225,6 +227,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             refused,
         } = acked;
         let now = self.hw.now_ns();
+        if path == Path::Direct {
+            self.restore_path(peer as usize);
+        }
         let Some(flow) = self.tx.get(peer as usize).copied() else {
             return;
         };
@@ -400,6 +405,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if flow.in_flight == 0 || flow.broken {
                 continue;
             }
+            if flow.via.is_some() && now >= flow.path_probe_ns {
+                progressed = true;
+                self.probe_direct_path(node, now);
+            }
+            let Some(flow) = self.tx.get_mut(node) else {
+                break;
+            };
             let timeout = super::backed_off(self.params.retry_timeout_ns, flow.retries);
             if now < flow.progress_ns.saturating_add(timeout) {
                 continue;
@@ -408,7 +420,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             flow.retries = flow.retries.wrapping_add(1);
             flow.progress_ns = now;
             if flow.retries > self.params.retry_limit {
-                self.break_flow(node);
+                match (flow.via, self.params.alternate) {
+                    (None, Some(via)) => self.migrate(node, via, now),
+                    _ => self.break_flow(node),
+                }
             } else {
                 // A probe: only the oldest packet goes again. The receiver
                 // may just be congested, and a whole window from every
@@ -421,6 +436,94 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
         }
         progressed
+    }
+
+    /// The direct path to `node` stopped answering: go on through the
+    /// sibling on rail `via`, from the oldest unacknowledged packet. The
+    /// flow keeps its sequence numbers, so the receiver still applies each
+    /// packet exactly once, whichever path brought it (a packet that had
+    /// arrived but whose ack was lost is only acknowledged again).
+    fn migrate(&mut self, node: usize, via: u8, now: u64) {
+        let probe_every = super::backed_off(self.params.retry_timeout_ns, u32::MAX);
+        let Some(flow) = self.tx.get_mut(node) else {
+            return;
+        };
+        flow.via = Some(via);
+        flow.retries = 0;
+        flow.probing = false;
+        flow.resend = Some(flow.base_seq);
+        flow.resend_end = flow.next_seq;
+        flow.resend_not_before = now;
+        flow.path_probe_ns = now.saturating_add(probe_every);
+        self.stats.migrations = self.stats.migrations.wrapping_add(1);
+        self.update_migrated_status();
+    }
+
+    /// Try a migrated flow's direct path: send a copy of its oldest
+    /// unacknowledged packet directly (a duplicate the receiver only
+    /// acknowledges, on the path it came by). An ack on the direct path
+    /// takes the flow back ([`Engine::restore_path`]).
+    fn probe_direct_path(&mut self, node: usize, now: u64) {
+        let probe_every = super::backed_off(self.params.retry_timeout_ns, u32::MAX);
+        let Some(flow) = self.tx.get_mut(node) else {
+            return;
+        };
+        flow.path_probe_ns = now.saturating_add(probe_every);
+        let Some(entry) = flow.window.get(flow.base_seq as usize % TX_WINDOW).copied() else {
+            return;
+        };
+        let seq = flow.base_seq;
+        self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
+        self.emit_packet(node as NodeId, seq, entry, Path::Direct);
+    }
+
+    /// The direct path to `node` answered: its flow leaves the sibling path.
+    pub(super) fn restore_path(&mut self, node: usize) {
+        let Some(flow) = self.tx.get_mut(node) else {
+            return;
+        };
+        if flow.via.take().is_some() {
+            self.stats.path_restores = self.stats.path_restores.wrapping_add(1);
+            self.update_migrated_status();
+        }
+    }
+
+    /// A packet from `node` came through the sibling on rail `via`: its
+    /// sender's direct path is dead, so this NIC's flow to it goes the same
+    /// way at once (if the host armed an alternate) instead of finding out
+    /// through its own retry limit.
+    pub(super) fn learn_path(&mut self, node: usize, via: u8) {
+        if self.params.alternate.is_none() {
+            return;
+        }
+        let now = self.hw.now_ns();
+        let probe_every = super::backed_off(self.params.retry_timeout_ns, u32::MAX);
+        let Some(flow) = self.tx.get_mut(node) else {
+            return;
+        };
+        if flow.via.is_some() || flow.broken {
+            return;
+        }
+        flow.via = Some(via);
+        flow.path_probe_ns = now.saturating_add(probe_every);
+        if flow.in_flight > 0 {
+            // What was sent directly is presumed lost: send it again now.
+            flow.retries = 0;
+            flow.probing = false;
+            flow.resend = Some(flow.base_seq);
+            flow.resend_end = flow.next_seq;
+            flow.resend_not_before = now;
+        }
+        self.stats.migrations = self.stats.migrations.wrapping_add(1);
+        self.update_migrated_status();
+    }
+
+    /// `STATUS.MIGRATED`: set while any flow runs through a sibling.
+    fn update_migrated_status(&mut self) {
+        let migrated = self.tx.iter().any(|f| f.via.is_some());
+        let mut status = Status::from_bits_retain(self.hw.load(regs::STATUS));
+        status.set(Status::MIGRATED, migrated);
+        self.hw.store(regs::STATUS, status.bits());
     }
 
     /// The peer is unreachable: fail everything in the window; unsent
@@ -461,6 +564,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if let Some(rx) = self.rx.get_mut(node) {
             *rx = super::RxFlow::NEW;
         }
+        self.update_migrated_status();
         if !self.tx.iter().any(|f| f.broken) {
             let status = self.hw.load(regs::STATUS) & !Status::FLOW_BROKEN.bits();
             self.hw.store(regs::STATUS, status);

@@ -20,6 +20,26 @@ impl Kernel {
             h,
             u64::from(packet.payload.map_or(0, |p| p.len)),
         );
+        if let Some(tunnel) = packet.tunnel
+            && nic % self.rails != usize::from(tunnel.nic_rail)
+        {
+            // Received on the sibling's port: handed over to the NIC it is
+            // for (one PCIe hop; the sibling's processor is not involved).
+            let target = nic - nic % self.rails + usize::from(tunnel.nic_rail);
+            if target < self.nodes * self.rails {
+                let e = self.entity_nic(target);
+                self.push(
+                    w,
+                    t + self.costs.pci_latency,
+                    e,
+                    Action::Arrive {
+                        nic: target,
+                        packet,
+                    },
+                );
+            }
+            return;
+        }
         if let Some(slot) = w.nics.get_mut(nic) {
             slot.engine.hardware_mut().inbox.push_back(packet);
             self.schedule_poll(w, nic, t);
@@ -123,7 +143,14 @@ impl Kernel {
                     if let Some(tl) = w.timeline.as_ref() {
                         trace_packet(tl, node, rail, &packet, depart, ser);
                     }
-                    let fate = self.judge(w, rail, &mut packet, depart);
+                    // A tunnelled packet crosses to the sibling first (one
+                    // PCIe hop), then takes the sibling's rail.
+                    let wire = packet.wire_rail(rail);
+                    let depart = match packet.tunnel {
+                        Some(_) => depart + self.costs.pci_latency,
+                        None => depart,
+                    };
+                    let fate = self.judge(w, wire, &mut packet, depart);
                     for first_bit in fate.arrivals(depart + self.costs.link_latency) {
                         if is_collective(&packet) {
                             let at = first_bit + ser;
@@ -132,7 +159,7 @@ impl Kernel {
                         } else {
                             let dst = packet.header.dst_node.get() as usize;
                             if dst < self.nodes {
-                                self.transmit(w, dst * self.rails + rail, first_bit, ser, packet);
+                                self.transmit(w, dst * self.rails + wire, first_bit, ser, packet);
                             }
                         }
                     }
