@@ -194,6 +194,10 @@
 //!   alternate rail on shapes with more than one rail (one more mailbox
 //!   call per NIC), so the 738 runs on several rails changed their trace
 //!   hashes; no latency changed (nothing migrates without a dead path).
+//! - The switch barrier's fallback (issue 16, ABI 1.5): every communicator
+//!   reserves two more 8-byte words of its arena (a master's entered
+//!   barrier number, and where the fallback's gets land), so later
+//!   buffers moved and 945 trace hashes changed; no latency changed.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

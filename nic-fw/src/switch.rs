@@ -13,7 +13,12 @@
 //!   node range, job); when the last member of the group arrives for the
 //!   barrier number being collected, the switch sends a release to every
 //!   member. An arrival for a number already released (a member that lost
-//!   the release and re-sent its arrival) is answered with that release.
+//!   the release and re-sent its arrival) is answered with that release;
+//!   a re-sent arrival the switch already counted for the barrier it is
+//!   collecting is answered with a [`held`] (since ABI 1.5), which tells the
+//!   member's NIC that the switch is alive and the barrier waits for
+//!   others (a NIC whose re-sent arrivals go unanswered past its retry
+//!   limit gives the barrier up: the switch or its link is dead).
 //!
 //! The switch keeps a fixed table of [`GROUPS`] groups of at most
 //! [`MAX_GROUP_NODES`] nodes; a new group takes a free entry or the least
@@ -57,18 +62,29 @@ pub enum Forward {
     ReleaseAll(BarrierPacket),
     /// A late arrival: send [`release`] of `barrier` to `node` only.
     ReleaseOne(BarrierPacket, NodeId),
+    /// A re-sent arrival already counted: send [`held`] of `barrier` to
+    /// `node` only.
+    HeldOne(BarrierPacket, NodeId),
 }
 
 /// The release packet of `barrier` for `member`.
 pub fn release(barrier: &BarrierPacket, member: NodeId) -> PacketHeader {
-    Packet::BarrierRelease(BarrierPacket {
+    Packet::BarrierRelease(to_member(barrier, member)).emit()
+}
+
+/// The held packet of `barrier` for `member`.
+pub fn held(barrier: &BarrierPacket, member: NodeId) -> PacketHeader {
+    Packet::BarrierHeld(to_member(barrier, member)).emit()
+}
+
+fn to_member(barrier: &BarrierPacket, member: NodeId) -> BarrierPacket {
+    BarrierPacket {
         route: Route {
             dst_node: member,
             ..barrier.route
         },
         ..*barrier
-    })
-    .emit()
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -95,20 +111,23 @@ impl Group {
     }
 
     /// Count `member` as arrived (`true`) or take its arrival back
-    /// (`false`); each member counts once.
-    fn mark(&mut self, member: NodeId, arrived: bool) {
+    /// (`false`); each member counts once. False if it already was so.
+    fn mark(&mut self, member: NodeId, arrived: bool) -> bool {
         let bit = (member as usize).wrapping_sub(self.low as usize);
-        if let Some(word) = self.arrived.get_mut(bit / 64) {
-            let mask = 1u64 << (bit % 64);
-            if (*word & mask != 0) != arrived {
-                *word ^= mask;
-                self.count = if arrived {
-                    self.count.wrapping_add(1)
-                } else {
-                    self.count.saturating_sub(1)
-                };
-            }
+        let Some(word) = self.arrived.get_mut(bit / 64) else {
+            return false;
+        };
+        let mask = 1u64 << (bit % 64);
+        if (*word & mask != 0) == arrived {
+            return false;
         }
+        *word ^= mask;
+        self.count = if arrived {
+            self.count.wrapping_add(1)
+        } else {
+            self.count.saturating_sub(1)
+        };
+        true
     }
 }
 
@@ -173,7 +192,7 @@ impl Switch {
         if g.count == 0 || g.collecting != b.seq || member < g.low || member > g.high {
             return;
         }
-        g.mark(member, false);
+        let _ = g.mark(member, false);
     }
 
     fn arrive(&mut self, b: BarrierPacket) -> Forward {
@@ -240,7 +259,9 @@ impl Switch {
             g.arrived = [0; MAX_GROUP_NODES / 64];
             g.count = 0;
         }
-        g.mark(member, true);
+        if !g.mark(member, true) {
+            return Forward::HeldOne(b, member);
+        }
         if g.count as usize == members {
             g.released = Some(b.seq);
             g.count = 0;
@@ -283,10 +304,9 @@ mod tests {
     fn a_barrier_releases_once_all_members_arrived_and_answers_late_duplicates() {
         let mut s = Switch::new();
         assert_eq!(s.forward(&arrival(2, 7)), Forward::Drop);
-        assert_eq!(
-            s.forward(&arrival(2, 7)),
-            Forward::Drop,
-            "duplicate counted once"
+        assert!(
+            matches!(s.forward(&arrival(2, 7)), Forward::HeldOne(b, 2) if b.seq == 7),
+            "a duplicate is counted once, and answered with a held"
         );
         assert_eq!(s.forward(&arrival(3, 7)), Forward::Drop);
         let Forward::ReleaseAll(b) = s.forward(&arrival(4, 7)) else {

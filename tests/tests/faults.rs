@@ -118,6 +118,8 @@ struct Seen {
     /// Clusters in which some rank's NIC went round a rail (`STATUS.MIGRATED`
     /// once its collectives were done).
     failed_over: usize,
+    /// Clusters whose faults took rail 0 (the switch barrier's) down.
+    rail_0_down: usize,
 }
 
 /// The faults of one cluster, drawn for its shape.
@@ -166,6 +168,7 @@ fn random_collectives_under(
         seen.counts.add(&cluster.fault_counts());
         seen.discards += cluster.crc_discards();
         seen.failed_over += usize::from(failed_over);
+        seen.rail_0_down += usize::from(spec.contains("rail-down=0@"));
         done += cases.len();
     }
     seen
@@ -225,11 +228,10 @@ fn random_collectives_survive_duplicates_delays_and_lost_collective_packets() {
 }
 
 /// A rail killed for good at a random time while the collectives run:
-/// the NICs' flows on it migrate to their alternate
-/// rail past the retry limit (2 here: after 7 timeouts of 2 ms) and every
-/// collective completes with every byte right. Rail 0 is spared: the
-/// switch's hardware barrier and broadcast run on rail 0, and their
-/// failover is not built (docs/reliability.md).
+/// the NICs' flows and broadcasts on it migrate to their alternate rail
+/// past the retry limit (2 here: after 7 timeouts of 2 ms), a switch
+/// barrier on it gives up and the masters finish it without the switch,
+/// and every collective completes with every byte right.
 #[test]
 fn random_collectives_survive_a_rail_killed_at_a_random_time() {
     let mode = railcoll_tests::mode();
@@ -241,7 +243,7 @@ fn random_collectives_survive_a_rail_killed_at_a_random_time() {
     };
     let seen = random_collectives_under(
         &|draw, shape| {
-            let rail = 1 + draw.below(shape.rails - 1);
+            let rail = draw.below(shape.rails);
             format!("rail-down={rail}@{}us", draw.below(horizon_us))
         },
         2,
@@ -259,6 +261,41 @@ fn random_collectives_survive_a_rail_killed_at_a_random_time() {
         seen.failed_over > 0,
         "no NIC went round its dead rail: {seen:?}"
     );
+}
+
+/// Rail 0, whose switch combines the hardware barrier and replicates the
+/// hardware broadcast, dead from the start: each master's switch barrier
+/// gives up past the retry limit and is finished without the switch
+/// (the masters read each other's entered numbers), the broadcasts go
+/// through rail 1's switch, and every byte is right. Before ABI 1.5 the
+/// first barrier waited for ever.
+#[test]
+fn the_hardware_barrier_and_broadcast_survive_a_dead_rail_0() {
+    let mode = railcoll_tests::mode();
+    let shape = Shape::new(4, 2, 1, 2, Placement::Block).expect("shape");
+    let cluster = faulty_cluster_with(shape, mode, "rail-down=0@0us", 5, Some(2));
+    let hardware = railcoll_host::sched::Algorithm::Hardware;
+    let bcast = |root, bytes| Case {
+        c: Collective::Bcast,
+        a: Choice::host(hardware),
+        root,
+        bytes,
+        form: Form::Blocking,
+    };
+    for r in cluster.run(|comm| {
+        for round in 0..3 {
+            comm.barrier_with(hardware).map_err(|e| e.to_string())?;
+            run_case(comm, bcast(round % comm.size(), 5000))?;
+            run_case(comm, bcast(comm.size() - 1, 64))?;
+        }
+        comm.failed_over_rails().map_err(|e| e.to_string())
+    }) {
+        let rails = r
+            .expect("started")
+            .expect("every barrier and broadcast completes");
+        assert!(rails.contains(&0), "{rails:?}");
+    }
+    assert!(cluster.fault_counts().rail_down > 0);
 }
 
 /// A rail that goes down and comes back within the retry budget: the

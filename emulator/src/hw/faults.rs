@@ -595,12 +595,15 @@ impl RailFaults {
     }
 }
 
-/// Packets the switch handles, and the releases it sends: the barrier
-/// and broadcast traffic `drop-collective` aims at.
+/// Packets the switch handles, and the releases and held answers it
+/// sends: the barrier and broadcast traffic `drop-collective` aims at.
 fn is_collective_hop(packet: &WirePacket) -> bool {
     use railcoll_fw::abi::packet::PacketType;
     is_collective(packet)
-        || PacketType::from_raw(packet.header.ptype) == Some(PacketType::BarrierRelease)
+        || matches!(
+            PacketType::from_raw(packet.header.ptype),
+            Some(PacketType::BarrierRelease | PacketType::BarrierHeld)
+        )
 }
 
 #[cfg(test)]

@@ -111,6 +111,10 @@ pub fn route_collective(
             }
         }
         Forward::ReleaseOne(barrier, node) => out(node as usize, released(&barrier, node)),
+        Forward::HeldOne(barrier, node) => out(
+            node as usize,
+            WirePacket::new(switch::held(&barrier, node), None),
+        ),
     }
 }
 

@@ -210,6 +210,16 @@ impl Wire {
     }
 }
 
+impl ModelBoard {
+    /// A packet a sibling NIC hands this NIC to send on its link (a
+    /// sibling path, ABI 1.5), ready at `earliest`: it takes this NIC's
+    /// transmit port like its own packets. Returns when it departs.
+    pub(crate) fn carry_for_sibling(&mut self, earliest: Ps, ser: Ps, dst: u16) -> Ps {
+        let overhead = self.costs.packet_overhead;
+        self.wire.place(earliest, overhead + ser, false, dst) + overhead
+    }
+}
+
 impl HostMemory for ModelBoard {
     fn read(&mut self, phys: u64, buf: &mut [u8]) -> Result<(), BusError> {
         self.memory.read(range(phys)?, buf).map_err(|_| BusError)?;

@@ -273,6 +273,7 @@ fn packet_name(t: PacketType) -> &'static str {
         PacketType::BarrierArrive => "barrier arrive",
         PacketType::BarrierLeave => "barrier leave",
         PacketType::BarrierRelease => "barrier release",
+        PacketType::BarrierHeld => "barrier held",
     }
 }
 

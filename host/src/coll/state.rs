@@ -36,6 +36,11 @@ pub(crate) struct CollBuffers {
     pub(crate) barrier_source: SymBuffer,
     /// Zero-length buffer: the scratch of a schedule that needs none.
     pub(crate) scratch: SymBuffer,
+    /// The number of the last switch barrier this rank entered (node
+    /// masters), what the barrier without the switch reads.
+    pub(crate) switch_entered: SymBuffer,
+    /// Where that barrier's gets land.
+    pub(crate) switch_seen: SymBuffer,
 }
 
 impl CollBuffers {
@@ -46,6 +51,8 @@ impl CollBuffers {
             master_words: ep.alloc_aligned(size * 8, 64)?,
             barrier_source: ep.alloc_aligned(8, 64)?,
             scratch: ep.alloc_aligned(0, 64)?,
+            switch_entered: ep.alloc_aligned(8, 64)?,
+            switch_seen: ep.alloc_aligned(8, 64)?,
         })
     }
 }
@@ -62,6 +69,8 @@ pub(crate) struct CollSeq {
     pub(crate) sendrecv_barrier: Cell<u64>,
     /// Number of the current hardware barrier (wrapping, 32-bit on the wire).
     pub(crate) hw_barrier: Cell<u32>,
+    /// Switch barriers still to run without the switch, after one failed.
+    pub(crate) switch_avoid: Cell<u32>,
 }
 
 /// Schedules a communicator caches (persistent collectives reuse theirs).

@@ -10,6 +10,10 @@ use crate::env::{LibraryWork, WordTest, WordWatch};
 use crate::error::Error;
 use crate::sched::{Numbers, Words};
 
+/// Switch barriers run without the switch after it failed, before it is
+/// tried again.
+pub(crate) const SWITCH_RETRY_AFTER: u32 = 64;
+
 impl<'a> Coll<'a> {
     /// Advance the barrier number of `which` and write it to the barrier
     /// source word (what word puts and queued messages carry).
@@ -112,10 +116,67 @@ impl<'a> Coll<'a> {
 
     /// Arrive at the switch's combined barrier among node masters (context
     /// 0 of every node), on rail 0, with the next sequence number; the
-    /// handle completes when every master has arrived.
-    pub(crate) fn switch_barrier(&self) -> Result<PutHandle<'a>, Error> {
+    /// handle completes when every master has arrived. The number is
+    /// recorded in this master's `switch_entered` word first, for
+    /// [`Coll::switch_barrier_without_switch`]; `None` after a recent
+    /// failure of the switch: run that instead.
+    pub(crate) fn switch_barrier(&self) -> Result<Option<PutHandle<'a>>, Error> {
         let seq = self.st.seq.hw_barrier.get().wrapping_add(1);
         self.st.seq.hw_barrier.set(seq);
-        self.ep.hw_barrier_post(seq)
+        self.ep.write_local(
+            &self.st.bufs.switch_entered,
+            0,
+            &u64::from(seq).to_le_bytes(),
+        )?;
+        let avoid = self.st.seq.switch_avoid.get();
+        if avoid > 0 {
+            self.st.seq.switch_avoid.set(avoid - 1);
+            return Ok(None);
+        }
+        self.ep.hw_barrier_post(seq).map(Some)
+    }
+
+    /// The switch's barrier failed (`PeerUnreachable`: the switch or the
+    /// link to it stopped answering, docs/abi.md §8.4): the next
+    /// [`SWITCH_RETRY_AFTER`] switch barriers run without it, then it is
+    /// tried again.
+    pub(crate) fn switch_failed(&self) {
+        self.st.seq.switch_avoid.set(SWITCH_RETRY_AFTER);
+    }
+
+    /// The current switch barrier without the switch: over once every
+    /// node master has entered it, which this master reads with gets of
+    /// their `switch_entered` words. A master the switch released just
+    /// before it died has entered and gone on, so the barrier needs
+    /// nothing more from it; and masters may mix the two ways freely.
+    pub(crate) fn switch_barrier_without_switch(&self, how: Progress) -> Result<(), Error> {
+        let seq = self.st.seq.hw_barrier.get();
+        let topo = self.ep.topology();
+        let bufs = &self.st.bufs;
+        loop {
+            let mut all = true;
+            for node in 0..topo.nodes() {
+                let master = topo.rank_of(node, 0)?;
+                if master == self.ep.rank() {
+                    continue;
+                }
+                self.ep
+                    .get(master, &bufs.switch_entered, &bufs.switch_seen)?
+                    .wait()?;
+                let mut word = [0u8; 8];
+                self.ep.read_local(&bufs.switch_seen, 0, &mut word)?;
+                // Wrapping, like the 32-bit numbers on the wire.
+                if ((u64::from_le_bytes(word) as u32).wrapping_sub(seq) as i32) < 0 {
+                    all = false;
+                    break;
+                }
+            }
+            if all {
+                return Ok(());
+            }
+            if how == Progress::Poll {
+                return Err(Error::WouldBlock);
+            }
+        }
     }
 }

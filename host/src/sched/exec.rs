@@ -35,6 +35,7 @@ use crate::coll::state::{CACHE_LIMIT, Coll, Progress};
 use crate::driver::Feeds;
 use crate::endpoint::{ArmedWait, Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
 use crate::shm::BcastCursor;
+use railcoll_fw::abi::error::ErrorCode;
 use railcoll_mem::dma_mem::DmaMemory;
 
 /// Schedule sets generated in this process, shared by its communicators.
@@ -96,6 +97,8 @@ enum Pending<'e> {
     Arrivals(ArmedWait),
     /// The switch barrier's arrival, posted.
     Switch(PutHandle<'e>),
+    /// The switch barrier, run without the switch.
+    WithoutSwitch,
     /// The node barrier's epoch, taken.
     NodeArrive,
     /// The node broadcast, this far.
@@ -609,12 +612,27 @@ impl<'a> Coll<'a> {
             Op::NodeRelease => self.node_release(how)?,
             Op::HwBarrier => {
                 if matches!(run.pending, Pending::None) {
-                    run.pending = Pending::Switch(self.switch_barrier()?);
+                    run.pending = match self.switch_barrier()? {
+                        Some(h) => Pending::Switch(h),
+                        None => Pending::WithoutSwitch,
+                    };
                 }
-                if let Pending::Switch(h) = &mut run.pending
-                    && !settle(h)?
-                {
-                    return Err(Error::WouldBlock);
+                if let Pending::Switch(h) = &mut run.pending {
+                    match settle(h) {
+                        Ok(true) => {}
+                        Ok(false) => return Err(Error::WouldBlock),
+                        Err(Error::Nic {
+                            code: ErrorCode::PeerUnreachable,
+                            ..
+                        }) => {
+                            self.switch_failed();
+                            run.pending = Pending::WithoutSwitch;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                if matches!(run.pending, Pending::WithoutSwitch) {
+                    self.switch_barrier_without_switch(how)?;
                 }
             }
             Op::NodeBcast { root, region: r } => {

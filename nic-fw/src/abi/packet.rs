@@ -157,6 +157,10 @@ wire_enum! {
         /// the switch): its arrival no longer counts (sent when the
         /// context is detached with the barrier still pending).
         BarrierLeave = 9,
+        /// The switch holds a member's re-announced arrival for a barrier
+        /// still collecting (to that member; since ABI 1.5): the switch is
+        /// alive, the barrier waits for other members.
+        BarrierHeld = 10,
     }
 }
 
@@ -370,6 +374,9 @@ pub enum Packet {
     BarrierRelease(BarrierPacket),
     /// A member left a hardware barrier it had entered.
     BarrierLeave(BarrierPacket),
+    /// The switch holds a member's arrival (an answer to a re-announced
+    /// arrival of a barrier still collecting).
+    BarrierHeld(BarrierPacket),
     /// Negative acknowledgement: acknowledges like [`Packet::Ack`] (with
     /// the same error bitmap) and asks for everything after `cum_seq` again.
     Nack {
@@ -606,6 +613,7 @@ impl Packet {
             PacketType::BarrierArrive => parse_barrier(h, route).map(Packet::BarrierArrive),
             PacketType::BarrierRelease => parse_barrier(h, route).map(Packet::BarrierRelease),
             PacketType::BarrierLeave => parse_barrier(h, route).map(Packet::BarrierLeave),
+            PacketType::BarrierHeld => parse_barrier(h, route).map(Packet::BarrierHeld),
             PacketType::Ack => parse_ack(h, route, false),
             PacketType::Nack => parse_ack(h, route, true),
         }
@@ -688,7 +696,8 @@ impl Packet {
             | Packet::BcastAck { .. }
             | Packet::BarrierArrive(_)
             | Packet::BarrierRelease(_)
-            | Packet::BarrierLeave(_) => self.emit_extended(&mut h),
+            | Packet::BarrierLeave(_)
+            | Packet::BarrierHeld(_) => self.emit_extended(&mut h),
             Packet::Nack {
                 src_node,
                 dst_node,
@@ -742,10 +751,14 @@ impl Packet {
                 h.aux2 = U32::new(received);
                 h.aux1 = err_code_raw(err_code);
             }
-            Packet::BarrierArrive(b) | Packet::BarrierRelease(b) | Packet::BarrierLeave(b) => {
+            Packet::BarrierArrive(b)
+            | Packet::BarrierRelease(b)
+            | Packet::BarrierLeave(b)
+            | Packet::BarrierHeld(b) => {
                 h.ptype = match self {
                     Packet::BarrierArrive(_) => PacketType::BarrierArrive,
                     Packet::BarrierRelease(_) => PacketType::BarrierRelease,
+                    Packet::BarrierHeld(_) => PacketType::BarrierHeld,
                     _ => PacketType::BarrierLeave,
                 }
                 .as_raw();
@@ -766,9 +779,10 @@ impl Packet {
             | Packet::Nack { dst_node, .. }
             | Packet::BcastAck { dst_node, .. } => *dst_node,
             Packet::Bcast(b) => b.route.dst_node,
-            Packet::BarrierArrive(b) | Packet::BarrierRelease(b) | Packet::BarrierLeave(b) => {
-                b.route.dst_node
-            }
+            Packet::BarrierArrive(b)
+            | Packet::BarrierRelease(b)
+            | Packet::BarrierLeave(b)
+            | Packet::BarrierHeld(b) => b.route.dst_node,
         }
     }
 
@@ -809,7 +823,7 @@ mod tests {
         }
     }
 
-    fn samples() -> [Packet; 9] {
+    fn samples() -> [Packet; 10] {
         [
             Packet::Data(DataPacket {
                 route: route(),
@@ -890,6 +904,12 @@ mod tests {
                 high_node: 9,
                 seq: 41,
             }),
+            Packet::BarrierHeld(BarrierPacket {
+                route: route(),
+                low_node: 1,
+                high_node: 4,
+                seq: 8,
+            }),
         ]
     }
 
@@ -965,7 +985,7 @@ mod tests {
         }
         // Data: 6 legal bytes at a non-zero address, 10 at zero (QUEUE
         // with and without RETRY); broadcast: 2; every other sample: 1.
-        assert_eq!(accepted, 6 + 10 + 2 + 7);
+        assert_eq!(accepted, 6 + 10 + 2 + 8);
     }
 
     proptest! {

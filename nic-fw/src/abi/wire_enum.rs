@@ -195,10 +195,10 @@ mod tests {
     }
 
     #[test]
-    fn packet_types_are_exactly_1_to_9() {
+    fn packet_types_are_exactly_1_to_10() {
         assert_eq!(
             widen(exhaustive::<PacketType>(0..=u8::MAX)),
-            range_u32(1, 9)
+            range_u32(1, 10)
         );
     }
 

@@ -15,9 +15,18 @@
 //! Barrier: a member NIC sends its arrival (barrier number, group) to the
 //! switch and keeps it pending; the switch releases the group once every
 //! member arrived. A member re-sends its arrival every retransmission
-//! timeout until released, with no retry limit (waiting for a slow member
-//! is not a failure); the switch answers an arrival for a number it already
-//! released with the release.
+//! timeout until released; the switch answers an arrival for a number it
+//! already released with the release, and one it holds already with a
+//! held packet (ABI 1.5). Waiting for a slow member is not a failure (each
+//! held answer starts the retry count again); re-sent arrivals that go
+//! unanswered past the retry limit are: the switch or the link to it is
+//! dead, and the barrier completes with `PeerUnreachable` (the host falls
+//! back to a barrier without the switch).
+//!
+//! A broadcast whose destinations stay silent past the retry limit, on a
+//! NIC with an alternate rail (ABI 1.5), goes on through the sibling on
+//! that rail and its rail's switch (docs/abi.md §8.4): every destination
+//! keeps its place in the broadcast, so nothing is applied twice.
 
 use super::hw::{Activity, BCAST_CHANNEL, Hardware, Path, PayloadSource};
 use super::rx::InboundWrite;
@@ -164,21 +173,37 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             self.hw.note(Activity::DmaPacket {
                 channel: BCAST_CHANNEL,
             });
-            let _ = self.hw.send(&packet.emit(), Some(payload), Path::Direct);
+            let header = packet.emit();
+            if let Some(via) = self.bcast_via {
+                // A broadcast's first packet also tries the direct path:
+                // a destination that gets it acknowledges it directly,
+                // and broadcasts come back to this rail's switch.
+                if b.sent == 0 {
+                    let _ = self.hw.send(&header, Some(payload), Path::Direct);
+                }
+                let _ = self.hw.send(&header, Some(payload), Path::Sibling(via));
+            } else {
+                let _ = self.hw.send(&header, Some(payload), Path::Direct);
+            }
             self.bcast.sent = self.bcast.sent.wrapping_add(1);
             progressed = true;
         }
         progressed
     }
 
-    /// A destination's acknowledgement.
+    /// A destination's acknowledgement, which came by `path`.
     pub(super) fn on_bcast_ack(
         &mut self,
         from: NodeId,
         id: u32,
         received: u32,
         error: Option<ErrorCode>,
+        path: Path,
     ) {
+        if path == Path::Direct && self.bcast_via.take().is_some() {
+            self.stats.path_restores = self.stats.path_restores.wrapping_add(1);
+            self.update_migrated_status();
+        }
         let b = self.bcast;
         if !b.active || id != b.id || from < b.low || from > b.high || from == self.loc.node {
             return;
@@ -211,8 +236,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
     }
 
-    /// A broadcast packet for this node.
-    pub(super) fn on_bcast(&mut self, p: &BcastPacket, payload: &H::Payload) {
+    /// A broadcast packet for this node, which came by `path` (the way its
+    /// acknowledgements go back).
+    pub(super) fn on_bcast(&mut self, p: &BcastPacket, payload: &H::Payload, path: Path) {
         let src = p.route.src_node;
         let Some(rx) = self.bcast_rx.get(src as usize).copied() else {
             self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
@@ -223,7 +249,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if rx.started && p.id == rx.id {
             if index < rx.next {
                 self.stats.duplicates = self.stats.duplicates.wrapping_add(1);
-                self.send_bcast_ack(src, rx);
+                self.send_bcast_ack(src, rx, path);
                 return;
             }
             if index > rx.next {
@@ -279,10 +305,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if let Some(r) = self.bcast_rx.get_mut(src as usize) {
             *r = state;
         }
-        self.send_bcast_ack(src, state);
+        self.send_bcast_ack(src, state, path);
     }
 
-    fn send_bcast_ack(&mut self, to: NodeId, state: super::BcastRx) {
+    fn send_bcast_ack(&mut self, to: NodeId, state: super::BcastRx, path: Path) {
         let ack = Packet::BcastAck {
             src_node: self.loc.node,
             dst_node: to,
@@ -290,7 +316,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             received: state.next,
             err_code: state.status,
         };
-        let _ = self.hw.send(&ack.emit(), None, Path::Direct);
+        let _ = self.hw.send(&ack.emit(), None, path);
     }
 
     /// HW_BARRIER: `Ok(false)` if this context already waits on a barrier.
@@ -388,6 +414,20 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.hw.wake(ctx);
     }
 
+    /// The switch holds this NIC's re-sent arrival: it is alive, the
+    /// barrier waits for others, the retry count starts again.
+    pub(super) fn on_barrier_held(&mut self, p: &BarrierPacket) {
+        let ctx = p.route.dst_ctx;
+        if let Some(Some(b)) = self.barriers.get_mut(ctx as usize)
+            && b.seq == p.seq
+            && b.low == p.low_node
+            && b.high == p.high_node
+            && b.job_key == p.route.job_key
+        {
+            b.retries = 0;
+        }
+    }
+
     /// Broadcast and barrier timers; true if something was resent.
     pub(super) fn collective_timers(&mut self, now: u64) -> bool {
         let timeout = self.params.retry_timeout_ns;
@@ -396,7 +436,18 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             progressed = true;
             self.bcast.retries = self.bcast.retries.wrapping_add(1);
             self.bcast.progress_ns = now;
-            if self.bcast.retries > self.params.retry_limit {
+            if self.bcast.retries > self.params.retry_limit
+                && self.bcast_via.is_none()
+                && let Some(via) = self.params.alternate
+            {
+                // The switch or its link is dead: go on through the
+                // sibling, from the slowest destination.
+                self.bcast_via = Some(via);
+                self.bcast.retries = 0;
+                self.bcast.sent = self.bcast_min_received();
+                self.stats.migrations = self.stats.migrations.wrapping_add(1);
+                self.update_migrated_status();
+            } else if self.bcast.retries > self.params.retry_limit {
                 // Destinations that never answered are unreachable.
                 self.bcast.status = Some(ErrorCode::PeerUnreachable);
                 let total = self.bcast.total;
@@ -420,11 +471,24 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
             progressed = true;
             let ctx = ctx as ContextIndex;
-            // No retry limit: a barrier may legitimately wait for a slow
-            // member for as long as it takes. The arrival is re-announced
-            // every timeout (the switch answers a released one with the
-            // release); a dead switch is the host's wait deadline to catch.
+            // The arrival is re-announced every timeout; the switch answers
+            // a released one with the release and a held one with a held
+            // packet, which starts the count again: a barrier may wait for
+            // a slow member as long as it takes, not for a dead switch.
             let retries = b.retries.wrapping_add(1);
+            if retries > self.params.retry_limit {
+                if let Some(slot) = self.barriers.get_mut(ctx as usize) {
+                    *slot = None;
+                }
+                // Should the switch come back, it must not count this
+                // arrival for a barrier the host finishes without it.
+                self.send_barrier(ctx, b, Packet::BarrierLeave);
+                if let Some(ev) = b.event {
+                    let _ = self.set_event(ctx, ev, 1, Some(ErrorCode::PeerUnreachable));
+                }
+                self.hw.wake(ctx);
+                continue;
+            }
             let again = PendingBarrier {
                 sent_ns: now,
                 retries,

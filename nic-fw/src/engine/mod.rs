@@ -516,6 +516,9 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     ack_list: [NodeId; NODES],
     ack_list_len: usize,
     bcast: BcastTx,
+    /// Broadcasts go through the sibling on this rail (ABI 1.5): an
+    /// earlier one's destinations stayed silent past the retry limit.
+    bcast_via: Option<u8>,
     bcast_next_id: u32,
     bcast_dest: [BcastDest; NODES],
     bcast_rx: [BcastRx; NODES],
@@ -600,6 +603,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             ack_list: [0; NODES],
             ack_list_len: 0,
             bcast: BcastTx::IDLE,
+            bcast_via: None,
             bcast_next_id: 0,
             bcast_dest: [BcastDest {
                 received: 0,

@@ -117,7 +117,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             | Packet::GetRequest(GetRequestPacket { route, seq, .. }) => {
                 self.on_sequenced(route.src_node, seq, &packet, payload, path);
             }
-            Packet::Bcast(b) => self.on_bcast(&b, payload),
+            Packet::Bcast(b) => self.on_bcast(&b, payload, path),
             Packet::BcastAck {
                 src_node,
                 id,
@@ -125,9 +125,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 err_code,
                 ..
             } => {
-                self.on_bcast_ack(src_node, id, received, err_code);
+                self.on_bcast_ack(src_node, id, received, err_code, path);
             }
             Packet::BarrierRelease(b) => self.on_barrier_release(&b),
+            Packet::BarrierHeld(b) => self.on_barrier_held(&b),
             // Arrivals are the switch's business; the guard above dropped
             // them already.
             Packet::BarrierArrive(_) | Packet::BarrierLeave(_) => {}

@@ -378,6 +378,9 @@ impl Net {
                         crate::switch::Forward::ReleaseOne(b, n) => {
                             vec![(n as usize, crate::switch::release(&b, n))]
                         }
+                        crate::switch::Forward::HeldOne(b, n) => {
+                            vec![(n as usize, crate::switch::held(&b, n))]
+                        }
                     };
                     let _ = dst;
                     for (node, header) in targets {
@@ -1920,10 +1923,10 @@ fn status(net: &Net, node: usize) -> Status {
     Status::from_bits_retain(net.nics[node].hardware().reg_read(regs::STATUS.offset()))
 }
 
-/// Both nodes: small timeout, short retry limit, 64-byte packets, and the
+/// Every node: small timeout, short retry limit, 64-byte packets, and the
 /// sibling on rail 1 as the alternate path.
 fn failover_ready(net: &mut Net) {
-    for node in 0..2 {
+    for node in 0..net.nics.len() {
         set_param(net, node, Param::PacketSize, 64);
         set_param(net, node, Param::RetryTimeoutNs, 10_000);
         set_param(net, node, Param::RetryLimit, 2);
@@ -2045,4 +2048,111 @@ fn a_migrated_flow_that_goes_silent_again_breaks() {
     put_to_a_silent_peer(&mut net, 1000);
     assert_eq!(net.nics[0].stats().migrations, 1);
     assert!(status(&net, 0).contains(Status::FLOW_BROKEN));
+}
+
+/// A broadcast whose rail's switch is dead goes on through the sibling's
+/// switch past the retry limit: every destination gets every byte and
+/// its event once. Once the rail is back, the next broadcast's first
+/// packet, also sent directly, is acknowledged directly and broadcasts
+/// come back to the rail.
+#[test]
+fn a_broadcast_on_a_dead_switch_goes_on_through_the_sibling() {
+    let mut net = Net::new(4, 33);
+    failover_ready(&mut net);
+    net.direct_down = true;
+    let arm = |net: &mut Net, value: u64| {
+        for node in [0, 2, 3] {
+            net.post(
+                node,
+                Command::ArmEvent {
+                    event: EventId(2),
+                    count: 1,
+                    action: write_action(2, value),
+                },
+            );
+        }
+        net.post(
+            1,
+            Command::ArmEvent {
+                event: EventId(1),
+                count: 1,
+                action: write_action(1, value),
+            },
+        );
+    };
+    let bcast = Command::Bcast {
+        len: 2000,
+        low_node: 0,
+        high_node: 3,
+        src_addr: VA_DATA,
+        dst_addr: VA_DATA + 0x8000,
+        src_event: Some(EventId(1)),
+        dst_event: Some(EventId(2)),
+    };
+    for (round, down) in [(1u64, true), (2, false)] {
+        net.direct_down = down;
+        if !down {
+            // Leaving the sibling takes a direct answer: time for it.
+            for n in &mut net.nics {
+                n.hardware_mut().now += 1_000_000;
+            }
+        }
+        let data = pattern(2000, round as u8);
+        net.fill(1, DATA, &data);
+        arm(&mut net, 10 + round);
+        net.post(1, bcast);
+        net.run(200_000);
+        assert_eq!(
+            net.word(1, 1),
+            CompletionWord {
+                value: 10 + round,
+                status: Some(Ok(()))
+            },
+            "round {round}"
+        );
+        for node in [0, 2, 3] {
+            assert_eq!(net.mem(node, DATA + 0x8000, 2000), data, "node {node}");
+            assert_eq!(net.word(node, 2).value, 10 + round, "node {node}");
+        }
+    }
+    assert_eq!(net.nics[1].stats().migrations, 1);
+    assert_eq!(net.nics[1].stats().path_restores, 1);
+    assert!(!status(&net, 1).contains(Status::MIGRATED));
+    // Each destination's event was set once per broadcast: one more arm
+    // does not fire.
+    arm(&mut net, 99);
+    net.run(1000);
+    for node in [0, 2, 3] {
+        assert_eq!(net.word(node, 2).value, 12, "node {node}: a second set");
+    }
+}
+
+/// A hardware barrier waits for a slow member as long as it takes (the
+/// switch answers each re-sent arrival with a held packet), and gives up
+/// with `PeerUnreachable` once the switch stops answering.
+#[test]
+fn a_barrier_waits_for_a_slow_member_but_not_for_a_dead_switch() {
+    let mut net = Net::new(3, 34);
+    failover_ready(&mut net);
+    for node in 0..2 {
+        net.enter_barrier(node, (0, 2), 1, 3, 30);
+    }
+    // Many retry limits' worth of timeouts: still waiting, no error.
+    assert!(!net.run_for(20_000));
+    assert!(net.nics[0].hardware().now > 100 * 10_000);
+    for node in 0..2 {
+        assert_eq!(net.word(node, 3).value, 0, "node {node}");
+    }
+    net.direct_down = true;
+    net.run(100_000);
+    for node in 0..2 {
+        assert_eq!(
+            net.word(node, 3),
+            CompletionWord {
+                value: 30,
+                status: Some(Err(ErrorCode::PeerUnreachable))
+            },
+            "node {node}"
+        );
+    }
 }

@@ -518,9 +518,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.update_migrated_status();
     }
 
-    /// `STATUS.MIGRATED`: set while any flow runs through a sibling.
-    fn update_migrated_status(&mut self) {
-        let migrated = self.tx.iter().any(|f| f.via.is_some());
+    /// `STATUS.MIGRATED`: set while any flow, or the broadcasts, run
+    /// through a sibling.
+    pub(super) fn update_migrated_status(&mut self) {
+        let migrated = self.tx.iter().any(|f| f.via.is_some()) || self.bcast_via.is_some();
         let mut status = Status::from_bits_retain(self.hw.load(regs::STATUS));
         status.set(Status::MIGRATED, migrated);
         self.hw.store(regs::STATUS, status.bits());

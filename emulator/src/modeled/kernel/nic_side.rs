@@ -144,18 +144,30 @@ impl Kernel {
                         trace_packet(tl, node, rail, &packet, depart, ser);
                     }
                     // A tunnelled packet crosses to the sibling first (one
-                    // PCIe hop), then takes the sibling's rail.
+                    // PCIe hop), then takes the sibling's transmit port
+                    // (data; acknowledgements travel on the link level)
+                    // and rail.
                     let wire = packet.wire_rail(rail);
                     let depart = match packet.tunnel {
-                        Some(_) => depart + self.costs.pci_latency,
+                        Some(_) => {
+                            let at = depart + self.costs.pci_latency;
+                            let sibling = node * self.rails + wire;
+                            match w.nics.get_mut(sibling) {
+                                Some(s) if !is_control(&packet) => s
+                                    .engine
+                                    .hardware_mut()
+                                    .carry_for_sibling(at, ser, packet.header.dst_node.get()),
+                                _ => at,
+                            }
+                        }
                         None => depart,
                     };
                     let fate = self.judge(w, wire, &mut packet, depart);
                     for first_bit in fate.arrivals(depart + self.costs.link_latency) {
                         if is_collective(&packet) {
                             let at = first_bit + ser;
-                            let e = self.entity_switch(rail);
-                            self.push(w, at, e, Action::SwitchIn { rail, packet });
+                            let e = self.entity_switch(wire);
+                            self.push(w, at, e, Action::SwitchIn { rail: wire, packet });
                         } else {
                             let dst = packet.header.dst_node.get() as usize;
                             if dst < self.nodes {
