@@ -55,7 +55,10 @@ pub use wire_enum::{Unknown, WireEnum};
 /// failed with `QueueFull` or `NoQueue` after the queue wait (parameter
 /// 4); 1.5 flow migration: a flow past its retry limit goes on through
 /// the alternate sibling rail (parameter 5, `STATUS.MIGRATED`), and back
-/// once its direct path answers.
+/// once its direct path answers; broadcasts likewise; `BarrierHeld`
+/// (type 10) answers a re-sent barrier arrival, and a barrier whose switch
+/// stays silent past the retry limit fails; a get's destination needs
+/// `REMOTE_WRITE` too (a forged response wrote completion words).
 pub const ABI_VERSION: u32 = (1 << 16) | 5;
 
 /// Major part of [`ABI_VERSION`].

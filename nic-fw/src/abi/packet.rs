@@ -71,7 +71,8 @@ bitflags! {
         /// Last packet of its DMA; the target event is set after it.
         const LAST = 1 << 0;
         /// This is a get response; the target range needs `LOCAL_WRITE` (it
-        /// is the requester's own memory) instead of `REMOTE_WRITE`.
+        /// is the requester's own memory) as well as `REMOTE_WRITE` (since
+        /// ABI 1.5: a receiver cannot tell a response from a forgery).
         const GET_RESPONSE = 1 << 1;
         /// (LAST packets only) wake the target context's host once the DMA's
         /// data has landed.

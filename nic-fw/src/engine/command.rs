@@ -365,8 +365,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
             DmaKind::Get => {
                 dma.role = DmaRole::GetRequest;
-                // Fail early if the data could not land here.
-                self.translate(ctx, d.dst_addr, d.len as u64, RegionPerms::LOCAL_WRITE)?;
+                // Fail early if the data could not land here (the
+                // response's checks, docs/abi.md §8.2).
+                self.translate(
+                    ctx,
+                    d.dst_addr,
+                    d.len as u64,
+                    RegionPerms::LOCAL_WRITE | RegionPerms::REMOTE_WRITE,
+                )?;
                 d.src_addr
                     .checked_add(d.len as u64)
                     .ok_or(ErrorCode::AddressOverflow)?;

@@ -226,8 +226,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         } = *d;
         let ctx = route.dst_ctx;
         let event = EventId::decode(raw_event, EVENTS as u32);
+        // A receiver cannot tell a get response from a packet forged to
+        // look like one, so a response needs REMOTE_WRITE like any data
+        // from the wire, and LOCAL_WRITE as the requester's own memory
+        // (ABI 1.5; LOCAL_WRITE alone let a forged response write a
+        // context's completion words).
         let perm = if get_response {
-            RegionPerms::LOCAL_WRITE
+            RegionPerms::LOCAL_WRITE | RegionPerms::REMOTE_WRITE
         } else {
             RegionPerms::REMOTE_WRITE
         };

@@ -1138,7 +1138,7 @@ mod random_inputs {
                 let mut h = PacketHeader::from_bytes(&raw);
                 if p[0] & 1 == 0 {
                     // Valid checksum and version, so the parser's later checks run.
-                    h.version = 1;
+                    h.version = crate::abi::packet::WIRE_VERSION;
                     h.dst_node = zerocopy::little_endian::U16::new(1);
                     let b = h.to_bytes();
                     h.checksum = zerocopy::little_endian::U32::new(crate::abi::packet::checksum(&b));
@@ -1150,6 +1150,233 @@ mod random_inputs {
             }
             net.run(100_000);
             put_and_check(&mut net, 3000);
+        }
+    }
+}
+
+/// Forged packets: what an attacker on the wire can make a NIC write.
+mod forged_packets {
+    use super::*;
+    use crate::abi::packet::{BcastPacket, DataPacket, GetRequestPacket, Packet, Route};
+    use proptest::prelude::*;
+
+    /// A read-only region of node 1 (no REMOTE_WRITE).
+    const RO: u64 = 0x80000;
+    const VA_RO: u64 = 0x5000_0000;
+    const RO_LEN: u64 = 0x1000;
+    /// The error ring: the NIC reports rejected packets there.
+    const ERRS_LEN: u64 = 16 * 32;
+    const KEY: u32 = 0x1234;
+
+    /// Addresses at and across the edges of every region, and anywhere.
+    fn address() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            (0u64..0x200).prop_map(|o| VA_DATA + o),
+            (0u64..0x200).prop_map(|o| VA_DATA + DATA_LEN - 0x100 + o),
+            (0u64..0x200).prop_map(|o| VA_DATA - 0x100 + o),
+            (0u64..0x1100).prop_map(|o| VA_RO + o),
+            (0u64..0x1100).prop_map(|o| VA_WORDS + o),
+            (0u64..0x100).prop_map(|o| u64::MAX - o),
+            any::<u64>(),
+        ]
+    }
+
+    #[derive(Clone, Debug)]
+    struct Forged {
+        /// 0: data, 1: broadcast, 2: get request.
+        kind: u8,
+        ctx: u8,
+        key: u32,
+        addr: u64,
+        /// How far before `addr` the forged DMA starts.
+        dma_back: u64,
+        len: u32,
+        /// How far the forged DMA runs past `addr + len` (wrapping).
+        dma_past: u32,
+        /// Flag bits of a data packet: last, get response, wake, queue.
+        flags: u8,
+        event: u32,
+        /// The payload is not `len` bytes.
+        short: bool,
+    }
+
+    fn forged() -> impl Strategy<Value = Forged> {
+        (
+            (
+                0u8..3,
+                prop_oneof![Just(0u8), 0u8..4],
+                prop_oneof![Just(KEY), any::<u32>()],
+            ),
+            (address(), prop_oneof![0u64..0x100, any::<u64>()]),
+            (0u32..300, prop_oneof![0u32..0x300, any::<u32>()]),
+            (
+                any::<u8>(),
+                prop_oneof![Just(u32::MAX), 0u32..70],
+                any::<u8>(),
+            ),
+        )
+            .prop_map(
+                |((kind, ctx, key), (addr, dma_back), (len, dma_past), (flags, event, short))| {
+                    Forged {
+                        kind,
+                        ctx,
+                        key,
+                        addr,
+                        dma_back,
+                        len,
+                        dma_past,
+                        flags,
+                        event,
+                        short: short % 8 == 0,
+                    }
+                },
+            )
+    }
+
+    impl Forged {
+        fn dma_addr(&self) -> u64 {
+            self.addr.wrapping_sub(self.dma_back)
+        }
+
+        fn dma_len(&self) -> u32 {
+            (self.dma_back as u32)
+                .wrapping_add(self.len)
+                .wrapping_add(self.dma_past)
+        }
+
+        /// The packet, from node 0 to node 1, as flow packet `seq` or
+        /// broadcast `id`.
+        fn packet(&self, seq: u32, id: u32) -> Packet {
+            let route = Route {
+                src_node: 0,
+                src_ctx: 0,
+                dst_node: 1,
+                dst_ctx: self.ctx,
+                job_key: self.key,
+            };
+            match self.kind {
+                0 => {
+                    let queue = self.flags & 8 != 0;
+                    Packet::Data(DataPacket {
+                        route,
+                        seq,
+                        addr: if queue { 0 } else { self.addr },
+                        len: self.len,
+                        event: self.event,
+                        cookie: 0,
+                        last: self.flags & 1 != 0 || queue,
+                        get_response: self.flags & 2 != 0 && !queue,
+                        dma_addr: if queue { 0 } else { self.dma_addr() },
+                        dma_len: self.dma_len(),
+                        wake: self.flags & 4 != 0,
+                        queue,
+                        retry: false,
+                    })
+                }
+                1 => Packet::Bcast(BcastPacket {
+                    route: Route {
+                        dst_node: 0,
+                        ..route
+                    },
+                    high_node: 1,
+                    id,
+                    index: 0,
+                    addr: self.addr,
+                    len: self.len,
+                    event: self.event,
+                    cookie: 0,
+                    last: self.flags & 1 != 0,
+                    dma_addr: self.dma_addr(),
+                    dma_len: self.dma_len(),
+                }),
+                _ => Packet::GetRequest(GetRequestPacket {
+                    route,
+                    seq,
+                    src_addr: self.addr,
+                    dst_addr: self.dma_addr(),
+                    len: self.len,
+                    src_event: self.event,
+                    dst_event: u32::MAX,
+                    cookie: 0,
+                }),
+            }
+        }
+
+        /// The bytes of node 1's memory this packet may write: its own
+        /// target range, if it names context 0 with the job's key and its
+        /// whole DMA lies in the remotely writable data region.
+        fn may_write(&self) -> Option<core::ops::Range<u64>> {
+            let writes = self.kind == 1 || (self.kind == 0 && self.flags & 8 == 0);
+            let dma_end = self.dma_addr().checked_add(u64::from(self.dma_len()))?;
+            let end = self.addr.checked_add(u64::from(self.len))?;
+            (writes
+                && self.ctx == 0
+                && self.key == KEY
+                && self.dma_addr() >= VA_DATA
+                && dma_end <= VA_DATA + DATA_LEN
+                && self.addr >= self.dma_addr()
+                && end <= dma_end)
+                .then(|| self.addr - VA_DATA + DATA..end - VA_DATA + DATA)
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Packets forged with valid headers and checksums, in sequence
+        /// (the attacker knows the flow), naming any context, key, address,
+        /// DMA range, length and flags: node 1 writes nothing outside the
+        /// target ranges of packets that name its context with the job's
+        /// key and a DMA wholly inside its remotely writable region. Every
+        /// byte of its memory is checked, the read-only region and the
+        /// completion words included (only its error ring, where it
+        /// reports the rejections, may change).
+        #[test]
+        fn forged_packets_write_nothing_outside_a_permitted_target(
+            packets in proptest::collection::vec(forged(), 1..24),
+        ) {
+            let mut net = Net::new(2, 40);
+            let ro = RegionConfig {
+                ctx: 0,
+                slot: 2,
+                perms: RegionPerms::LOCAL_READ | RegionPerms::REMOTE_READ,
+                va: VA_RO,
+                len: RO_LEN,
+                phys: RO,
+            };
+            prop_assert_eq!(net.mailbox(1, MailboxOp::MapRegion, ro.to_args()), Ok(()));
+            let before = net.mem(1, 0, MEM);
+            let mut seq = 0;
+            for (i, f) in packets.iter().enumerate() {
+                let packet = f.packet(seq, i as u32 + 1);
+                if f.kind != 1 {
+                    seq += 1;
+                }
+                let len = if f.short { f.len / 2 + 1 } else { f.len } as usize;
+                net.nics[1]
+                    .hardware_mut()
+                    .inbox
+                    .push_back((packet.emit(), vec![0xa5; len], Path::Direct));
+                // What node 1 sends (acks, get responses) goes nowhere.
+                for _ in 0..4 {
+                    net.nics[1].poll();
+                    net.nics[1].hardware_mut().outbox.clear();
+                }
+            }
+            let after = net.mem(1, 0, MEM);
+            let allowed: Vec<_> = packets.iter().filter_map(Forged::may_write).collect();
+            for (at, (b, a)) in before.iter().zip(&after).enumerate() {
+                let at = at as u64;
+                if b == a || (ERRS..ERRS + ERRS_LEN).contains(&at) {
+                    continue;
+                }
+                prop_assert!(
+                    allowed.iter().any(|r| r.contains(&at)),
+                    "byte {at:#x} written ({b:#04x} -> {a:#04x}); permitted: {allowed:x?}"
+                );
+            }
+            // The region that forbids remote writes is as it was.
+            let ro_bytes = (RO as usize)..(RO + RO_LEN) as usize;
+            prop_assert_eq!(&before[ro_bytes.clone()], &after[ro_bytes]);
         }
     }
 }
