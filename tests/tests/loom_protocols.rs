@@ -1,92 +1,49 @@
-//! Exhaustive interleaving checks (loom) of the node protocols and of the
-//! RDMA barrier's barrier-number check. The code under test is the real
-//! protocol code of `railcoll_host::shm` and the real schedule the
-//! generator writes for the `rdma` barrier (its word puts and word waits),
-//! run over loom's atomics.
+//! Exhaustive interleaving checks (loom) of the node protocols, the RDMA
+//! barrier's barrier-number check, and the host-NIC command ring and
+//! completion words. The shared-memory protocols run the real protocol
+//! code of `railcoll_host::shm`, and the RDMA barrier the real schedule
+//! the generator writes for the `rdma` barrier (its word puts and word
+//! waits).
+//!
+//! What the models share with the system is what decides correctness:
+//! - every flag, word and register is an atomic with the orderings the
+//!   code uses (Release stores, Acquire loads; ring contents Relaxed behind
+//!   a Release fence), with no lock around them, so a missing ordering is
+//!   a stale read loom finds;
+//! - a waiter checks, then parks; a waker stores, then unparks the one
+//!   thread it names, through a per-rank slot guarded by a mutex (the
+//!   launcher's `env::Waker`). The real `ParkingWait` also re-polls every
+//!   2 ms, which turns a lost wake-up into latency; the models park with
+//!   no timeout, so a lost wake-up is a deadlock loom reports.
+//!
+//! Two planted bugs show that the models find what they are for: the
+//! shared-memory broadcast's old lost wake-up (a non-root woke only the
+//! round's root) and a command ring whose tail is published without
+//! ordering.
 
+use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, Ordering};
-use loom::sync::{Arc, Condvar, Mutex};
-use loom::thread;
-use railcoll_host::Error;
 use railcoll_host::sched::{Op, Params, Shape, generate};
-use railcoll_host::shm::{self, FlagMap, Flags, Round, reached};
+use railcoll_host::shm::{self, FlagMap, Flags, reached};
 use railcoll_host::{Algorithm, Collective, Placement};
+use railcoll_tests::loom_models::{
+    LoomFlags, Parking, RankSync, broadcast_rounds, model, ring_and_completion, round_of,
+    run_threads,
+};
 
-/// Flags whose every store also signals a monitor, so that waiters block
-/// instead of spinning (spinning threads make loom's search explode). This
-/// models the real system: the flag store is a Release atomic, and the
-/// waker's unpark token (plus the timed re-poll) guarantees the waiter
-/// re-checks after every store it may depend on.
-struct LoomFlags {
-    words: Vec<AtomicU64>,
-    monitor: Mutex<()>,
-    changed: Condvar,
-}
-
-impl LoomFlags {
-    fn new(n: usize) -> Arc<Self> {
-        Arc::new(Self {
-            words: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            monitor: Mutex::new(()),
-            changed: Condvar::new(),
-        })
-    }
-
-    fn wait(&self, ready: &mut dyn FnMut() -> bool) {
-        let mut guard = self.monitor.lock().expect("monitor");
-        while !ready() {
-            guard = self.changed.wait(guard).expect("monitor");
-        }
-    }
-}
-
-impl Flags for LoomFlags {
-    fn load(&self, i: usize) -> u64 {
-        self.words[i].load(Ordering::Acquire)
-    }
-    fn store(&self, i: usize, v: u64) {
-        let _guard = self.monitor.lock().expect("monitor");
-        self.words[i].store(v, Ordering::Release);
-        self.changed.notify_all();
-    }
-}
-
-/// Waiting on the flags' monitor.
-struct Monitor<'a>(&'a LoomFlags);
-
-impl shm::Sync for Monitor<'_> {
-    fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
-        self.0.wait(ready);
-        Ok(())
-    }
-    fn wake(&self, _: usize) {}
-}
-
-/// Run `body(i, shared)` on `n` loom threads, each with its own clone of
-/// `shared`, and join them all.
-fn run_threads<T: Clone + Send + 'static>(
-    n: usize,
-    shared: T,
-    body: impl Fn(usize, T) + Clone + Send + 'static,
-) {
-    let handles: Vec<_> = (0..n)
-        .map(|i| {
-            let (shared, body) = (shared.clone(), body.clone());
-            thread::spawn(move || body(i, shared))
-        })
-        .collect();
-    for h in handles {
-        h.join().expect("thread");
-    }
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    // Exhaustive up to 2 involuntary switches per execution (where most
-    // concurrency bugs live), which keeps the run short.
-    b.preemption_bound = Some(2);
-    b.max_branches = 50_000;
-    b.check(f);
+/// Run `loom_planted` on the model with bug `which` planted: it must
+/// fail. Returns what it printed.
+fn finds_the_bug(which: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_loom_planted"))
+        .arg(which)
+        .output()
+        .expect("loom_planted runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "the model did not find the planted bug '{which}': {stderr}"
+    );
+    stderr
 }
 
 /// Node barriers: nobody leaves barrier k before everybody entered it, and
@@ -101,21 +58,20 @@ fn node_barrier_model(locals: usize, rounds: u64) {
     model(move || {
         let map = FlagMap::new(locals);
         let flags = LoomFlags::new(map.count());
+        let parking = Parking::new(locals);
         let entered = Arc::new((0..locals).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
         run_threads(
             locals,
-            (flags.clone(), entered.clone()),
-            move |me, (flags, entered)| {
+            &parking,
+            (flags.clone(), entered.clone(), parking.clone()),
+            move |me, (flags, entered, parking)| {
+                let sync = RankSync {
+                    parking,
+                    only_wakes: None,
+                };
                 for epoch in 1..=rounds {
                     entered[me].store(epoch, Ordering::SeqCst);
-                    let round = Round {
-                        flags: &*flags,
-                        sync: &Monitor(&flags),
-                        map,
-                        me,
-                        root: 0,
-                        epoch,
-                    };
+                    let round = round_of(&flags, &sync, map, me, 0, epoch);
                     shm::barrier(&round, &mut || Ok(())).expect("barrier");
                     for e in entered.iter() {
                         assert!(
@@ -135,38 +91,25 @@ fn node_barrier_model(locals: usize, rounds: u64) {
 /// to catch would deadlock here).
 #[test]
 fn broadcast_rounds_with_changing_roots_deliver_each_value() {
-    model(|| {
-        let locals = 2;
-        let map = FlagMap::new(locals);
-        let flags = LoomFlags::new(map.count());
-        let buffer = Arc::new(AtomicU64::new(0));
-        run_threads(
-            locals,
-            (flags.clone(), buffer.clone()),
-            move |me, (flags, buffer)| {
-                for (epoch, root) in [(1u64, 0usize), (2, 1), (3, 1)] {
-                    let round = Round {
-                        flags: &*flags,
-                        sync: &Monitor(&flags),
-                        map,
-                        me,
-                        root,
-                        epoch,
-                    };
-                    let value = epoch * 100;
-                    let mut fill = || {
-                        buffer.store(value, Ordering::Relaxed);
-                        Ok(())
-                    };
-                    let mut drain = || {
-                        assert_eq!(buffer.load(Ordering::Relaxed), value, "round {epoch}");
-                        Ok(())
-                    };
-                    shm::broadcast_round(&round, &mut fill, &mut drain).expect("bcast");
-                }
-            },
-        );
-    });
+    model(|| broadcast_rounds(2, &[(1, 0), (2, 1), (3, 1)], false));
+}
+
+/// Two rounds among 3 ranks, the root moving to a rank that was not the
+/// first round's root (where a wake-up can go to the wrong rank).
+#[test]
+fn broadcast_rounds_among_three_wake_the_next_root() {
+    model(|| broadcast_rounds(3, &[(1, 0), (2, 1)], false));
+}
+
+/// The lost wake-up the shared-memory broadcast had (found by modeled
+/// mode, not by the old model, whose every store woke every waiter):
+/// a non-root woke only the round's root, but the next round's root
+/// waits for its done flag. Planted back, this model finds it as a
+/// deadlock.
+#[test]
+fn the_broadcasts_old_lost_wake_up_is_found() {
+    let message = finds_the_bug("broadcast-wake");
+    assert!(message.contains("deadlock"), "{message}");
 }
 
 /// Gather rounds with changing roots: the root sees every slot of the
@@ -177,20 +120,19 @@ fn gather_rounds_collect_exactly_the_current_round() {
         let locals = 2;
         let map = FlagMap::new(locals);
         let flags = LoomFlags::new(map.count());
+        let parking = Parking::new(locals);
         let slots = Arc::new((0..locals).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
         run_threads(
             locals,
-            (flags.clone(), slots.clone()),
-            move |me, (flags, slots)| {
+            &parking,
+            (flags.clone(), slots.clone(), parking.clone()),
+            move |me, (flags, slots, parking)| {
+                let sync = RankSync {
+                    parking,
+                    only_wakes: None,
+                };
                 for (epoch, root) in [(1u64, 0usize), (2, 1), (3, 0)] {
-                    let round = Round {
-                        flags: &*flags,
-                        sync: &Monitor(&flags),
-                        map,
-                        me,
-                        root,
-                        epoch,
-                    };
+                    let round = round_of(&flags, &sync, map, me, root, epoch);
                     let mut fill = || {
                         if me != root {
                             slots[me].store(epoch * 10 + me as u64, Ordering::Relaxed);
@@ -237,21 +179,26 @@ fn rdma_barrier_model(n: usize, rounds: u64) {
     model(move || {
         // words[target * n + writer]
         let words = LoomFlags::new(n * n);
+        let parking = Parking::new(n);
         let entered = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>());
         let set = std::sync::Arc::clone(&set);
         run_threads(
             n,
-            (words.clone(), entered.clone()),
-            move |id, (words, entered)| {
+            &parking,
+            (words.clone(), entered.clone(), parking.clone()),
+            move |id, (words, entered, parking)| {
                 for number in 1..=rounds {
                     entered[id].store(number, Ordering::SeqCst);
                     for step in &set.ranks[id].steps {
                         match step.op {
                             Op::BarrierNumber(_) => {}
+                            // The put lands, then its wake flag wakes the
+                            // target (RUN_DMA flag bit 1).
                             Op::WordPut { to, slot, .. } => {
-                                words.store(to as usize * n + slot as usize, number)
+                                words.store(to as usize * n + slot as usize, number);
+                                parking.wake(to as usize);
                             }
-                            Op::WordWait { slot, .. } => words
+                            Op::WordWait { slot, .. } => parking
                                 .wait(&mut || reached(words.load(id * n + slot as usize), number)),
                             ref other => panic!("the rdma barrier has no '{other}' step"),
                         }
@@ -280,4 +227,20 @@ fn node_barrier_of_three() {
 #[test]
 fn rdma_barrier_of_three() {
     rdma_barrier_model(3, 1);
+}
+
+/// Commands reach the NIC whole and in order, a completion word is never
+/// seen before its data, the host's waits for ring room and completion
+/// are always woken, and nothing deadlocks.
+#[test]
+fn the_command_ring_and_completion_words_keep_their_order() {
+    model(|| ring_and_completion(false));
+}
+
+/// A tail published without ordering: the model finds the NIC reading the
+/// block before it was written.
+#[test]
+fn a_ring_tail_published_without_ordering_is_found() {
+    let message = finds_the_bug("ring-tail");
+    assert!(message.contains("stale command block"), "{message}");
 }
