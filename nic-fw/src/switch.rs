@@ -24,9 +24,10 @@
 //! [`MAX_GROUP_NODES`] nodes; a new group takes a free entry or the least
 //! recently completed one. A group that is collecting is never replaced:
 //! with every entry collecting, a new group's arrival is discarded, as if
-//! it had not come yet, and counted when its member re-announces it (a
-//! NIC re-sends an unreleased arrival every timeout, [ELAN-SEM §13] rule
-//! 14's "not ready, retry"). An arrival is never lost once counted.
+//! it had not come yet (answered with a held packet, so that the member
+//! keeps waiting), and counted when its member re-announces it (a NIC
+//! re-sends an unreleased arrival every timeout, [ELAN-SEM §13] rule 14's
+//! "not ready, retry"). An arrival is never lost once counted.
 //!
 //! Barrier numbers only move forward within a group: an arrival for a
 //! number older than the one being collected comes from a member that
@@ -221,8 +222,9 @@ impl Switch {
                         .min_by_key(|(_, g)| g.map_or(0, |g| g.stamp))
                         .map(|(i, _)| i)
                 };
+                // Not yet; the member hears the switch is alive.
                 let Some(victim) = free.or_else(completed) else {
-                    return Forward::Drop;
+                    return Forward::HeldOne(b, member);
                 };
                 if let Some(slot) = self.groups.get_mut(victim) {
                     *slot = Some(Group {
@@ -348,8 +350,12 @@ mod tests {
         for job in 0..GROUPS as u32 {
             assert_eq!(s.forward(&arrival_of(job, 2, 1)), Forward::Drop);
         }
-        // A new group finds no entry: not counted yet...
-        assert_eq!(s.forward(&arrival_of(99, 2, 1)), Forward::Drop);
+        // A new group finds no entry: not counted yet, but the member hears
+        // that the switch is alive...
+        assert!(matches!(
+            s.forward(&arrival_of(99, 2, 1)),
+            Forward::HeldOne(b, 2) if b.seq == 1
+        ));
         // ...and every collecting group kept its arrival.
         for job in 0..GROUPS as u32 {
             assert!(

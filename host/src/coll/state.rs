@@ -69,8 +69,9 @@ pub(crate) struct CollSeq {
     pub(crate) sendrecv_barrier: Cell<u64>,
     /// Number of the current hardware barrier (wrapping, 32-bit on the wire).
     pub(crate) hw_barrier: Cell<u32>,
-    /// Switch barriers still to run without the switch, after one failed.
-    pub(crate) switch_avoid: Cell<u32>,
+    /// Switch barriers before this number run without the switch (one
+    /// failed; see `Coll::switch_failed`).
+    pub(crate) switch_avoid_until: Cell<u32>,
 }
 
 /// Schedules a communicator caches (persistent collectives reuse theirs).

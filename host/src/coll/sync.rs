@@ -10,9 +10,9 @@ use crate::env::{LibraryWork, WordTest, WordWatch};
 use crate::error::Error;
 use crate::sched::{Numbers, Words};
 
-/// Switch barriers run without the switch after it failed, before it is
-/// tried again.
-pub(crate) const SWITCH_RETRY_AFTER: u32 = 64;
+/// After the switch failed, it is tried again at the next barrier number
+/// that is a multiple of this.
+pub(crate) const SWITCH_RETRY_EVERY: u32 = 64;
 
 impl<'a> Coll<'a> {
     /// Advance the barrier number of `which` and write it to the barrier
@@ -128,20 +128,24 @@ impl<'a> Coll<'a> {
             0,
             &u64::from(seq).to_le_bytes(),
         )?;
-        let avoid = self.st.seq.switch_avoid.get();
-        if avoid > 0 {
-            self.st.seq.switch_avoid.set(avoid - 1);
+        let until = self.st.seq.switch_avoid_until.get();
+        if (until.wrapping_sub(seq) as i32) > 0 {
             return Ok(None);
         }
         self.ep.hw_barrier_post(seq).map(Some)
     }
 
-    /// The switch's barrier failed (`PeerUnreachable`: the switch or the
-    /// link to it stopped answering, docs/abi.md §8.4): the next
-    /// [`SWITCH_RETRY_AFTER`] switch barriers run without it, then it is
-    /// tried again.
+    /// The current switch barrier failed (`PeerUnreachable`: the switch or
+    /// the link to it stopped answering, docs/abi.md §8.4): the barriers
+    /// up to the next multiple of [`SWITCH_RETRY_EVERY`] run without it.
+    /// The window ends at the same number on every master, whichever
+    /// barrier each saw fail, so they all try the switch again together.
     pub(crate) fn switch_failed(&self) {
-        self.st.seq.switch_avoid.set(SWITCH_RETRY_AFTER);
+        let seq = self.st.seq.hw_barrier.get();
+        let next = (seq / SWITCH_RETRY_EVERY)
+            .wrapping_add(1)
+            .wrapping_mul(SWITCH_RETRY_EVERY);
+        self.st.seq.switch_avoid_until.set(next);
     }
 
     /// The current switch barrier without the switch: over once every

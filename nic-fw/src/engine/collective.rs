@@ -87,6 +87,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 *d = super::BcastDest {
                     received: 0,
                     status: None,
+                    direct: false,
                 };
             }
         }
@@ -200,15 +201,12 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         error: Option<ErrorCode>,
         path: Path,
     ) {
-        if path == Path::Direct && self.bcast_via.take().is_some() {
-            self.stats.path_restores = self.stats.path_restores.wrapping_add(1);
-            self.update_migrated_status();
-        }
         let b = self.bcast;
         if !b.active || id != b.id || from < b.low || from > b.high || from == self.loc.node {
             return;
         }
         if let Some(d) = self.bcast_dest.get_mut(from as usize) {
+            d.direct |= path == Path::Direct;
             if received > d.received {
                 d.received = received.min(b.total);
                 self.bcast.progress_ns = self.hw.now_ns();
@@ -220,6 +218,18 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 d.status = Some(code);
                 self.bcast.status = self.bcast.status.or(Some(code));
             }
+        }
+        // Broadcasts come back to this rail's switch once every destination
+        // has answered on it (one that answers directly proves little for
+        // the others: its own link may be the one alive).
+        if self.bcast_via.is_some()
+            && (b.low..=b.high)
+                .filter(|n| *n != self.loc.node)
+                .all(|n| self.bcast_dest.get(n as usize).is_some_and(|d| d.direct))
+        {
+            self.bcast_via = None;
+            self.stats.path_restores = self.stats.path_restores.wrapping_add(1);
+            self.update_migrated_status();
         }
         self.finish_bcast_if_done();
     }

@@ -319,6 +319,8 @@ struct BcastDest {
     received: u32,
     /// The first error met, if any.
     status: Option<ErrorCode>,
+    /// It acknowledged this broadcast on the direct path.
+    direct: bool,
 }
 
 /// Receiver state of the broadcasts from one source node.
@@ -430,6 +432,9 @@ struct RxFlow {
     held: [Option<HeldQueue>; HELD_QUEUES],
     /// The path the sender's latest packet came by: acks go back that way.
     reply: Path,
+    /// When a packet of this sender last came on the direct path (0:
+    /// never): a path is not learned from a sibling within 8 timeouts of it.
+    direct_ns: u64,
 }
 
 /// An input queue holding back one sender's items.
@@ -454,6 +459,7 @@ impl RxFlow {
         refused_bits: 0,
         held: [None; HELD_QUEUES],
         reply: Path::Direct,
+        direct_ns: 0,
     };
 }
 
@@ -608,6 +614,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             bcast_dest: [BcastDest {
                 received: 0,
                 status: None,
+                direct: false,
             }; NODES],
             bcast_rx: [BcastRx {
                 id: 0,

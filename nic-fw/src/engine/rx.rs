@@ -149,9 +149,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         };
         // Acks go back the way the sender's latest packet came.
         flow.reply = path;
+        if path == Path::Direct {
+            flow.direct_ns = self.hw.now_ns();
+        }
         let flow = *flow;
-        if let Path::Sibling(via) = path {
-            self.learn_path(src as usize, via);
+        if path == Path::Direct {
+            // The peer reaches us directly: our flow to it goes direct too.
+            self.restore_path(src as usize);
         }
         let distance = seq.wrapping_sub(flow.expected) as i32;
         if distance < 0 {
@@ -205,6 +209,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         flow.expected = flow.expected.wrapping_add(1);
         flow.gap_nacked = false;
         self.owe_ack(src, false);
+        if let Path::Sibling(via) = path {
+            self.learn_path(src as usize, via);
+        }
     }
 
     /// Check and apply a data packet. Nothing is written unless every check

@@ -488,16 +488,26 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
     }
 
-    /// A packet from `node` came through the sibling on rail `via`: its
-    /// sender's direct path is dead, so this NIC's flow to it goes the same
-    /// way at once (if the host armed an alternate) instead of finding out
-    /// through its own retry limit.
+    /// An in-order packet from `node` came through the sibling on rail
+    /// `via`: its sender's direct path is dead, so this NIC's flow to it
+    /// goes the same way at once instead of finding out through its own
+    /// retry limit. Only through this NIC's own alternate, and not within
+    /// 8 timeouts of a packet from `node` on the direct path (packets of a
+    /// flow that has just come back, still in flight, would otherwise send
+    /// the reverse flow round again).
     pub(super) fn learn_path(&mut self, node: usize, via: u8) {
-        if self.params.alternate.is_none() {
+        if self.params.alternate != Some(via) {
             return;
         }
         let now = self.hw.now_ns();
         let probe_every = super::backed_off(self.params.retry_timeout_ns, u32::MAX);
+        if self
+            .rx
+            .get(node)
+            .is_some_and(|r| r.direct_ns != 0 && now < r.direct_ns.saturating_add(probe_every))
+        {
+            return;
+        }
         let Some(flow) = self.tx.get_mut(node) else {
             return;
         };
@@ -537,6 +547,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         flow.broken = true;
         flow.in_flight = 0;
         flow.resend = None;
+        flow.via = None;
         flow.base_seq = flow.next_seq;
         if old.in_flight > 0 {
             self.flows_in_flight = self.flows_in_flight.saturating_sub(1);
@@ -549,6 +560,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         let status = self.hw.load(regs::STATUS) | Status::FLOW_BROKEN.bits();
         self.hw.store(regs::STATUS, status);
+        self.update_migrated_status();
     }
 
     /// Forget both directions of the flow with `node` (mailbox ResetFlow).
