@@ -298,6 +298,55 @@ fn the_hardware_barrier_and_broadcast_survive_a_dead_rail_0() {
     assert!(cluster.fault_counts().rail_down > 0);
 }
 
+/// Rail 0 flapping under back-to-back switch barriers (down for 20 ms,
+/// up, down again for 5 ms, up): masters may fail over at different
+/// barriers, and the switch comes back while they run without it; every
+/// barrier still completes (a held wait is bounded, the fallback finishes
+/// it), and a barrier never releases a master before every master
+/// entered it (each checks a word its neighbour put before the barrier).
+#[test]
+fn switch_barriers_survive_rail_0_flapping() {
+    let mode = railcoll_tests::mode();
+    let shape = Shape::new(4, 1, 1, 2, Placement::Block).expect("shape");
+    let cluster = faulty_cluster_with(
+        shape,
+        mode,
+        "rail-down=0@300us,rail-up=0@20ms,rail-down=0@40ms,rail-up=0@45ms",
+        9,
+        Some(2),
+    );
+    let hardware = railcoll_host::sched::Algorithm::Hardware;
+    for r in cluster.run(|comm| {
+        let word = comm.alloc(8).map_err(|e| e.to_string())?;
+        let src = comm.alloc(8).map_err(|e| e.to_string())?;
+        let peer = (comm.rank() + 1) % comm.size();
+        for round in 1..=300u64 {
+            // Each rank puts its round to the next before the barrier,
+            // and checks after it that its own word holds the round: a
+            // barrier that released early would show the previous one.
+            comm.write_local(&word, 0, &0u64.to_le_bytes())
+                .map_err(|e| e.to_string())?;
+            comm.barrier_with(hardware).map_err(|e| e.to_string())?;
+            comm.write_local(&src, 0, &round.to_le_bytes())
+                .map_err(|e| e.to_string())?;
+            comm.put(&src, peer, &word)
+                .and_then(|h| h.wait())
+                .map_err(|e| e.to_string())?;
+            comm.barrier_with(hardware).map_err(|e| e.to_string())?;
+            let mut got = [0u8; 8];
+            comm.read_local(&word, 0, &mut got)
+                .map_err(|e| e.to_string())?;
+            if u64::from_le_bytes(got) != round {
+                return Err(format!("round {round}: {}", u64::from_le_bytes(got)));
+            }
+        }
+        Ok::<(), String>(())
+    }) {
+        assert_eq!(r.expect("started"), Ok(()));
+    }
+    assert!(cluster.fault_counts().rail_down > 0);
+}
+
 /// A rail that goes down and comes back within the retry budget: the
 /// go-back-N alone carries every collective across the outage.
 #[test]

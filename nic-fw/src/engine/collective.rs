@@ -18,10 +18,12 @@
 //! timeout until released; the switch answers an arrival for a number it
 //! already released with the release, and one it holds already with a
 //! held packet (ABI 1.5). Waiting for a slow member is not a failure (each
-//! held answer starts the retry count again); re-sent arrivals that go
-//! unanswered past the retry limit are: the switch or the link to it is
-//! dead, and the barrier completes with `PeerUnreachable` (the host falls
-//! back to a barrier without the switch).
+//! held answer starts the retry count again), up to a bound of
+//! [`super::HELD_BOUND`] x retry limit re-announcements (the members the
+//! switch waits for may have gone on without it); re-sent arrivals that go
+//! unanswered past the retry limit mean the switch or the link to it is
+//! dead. Either way the barrier completes with `PeerUnreachable` and the
+//! host finishes it without the switch.
 //!
 //! A broadcast whose destinations stay silent past the retry limit, on a
 //! NIC with an alternate rail (ABI 1.5), goes on through the sibling on
@@ -358,6 +360,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             job_key,
             sent_ns: now,
             retries: 0,
+            announces: 0,
         };
         *slot = Some(pending);
         self.send_barrier(ctx, pending, Packet::BarrierArrive);
@@ -483,10 +486,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             let ctx = ctx as ContextIndex;
             // The arrival is re-announced every timeout; the switch answers
             // a released one with the release and a held one with a held
-            // packet, which starts the count again: a barrier may wait for
-            // a slow member as long as it takes, not for a dead switch.
+            // packet, which starts the count again: a barrier waits for a
+            // slow member, not for a dead switch. Not for ever, though: the
+            // members it waits for may have gone on without the switch
+            // (its host's fallback finishes the barrier either way).
             let retries = b.retries.wrapping_add(1);
-            if retries > self.params.retry_limit {
+            let announces = b.announces.saturating_add(1);
+            if retries > self.params.retry_limit
+                || announces > self.params.retry_limit.saturating_mul(super::HELD_BOUND)
+            {
                 if let Some(slot) = self.barriers.get_mut(ctx as usize) {
                     *slot = None;
                 }
@@ -502,6 +510,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             let again = PendingBarrier {
                 sent_ns: now,
                 retries,
+                announces,
                 ..b
             };
             if let Some(slot) = self.barriers.get_mut(ctx as usize) {

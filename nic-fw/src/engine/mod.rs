@@ -342,8 +342,16 @@ struct PendingBarrier {
     high: NodeId,
     job_key: u32,
     sent_ns: u64,
+    /// Re-announcements since the switch last answered.
     retries: u32,
+    /// Re-announcements in all (the held wait's bound).
+    announces: u32,
 }
+
+/// A barrier the switch holds gives up after this many times the retry
+/// limit of re-announcements: a switch that holds an arrival that long may
+/// be waiting for members that went on without it (docs/abi.md §4.5).
+const HELD_BOUND: u32 = 8;
 
 #[derive(Clone, Copy, Debug)]
 struct TxEntry {

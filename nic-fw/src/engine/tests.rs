@@ -332,6 +332,17 @@ impl Net {
         }
     }
 
+    /// Run until the clock has moved on by `ns` (or nothing is left to
+    /// do): a wait bounded in time, not in rounds.
+    fn run_for_ns(&mut self, ns: u64) {
+        let end = self.nics[0].hardware().now.saturating_add(ns);
+        while self.nics[0].hardware().now < end {
+            if self.run_for(1) {
+                break;
+            }
+        }
+    }
+
     /// As `run`, but give up quietly after `max_rounds`; true if quiet.
     fn run_for(&mut self, max_rounds: usize) -> bool {
         for _ in 0..max_rounds {
@@ -1545,11 +1556,12 @@ fn broadcast_and_hardware_barrier_survive_a_lossy_rail() {
             vec![0; 16],
             "the sender is not its own target"
         );
-        // Barrier 1: four nodes arrive; nobody is released until the fifth.
+        // Barrier 1: four nodes arrive; nobody is released until the fifth
+        // (which comes within the held wait's bound: 20 timeouts).
         for node in 0..4 {
             net.enter_barrier(node, (0, 4), 1, 3, 30);
         }
-        net.run_for(5_000);
+        net.run_for_ns(20 * 50_000_000);
         let early: Vec<_> = (0..5).map(|n| (net.word(n, 3), net.errors(n))).collect();
         assert!(
             (0..4).all(|n| net.word(n, 3).value == 0),
@@ -1780,7 +1792,7 @@ fn detach_leaves_a_pending_barrier_and_the_next_owner_runs() {
     for node in 0..2 {
         net.enter_barrier(node, (0, 2), 1, 3, 30);
     }
-    net.run_for(5_000);
+    net.run_for_ns(20 * 50_000_000);
     assert_eq!(
         net.mailbox(1, MailboxOp::DetachContext, [0, 0, 0, 0]),
         Ok(())
@@ -1795,7 +1807,7 @@ fn detach_leaves_a_pending_barrier_and_the_next_owner_runs() {
             event: None,
         },
     );
-    net.run_for(20_000);
+    net.run_for_ns(20 * 50_000_000);
     assert_eq!(net.word(0, 3).value, 0, "released without node 1");
     // The context's next owner: a barrier of its own node alone.
     net.attach(1);
@@ -2368,32 +2380,54 @@ fn a_broadcast_on_a_dead_switch_goes_on_through_the_sibling() {
     }
 }
 
-/// A hardware barrier waits for a slow member as long as it takes (the
-/// switch answers each re-sent arrival with a held packet), and gives up
-/// with `PeerUnreachable` once the switch stops answering.
+/// A hardware barrier waits for a slow member (the switch answers each
+/// re-sent arrival with a held packet), but not past 8 retry limits of
+/// re-announcements (the members it waits for may have gone on without
+/// the switch), and gives up at once, with `PeerUnreachable`, when the
+/// switch stops answering.
 #[test]
 fn a_barrier_waits_for_a_slow_member_but_not_for_a_dead_switch() {
+    const TIMEOUT: u64 = 10_000;
     let mut net = Net::new(3, 34);
     failover_ready(&mut net);
+    let now = |net: &Net| net.nics[0].hardware().now;
+    let done = |net: &Net, event: u64, value: u64, status| {
+        (0..2).all(|n| {
+            net.word(n, event)
+                == CompletionWord {
+                    value,
+                    status: Some(status),
+                }
+        })
+    };
+    // A slow member: twelve timeouts (six retry limits) later the others
+    // still wait, then it comes and everyone is released.
     for node in 0..2 {
         net.enter_barrier(node, (0, 2), 1, 3, 30);
     }
-    // Many retry limits' worth of timeouts: still waiting, no error.
-    assert!(!net.run_for(20_000));
-    assert!(net.nics[0].hardware().now > 100 * 10_000);
-    for node in 0..2 {
-        assert_eq!(net.word(node, 3).value, 0, "node {node}");
-    }
-    net.direct_down = true;
+    net.run_for_ns(12 * TIMEOUT);
+    assert!((0..2).all(|n| net.word(n, 3).value == 0), "released early");
+    net.enter_barrier(2, (0, 2), 1, 3, 30);
     net.run(100_000);
+    assert!(done(&net, 3, 30, Ok(())), "released");
+    // A member that never comes: past the bound the others give up.
     for node in 0..2 {
-        assert_eq!(
-            net.word(node, 3),
-            CompletionWord {
-                value: 30,
-                status: Some(Err(ErrorCode::PeerUnreachable))
-            },
-            "node {node}"
-        );
+        net.enter_barrier(node, (0, 2), 2, 4, 40);
     }
+    let start = now(&net);
+    net.run(100_000);
+    assert!(done(&net, 4, 40, Err(ErrorCode::PeerUnreachable)));
+    assert!(
+        now(&net) >= start + 16 * TIMEOUT,
+        "gave up before the bound"
+    );
+    // A dead switch: they give up past the retry limit, well before it.
+    net.direct_down = true;
+    for node in 0..2 {
+        net.enter_barrier(node, (0, 2), 3, 5, 50);
+    }
+    let start = now(&net);
+    net.run(100_000);
+    assert!(done(&net, 5, 50, Err(ErrorCode::PeerUnreachable)));
+    assert!(now(&net) < start + 8 * TIMEOUT, "a dead switch held them");
 }
