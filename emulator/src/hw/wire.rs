@@ -64,7 +64,23 @@ pub struct Tunnel {
     pub via: u8,
 }
 
+/// A sibling path names no other NIC of the node: the packet is lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoSibling;
+
 impl Tunnel {
+    /// How a packet the NIC on `nic_rail` sends along `path` travels, on
+    /// a node of `rails` rails: `None` on its own rail, or a tunnel.
+    pub fn along(path: Path, nic_rail: u8, rails: usize) -> Result<Option<Tunnel>, NoSibling> {
+        match path {
+            Path::Direct => Ok(None),
+            Path::Sibling(via) if via != nic_rail && usize::from(via) < rails => {
+                Ok(Some(Tunnel { nic_rail, via }))
+            }
+            Path::Sibling(_) => Err(NoSibling),
+        }
+    }
+
     /// The path the receiving NIC is told the packet came by.
     pub fn path(tunnel: Option<Tunnel>) -> Path {
         tunnel.map_or(Path::Direct, |t| Path::Sibling(t.via))

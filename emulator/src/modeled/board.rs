@@ -249,17 +249,8 @@ impl Link for ModelBoard {
     type Payload = Option<PayloadRef>;
 
     fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>, path: Path) -> bool {
-        let tunnel = match path {
-            Path::Direct => None,
-            // A sibling of this node other than this NIC, or the packet is
-            // lost.
-            Path::Sibling(via) if via != self.rail && usize::from(via) < self.siblings.len() => {
-                Some(Tunnel {
-                    nic_rail: self.rail,
-                    via,
-                })
-            }
-            Path::Sibling(_) => return false,
+        let Ok(tunnel) = Tunnel::along(path, self.rail, self.siblings.len()) else {
+            return false;
         };
         let len = payload.map_or(0, |p| u64::from(p.len));
         // The payload crosses the host bus before it can go on the wire.

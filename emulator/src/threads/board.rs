@@ -156,19 +156,15 @@ impl Link for EmuBoard {
             format!("packet {len} B to node {}", header.dst_node.get())
         });
         let mut packet = WirePacket::new(*header, payload);
-        match path {
-            Path::Direct => self.rail.switch(packet),
-            Path::Sibling(via) => match self.rails.get(usize::from(via)) {
-                Some(rail) if via != self.rail_index => {
-                    packet.tunnel = Some(Tunnel {
-                        nic_rail: self.rail_index,
-                        via,
-                    });
-                    rail.switch(packet)
-                }
-                // No such sibling: the packet is lost.
-                _ => false,
-            },
+        match Tunnel::along(path, self.rail_index, self.rails.len()) {
+            Ok(None) => self.rail.switch(packet),
+            Ok(Some(tunnel)) => {
+                packet.tunnel = Some(tunnel);
+                self.rails
+                    .get(usize::from(tunnel.via))
+                    .is_some_and(|rail| rail.switch(packet))
+            }
+            Err(_) => false,
         }
     }
 

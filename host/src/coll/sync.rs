@@ -14,6 +14,12 @@ use crate::sched::{Numbers, Words};
 /// that is a multiple of this.
 pub(crate) const SWITCH_RETRY_EVERY: u32 = 64;
 
+/// Switch barrier number `a` comes before `b`, in wrapping arithmetic
+/// (the 32-bit numbers on the wire).
+fn precedes(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
 impl<'a> Coll<'a> {
     /// Advance the barrier number of `which` and write it to the barrier
     /// source word (what word puts and queued messages carry).
@@ -129,7 +135,7 @@ impl<'a> Coll<'a> {
             &u64::from(seq).to_le_bytes(),
         )?;
         let until = self.st.seq.switch_avoid_until.get();
-        if (until.wrapping_sub(seq) as i32) > 0 {
+        if precedes(seq, until) {
             return Ok(None);
         }
         self.ep.hw_barrier_post(seq).map(Some)
@@ -169,8 +175,7 @@ impl<'a> Coll<'a> {
                     .wait()?;
                 let mut word = [0u8; 8];
                 self.ep.read_local(&bufs.switch_seen, 0, &mut word)?;
-                // Wrapping, like the 32-bit numbers on the wire.
-                if ((u64::from_le_bytes(word) as u32).wrapping_sub(seq) as i32) < 0 {
+                if precedes(u64::from_le_bytes(word) as u32, seq) {
                     all = false;
                     break;
                 }

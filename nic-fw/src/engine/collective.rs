@@ -230,8 +230,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 .all(|n| self.bcast_dest.get(n as usize).is_some_and(|d| d.direct))
         {
             self.bcast_via = None;
-            self.stats.path_restores = self.stats.path_restores.wrapping_add(1);
-            self.update_migrated_status();
+            self.note_path_change(false);
         }
         self.finish_bcast_if_done();
     }
@@ -458,8 +457,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 self.bcast_via = Some(via);
                 self.bcast.retries = 0;
                 self.bcast.sent = self.bcast_min_received();
-                self.stats.migrations = self.stats.migrations.wrapping_add(1);
-                self.update_migrated_status();
+                self.note_path_change(true);
             } else if self.bcast.retries > self.params.retry_limit {
                 // Destinations that never answered are unreachable.
                 self.bcast.status = Some(ErrorCode::PeerUnreachable);

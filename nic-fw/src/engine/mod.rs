@@ -396,6 +396,15 @@ impl TxFlow {
         self.via.map_or(Path::Direct, Path::Sibling)
     }
 
+    /// Go back: resend the window from its oldest packet, from
+    /// `not_before` on (after a probe's ack, a nack, a change of path).
+    fn go_back(&mut self, not_before: u64) {
+        self.probing = false;
+        self.resend = Some(self.base_seq);
+        self.resend_end = self.next_seq;
+        self.resend_not_before = not_before;
+    }
+
     const NEW: TxFlow = TxFlow {
         next_seq: 0,
         base_seq: 0,

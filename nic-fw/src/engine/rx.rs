@@ -88,16 +88,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 err_code,
                 refused,
                 ..
-            } => {
-                let acked = super::tx::Acked {
-                    cum: cum_seq,
-                    err_bits,
-                    err_code,
-                    refused,
-                };
-                self.on_ack(PacketType::Ack, src_node, acked, path);
             }
-            Packet::Nack {
+            | Packet::Nack {
                 src_node,
                 cum_seq,
                 err_bits,
@@ -105,13 +97,17 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 refused,
                 ..
             } => {
+                let ptype = match packet {
+                    Packet::Nack { .. } => PacketType::Nack,
+                    _ => PacketType::Ack,
+                };
                 let acked = super::tx::Acked {
                     cum: cum_seq,
                     err_bits,
                     err_code,
                     refused,
                 };
-                self.on_ack(PacketType::Nack, src_node, acked, path);
+                self.on_ack(ptype, src_node, acked, path);
             }
             Packet::Data(DataPacket { route, seq, .. })
             | Packet::GetRequest(GetRequestPacket { route, seq, .. }) => {

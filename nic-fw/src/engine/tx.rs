@@ -264,10 +264,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             } else if flow.probing {
                 // The probe got through: go back for the rest (the
                 // receiver dropped whatever followed a loss).
-                flow.probing = false;
-                flow.resend = Some(flow.base_seq);
-                flow.resend_end = flow.next_seq;
-                flow.resend_not_before = now;
+                flow.go_back(now);
             } else if let Some(r) = flow.resend
                 && r.wrapping_sub(flow.base_seq) as i32 <= 0
             {
@@ -282,10 +279,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             flow.retries = 0;
             // Go back, after a short pause so that a busy receiver is not
             // hammered.
-            flow.resend = Some(flow.base_seq);
-            flow.resend_end = flow.next_seq;
-            flow.resend_not_before = now.saturating_add(self.params.retry_timeout_ns / 64);
-            flow.probing = false;
+            flow.go_back(now.saturating_add(self.params.retry_timeout_ns / 64));
         }
     }
 
@@ -444,18 +438,34 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// packet exactly once, whichever path brought it (a packet that had
     /// arrived but whose ack was lost is only acknowledged again).
     fn migrate(&mut self, node: usize, via: u8, now: u64) {
-        let probe_every = super::backed_off(self.params.retry_timeout_ns, u32::MAX);
+        let probe_every = self.path_probe_interval();
         let Some(flow) = self.tx.get_mut(node) else {
             return;
         };
         flow.via = Some(via);
-        flow.retries = 0;
-        flow.probing = false;
-        flow.resend = Some(flow.base_seq);
-        flow.resend_end = flow.next_seq;
-        flow.resend_not_before = now;
         flow.path_probe_ns = now.saturating_add(probe_every);
-        self.stats.migrations = self.stats.migrations.wrapping_add(1);
+        if flow.in_flight > 0 {
+            // What was sent on the old path is presumed lost: again, now.
+            flow.retries = 0;
+            flow.go_back(now);
+        }
+        self.note_path_change(true);
+    }
+
+    /// How often a migrated flow tries its direct path: every 8 timeouts
+    /// (the longest backed-off timeout).
+    pub(super) fn path_probe_interval(&self) -> u64 {
+        super::backed_off(self.params.retry_timeout_ns, u32::MAX)
+    }
+
+    /// A flow or the broadcasts left their direct path (`migrated`) or
+    /// came back to it: count it, and keep `STATUS.MIGRATED` true.
+    pub(super) fn note_path_change(&mut self, migrated: bool) {
+        if migrated {
+            self.stats.migrations = self.stats.migrations.wrapping_add(1);
+        } else {
+            self.stats.path_restores = self.stats.path_restores.wrapping_add(1);
+        }
         self.update_migrated_status();
     }
 
@@ -464,7 +474,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// acknowledges, on the path it came by). An ack on the direct path
     /// takes the flow back ([`Engine::restore_path`]).
     fn probe_direct_path(&mut self, node: usize, now: u64) {
-        let probe_every = super::backed_off(self.params.retry_timeout_ns, u32::MAX);
+        let probe_every = self.path_probe_interval();
         let Some(flow) = self.tx.get_mut(node) else {
             return;
         };
@@ -483,8 +493,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return;
         };
         if flow.via.take().is_some() {
-            self.stats.path_restores = self.stats.path_restores.wrapping_add(1);
-            self.update_migrated_status();
+            self.note_path_change(false);
         }
     }
 
@@ -500,7 +509,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return;
         }
         let now = self.hw.now_ns();
-        let probe_every = super::backed_off(self.params.retry_timeout_ns, u32::MAX);
+        let probe_every = self.path_probe_interval();
         if self
             .rx
             .get(node)
@@ -508,24 +517,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         {
             return;
         }
-        let Some(flow) = self.tx.get_mut(node) else {
-            return;
-        };
-        if flow.via.is_some() || flow.broken {
-            return;
+        if self
+            .tx
+            .get(node)
+            .is_some_and(|f| f.via.is_none() && !f.broken)
+        {
+            self.migrate(node, via, now);
         }
-        flow.via = Some(via);
-        flow.path_probe_ns = now.saturating_add(probe_every);
-        if flow.in_flight > 0 {
-            // What was sent directly is presumed lost: send it again now.
-            flow.retries = 0;
-            flow.probing = false;
-            flow.resend = Some(flow.base_seq);
-            flow.resend_end = flow.next_seq;
-            flow.resend_not_before = now;
-        }
-        self.stats.migrations = self.stats.migrations.wrapping_add(1);
-        self.update_migrated_status();
     }
 
     /// `STATUS.MIGRATED`: set while any flow, or the broadcasts, run
