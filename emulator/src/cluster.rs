@@ -12,6 +12,7 @@
 //! may still address it. A cluster can run many closures in turn.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -342,6 +343,9 @@ pub struct Cluster {
     devices: Vec<Arc<EmuDevice>>,
     memories: Vec<Arc<NodeMemory>>,
     backend: Backend,
+    /// Runs started: each run's communicator is a new instance
+    /// ([`CommConfig::instance`]).
+    runs: AtomicU32,
 }
 
 /// Wait for the firmware of the NIC on `rail` to come up (`shared` is its
@@ -469,6 +473,7 @@ impl Cluster {
             shape,
             devices,
             memories,
+            runs: AtomicU32::new(0),
             backend: Backend::Modeled {
                 kernel,
                 profile: Arc::new(profile),
@@ -582,6 +587,7 @@ impl Cluster {
             shape,
             devices,
             memories,
+            runs: AtomicU32::new(0),
             backend: Backend::Threads {
                 wakers,
                 wait,
@@ -648,12 +654,18 @@ impl Cluster {
         }
     }
 
-    /// The communicator configuration rank `rank` gets.
+    /// The communicator configuration rank `rank` gets in the next run
+    /// (the communicator instance is the number of runs started before it).
     pub fn comm_config(&self, rank: usize) -> CommConfig {
+        self.comm_config_of(rank, self.runs.load(Ordering::Relaxed))
+    }
+
+    fn comm_config_of(&self, rank: usize, instance: u32) -> CommConfig {
         CommConfig {
             arena_size: self.cfg.arena_size,
             policy: self.cfg.policy,
             cq_log2: self.cfg.cq_log2,
+            instance,
             ..CommConfig::new(self.shape, rank)
         }
     }
@@ -672,12 +684,13 @@ impl Cluster {
         for m in &self.memories {
             m.reset();
         }
+        let instance = self.runs.fetch_add(1, Ordering::Relaxed);
         let results = match &self.backend {
             Backend::Threads { watchdog, .. } => {
                 watchdog.reset();
-                self.run_threads(&f)
+                self.run_threads(instance, &f)
             }
-            Backend::Modeled { kernel, .. } => self.run_modeled(kernel, &f),
+            Backend::Modeled { kernel, .. } => self.run_modeled(kernel, instance, &f),
         };
         let damage = self.canary_damage();
         assert!(
@@ -741,7 +754,7 @@ impl Cluster {
             .collect()
     }
 
-    fn run_threads<R, F>(&self, f: &F) -> Vec<Option<RankOutcome<R>>>
+    fn run_threads<R, F>(&self, instance: u32, f: &F) -> Vec<Option<RankOutcome<R>>>
     where
         R: Send,
         F: Fn(&Comm) -> R + Sync,
@@ -757,7 +770,7 @@ impl Cluster {
                         .name(format!("rank-{rank}"))
                         .spawn_scoped(scope, move || {
                             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                                let opened = self.open_comm(rank);
+                                let opened = self.open_comm(rank, instance);
                                 // Opening is collective (like MPI_Init): no rank
                                 // may address a peer before the peer's context
                                 // is attached on every rail.
@@ -779,7 +792,12 @@ impl Cluster {
         results
     }
 
-    fn run_modeled<R, F>(&self, kernel: &Arc<Kernel>, f: &F) -> Vec<Option<RankOutcome<R>>>
+    fn run_modeled<R, F>(
+        &self,
+        kernel: &Arc<Kernel>,
+        instance: u32,
+        f: &F,
+    ) -> Vec<Option<RankOutcome<R>>>
     where
         R: Send,
         F: Fn(&Comm) -> R + Sync,
@@ -793,7 +811,7 @@ impl Cluster {
                 ScopedCoroutine::with_stack(stack, move |yielder: &FiberYielder, ()| {
                     fiber::run_fiber(yielder, || {
                         let outcome = catch_unwind(AssertUnwindSafe(|| {
-                            let opened = self.open_comm(rank);
+                            let opened = self.open_comm(rank, instance);
                             // Opening is collective (like MPI_Init).
                             let met = kernel.rendezvous(rank);
                             let comm = opened?;
@@ -816,7 +834,7 @@ impl Cluster {
         results
     }
 
-    fn open_comm(&self, rank: usize) -> Result<Comm, railcoll_host::Error> {
+    fn open_comm(&self, rank: usize, instance: u32) -> Result<Comm, railcoll_host::Error> {
         let (node, local) = self.shape.topology.locate(rank)?;
         let device: Arc<dyn Device> = self.devices[node].clone();
         let wait: Arc<dyn WaitHook> = match &self.backend {
@@ -848,7 +866,7 @@ impl Cluster {
             }),
         };
         Comm::new(
-            self.comm_config(rank),
+            self.comm_config_of(rank, instance),
             Arc::clone(&self.cfg.tuning),
             device,
             wait,

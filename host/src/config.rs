@@ -16,6 +16,15 @@ pub struct CommConfig {
     pub arena_size: usize,
     /// Job key.
     pub job_key: u32,
+    /// This communicator's instance: the same on every member, and
+    /// different from every earlier communicator of the job opened over
+    /// the same NIC contexts (the launcher counts them; the emulator's
+    /// `Cluster` counts its runs). It tags the switch's barrier group
+    /// (docs/abi.md §4.5): a communicator numbers its barriers from the
+    /// start, and the switch remembers the last number it released for a
+    /// group, so a reused instance would have its barriers released at
+    /// once.
+    pub instance: u32,
     /// Default rail policy for puts and gets.
     pub policy: RailPolicy,
     /// log2 of command ring entries per rail.
@@ -30,6 +39,7 @@ impl CommConfig {
             rank,
             arena_size: 64 << 20,
             job_key: 0x5241_494c,
+            instance: 0,
             policy: RailPolicy::default(),
             cq_log2: 8,
         }

@@ -371,11 +371,13 @@ pub fn with_completion(cmd: Command, ev: EventId) -> Result<Command, Error> {
             low_node,
             high_node,
             seq,
+            tag,
             ..
         } => Command::HwBarrier {
             low_node,
             high_node,
             seq,
+            tag,
             event: Some(ev),
         },
         other => {
@@ -1261,6 +1263,7 @@ mod tests {
             low_node: 0,
             high_node: 1,
             seq: 9,
+            tag: 3,
             event: None,
         };
         assert!(matches!(

@@ -966,20 +966,24 @@ impl Endpoint {
 
     /// The rail switch's combined barrier (HW_BARRIER on rail 0) among the
     /// ranks with this rank's local index on every node, number `seq`
-    /// (wrapping, the same on every participant): returns when all have
-    /// arrived ([ELAN-SEM §13 rule 17]).
-    pub fn hw_barrier(&self, seq: u32) -> Result<(), Error> {
-        self.hw_barrier_post(seq)?.wait()
+    /// (wrapping, the same on every participant; numbers only move
+    /// forward within one `tag`, see [`CommConfig::instance`]): returns
+    /// when all have arrived ([ELAN-SEM §13 rule 17]).
+    ///
+    /// [`CommConfig::instance`]: crate::CommConfig::instance
+    pub fn hw_barrier(&self, seq: u32, tag: u32) -> Result<(), Error> {
+        self.hw_barrier_post(seq, tag)?.wait()
     }
 
     /// Post [`Endpoint::hw_barrier`]'s arrival; its handle completes when
     /// every participant has arrived.
-    pub fn hw_barrier_post(&self, seq: u32) -> Result<PutHandle<'_>, Error> {
+    pub fn hw_barrier_post(&self, seq: u32, tag: u32) -> Result<PutHandle<'_>, Error> {
         let high_node = self.switch_span()?;
         let command = Command::HwBarrier {
             low_node: 0,
             high_node,
             seq,
+            tag,
             event: None,
         };
         self.post(

@@ -10,7 +10,7 @@
 //! - a barrier leave (a member's context detached with its barrier
 //!   pending) takes back that member's arrival;
 //! - a barrier arrival is absorbed and counted for its group (context,
-//!   node range, job); when the last member of the group arrives for the
+//!   node range, job, tag); when the last member of the group arrives for the
 //!   barrier number being collected, the switch sends a release to every
 //!   member. An arrival for a number already released (a member that lost
 //!   the release and re-sent its arrival) is answered with that release;
@@ -28,6 +28,12 @@
 //! keeps waiting), and counted when its member re-announces it (a NIC
 //! re-sends an unreleased arrival every timeout, [ELAN-SEM §13] rule 14's
 //! "not ready, retry"). An arrival is never lost once counted.
+//!
+//! A group's tag (ABI 1.6) is its communicator instance: a communicator
+//! opened over the contexts and nodes of an earlier one numbers its
+//! barriers from the start again, and without the tag the switch would
+//! answer each of them with the earlier communicator's release of that
+//! number (a barrier that lets every member out at once).
 //!
 //! Barrier numbers only move forward within a group: an arrival for a
 //! number older than the one being collected comes from a member that
@@ -94,6 +100,7 @@ struct Group {
     high: NodeId,
     ctx: u8,
     job_key: u32,
+    tag: u32,
     collecting: u32,
     arrived: [u64; MAX_GROUP_NODES / 64],
     count: u32,
@@ -103,12 +110,13 @@ struct Group {
 }
 
 impl Group {
-    /// Is `b` addressed to this group (context, node range, job)?
+    /// Is `b` addressed to this group (context, node range, job, tag)?
     fn is_of(&self, b: &BarrierPacket) -> bool {
         self.low == b.low_node
             && self.high == b.high_node
             && self.ctx == b.route.dst_ctx
             && self.job_key == b.route.job_key
+            && self.tag == b.tag
     }
 
     /// Count `member` as arrived (`true`) or take its arrival back
@@ -232,6 +240,7 @@ impl Switch {
                         high: b.high_node,
                         ctx: b.route.dst_ctx,
                         job_key: b.route.job_key,
+                        tag: b.tag,
                         collecting: b.seq,
                         arrived: [0; MAX_GROUP_NODES / 64],
                         count: 0,
@@ -294,6 +303,7 @@ mod tests {
             low_node: 2,
             high_node: high,
             seq,
+            tag: 0,
         })
         .emit()
     }
@@ -395,6 +405,41 @@ mod tests {
         assert!(matches!(
             s.forward(&arrival_of(0, 3, 8)),
             Forward::ReleaseAll(b) if b.seq == 8
+        ));
+    }
+
+    /// A later communicator over the same contexts and nodes numbers its
+    /// barriers from the start again, with a new tag: its first barrier
+    /// waits for every member, however far the earlier one counted.
+    #[test]
+    fn a_new_tag_is_a_new_group_whatever_the_numbers() {
+        let tagged = |node: NodeId, seq: u32, tag: u32| {
+            let Ok(Packet::BarrierArrive(b)) = Packet::parse(&arrival(node, seq)) else {
+                panic!("an arrival");
+            };
+            Packet::BarrierArrive(BarrierPacket { tag, ..b }).emit()
+        };
+        let mut s = Switch::new();
+        for seq in 1..=100 {
+            for n in 2..=3 {
+                assert_eq!(s.forward(&tagged(n, seq, 0)), Forward::Drop);
+            }
+            assert!(matches!(
+                s.forward(&tagged(4, seq, 0)),
+                Forward::ReleaseAll(_)
+            ));
+        }
+        // Without the tag in the key, this was answered with the release
+        // of the earlier communicator's barrier 1.
+        assert_eq!(s.forward(&tagged(2, 1, 1)), Forward::Drop);
+        assert_eq!(s.forward(&tagged(3, 1, 1)), Forward::Drop);
+        assert!(
+            matches!(s.forward(&tagged(4, 1, 1)), Forward::ReleaseAll(b) if b.seq == 1 && b.tag == 1)
+        );
+        // The earlier communicator's late member still hears its release.
+        assert!(matches!(
+            s.forward(&tagged(3, 100, 0)),
+            Forward::ReleaseOne(b, 3) if b.seq == 100 && b.tag == 0
         ));
     }
 

@@ -138,7 +138,8 @@ impl<'a> Coll<'a> {
         if precedes(seq, until) {
             return Ok(None);
         }
-        self.ep.hw_barrier_post(seq).map(Some)
+        let tag = self.ep.config().instance;
+        self.ep.hw_barrier_post(seq, tag).map(Some)
     }
 
     /// The current switch barrier failed (`PeerUnreachable`: the switch or

@@ -211,7 +211,10 @@ pub struct BcastBody {
 }
 
 /// Body of HW_BARRIER: the issuing context's barrier number `seq` in the
-/// group of its context number on nodes `low_node..=high_node`.
+/// group of its context number on nodes `low_node..=high_node` with tag
+/// `tag` (ABI 1.6; every member passes the same tag, and a communicator
+/// that reuses the contexts and nodes of an earlier one takes a new tag,
+/// docs/abi.md §4.5).
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct HwBarrierBody {
@@ -223,8 +226,10 @@ pub struct HwBarrierBody {
     pub seq: U32,
     /// Local event set when the switch releases the barrier.
     pub event: U32,
+    /// The group's tag (ABI 1.6).
+    pub tag: U32,
     /// Reserved, zero.
-    pub reserved: [u8; 44],
+    pub reserved: [u8; 40],
 }
 
 const _: () = assert!(core::mem::size_of::<BcastBody>() == 56);
@@ -350,6 +355,8 @@ pub enum Command {
         high_node: u16,
         /// Barrier number.
         seq: u32,
+        /// The group's tag.
+        tag: u32,
         /// Local event set at release.
         event: Option<EventId>,
     },
@@ -575,6 +582,7 @@ fn parse_hw_barrier(block: &CommandBlock, events_per_ctx: u32) -> Result<Command
         low_node,
         high_node,
         seq: b.seq.get(),
+        tag: b.tag.get(),
         event: EventId::decode(b.event.get(), events_per_ctx)?,
     })
 }
@@ -668,6 +676,7 @@ impl Command {
                 low_node,
                 high_node,
                 seq,
+                tag,
                 event,
             } => {
                 block.opcode = Opcode::HwBarrier.as_raw();
@@ -676,7 +685,8 @@ impl Command {
                     high_node: U16::new(high_node),
                     seq: U32::new(seq),
                     event: U32::new(EventId::encode(event)),
-                    reserved: [0; 44],
+                    tag: U32::new(tag),
+                    reserved: [0; 40],
                 };
                 block.body = zerocopy::transmute!(b);
             }

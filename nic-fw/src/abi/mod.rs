@@ -58,8 +58,11 @@ pub use wire_enum::{Unknown, WireEnum};
 /// once its direct path answers; broadcasts likewise; `BarrierHeld`
 /// (type 10) answers a re-sent barrier arrival, and a barrier whose switch
 /// stays silent past the retry limit fails; a get's destination needs
-/// `REMOTE_WRITE` too (a forged response wrote completion words).
-pub const ABI_VERSION: u32 = (1 << 16) | 5;
+/// `REMOTE_WRITE` too (a forged response wrote completion words); 1.6 a
+/// barrier group has a tag (`HW_BARRIER`'s `tag`, the barrier packets'
+/// `aux2`): a communicator opened over the contexts and nodes of an
+/// earlier one is a new group, not the old one's numbers again.
+pub const ABI_VERSION: u32 = (1 << 16) | 6;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;

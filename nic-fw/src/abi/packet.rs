@@ -282,8 +282,12 @@ pub struct BcastPacket {
 /// A hardware-barrier message: a member's arrival (to the switch, with
 /// `route.dst_node` = the group's first node) or the switch's release (to
 /// one member, `route.dst_node` = that member). Group: context
-/// `route.dst_ctx` on nodes `low_node..=high_node`. Header: `seq` = barrier
-/// number, `aux1` = low node (15:0) and high node (31:16).
+/// `route.dst_ctx` on nodes `low_node..=high_node` of job `route.job_key`,
+/// with tag `tag` (since ABI 1.6: one communicator instance's barriers,
+/// so that a later communicator over the same contexts and nodes, which
+/// numbers its barriers from the start again, is a new group). Header:
+/// `seq` = barrier number, `aux1` = low node (15:0) and high node (31:16),
+/// `aux2` = tag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BarrierPacket {
     /// Addressing.
@@ -294,6 +298,8 @@ pub struct BarrierPacket {
     pub high_node: NodeId,
     /// Barrier number.
     pub seq: u32,
+    /// The group's tag (the communicator instance).
+    pub tag: u32,
 }
 
 /// `[addr, addr + len)` lies within `[dma_addr, dma_addr + dma_len)`.
@@ -559,8 +565,7 @@ fn parse_barrier(h: &PacketHeader, route: Route) -> Result<BarrierPacket, ErrorC
             && h.addr.get() == 0
             && h.event.get() == 0
             && h.cookie.get() == 0
-            && h.aux0.get() == 0
-            && h.aux2.get() == 0,
+            && h.aux0.get() == 0,
     )?;
     let aux1 = h.aux1.get();
     let (low_node, high_node) = (aux1 as u16, (aux1 >> 16) as u16);
@@ -570,6 +575,7 @@ fn parse_barrier(h: &PacketHeader, route: Route) -> Result<BarrierPacket, ErrorC
         low_node,
         high_node,
         seq: h.seq.get(),
+        tag: h.aux2.get(),
     })
 }
 
@@ -766,6 +772,7 @@ impl Packet {
                 set_route(h, &b.route);
                 h.seq = U32::new(b.seq);
                 h.aux1 = U32::new(u32::from(b.low_node) | (u32::from(b.high_node) << 16));
+                h.aux2 = U32::new(b.tag);
             }
             _ => {}
         }
@@ -892,24 +899,28 @@ mod tests {
                 low_node: 2,
                 high_node: 7,
                 seq: u32::MAX,
+                tag: 0,
             }),
             Packet::BarrierRelease(BarrierPacket {
                 route: route(),
                 low_node: 3,
                 high_node: 3,
                 seq: 0,
+                tag: u32::MAX,
             }),
             Packet::BarrierLeave(BarrierPacket {
                 route: route(),
                 low_node: 0,
                 high_node: 9,
                 seq: 41,
+                tag: 0x5eed,
             }),
             Packet::BarrierHeld(BarrierPacket {
                 route: route(),
                 low_node: 1,
                 high_node: 4,
                 seq: 8,
+                tag: 7,
             }),
         ]
     }

@@ -336,7 +336,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         ctx: ContextIndex,
         low: NodeId,
         high: NodeId,
-        seq: u32,
+        (seq, tag): (u32, u32),
         event: Option<EventId>,
     ) -> Result<bool, ErrorCode> {
         self.check_range(ctx, low, high)?;
@@ -353,6 +353,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         let pending = PendingBarrier {
             seq,
+            tag,
             event,
             low,
             high,
@@ -399,6 +400,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             low_node: b.low,
             high_node: b.high,
             seq: b.seq,
+            tag: b.tag,
         });
         let _ = self.hw.send(&packet.emit(), None, Path::Direct);
     }
@@ -412,11 +414,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let Some(b) = *slot else {
             return; // a duplicate release of a barrier already completed
         };
-        if b.seq != p.seq
-            || b.low != p.low_node
-            || b.high != p.high_node
-            || b.job_key != p.route.job_key
-        {
+        if !b.is_answered_by(p) {
             return;
         }
         *slot = None;
@@ -431,10 +429,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     pub(super) fn on_barrier_held(&mut self, p: &BarrierPacket) {
         let ctx = p.route.dst_ctx;
         if let Some(Some(b)) = self.barriers.get_mut(ctx as usize)
-            && b.seq == p.seq
-            && b.low == p.low_node
-            && b.high == p.high_node
-            && b.job_key == p.route.job_key
+            && b.is_answered_by(p)
         {
             b.retries = 0;
         }

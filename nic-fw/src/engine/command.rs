@@ -222,9 +222,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 low_node,
                 high_node,
                 seq,
+                tag,
                 event,
             } => Some((
-                self.start_barrier(ctx, low_node, high_node, seq, event),
+                self.start_barrier(ctx, low_node, high_node, (seq, tag), event),
                 event,
             )),
             _ => None,

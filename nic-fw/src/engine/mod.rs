@@ -337,6 +337,8 @@ struct BcastRx {
 #[derive(Clone, Copy, Debug)]
 struct PendingBarrier {
     seq: u32,
+    /// The group's tag (ABI 1.6).
+    tag: u32,
     event: Option<EventId>,
     low: NodeId,
     high: NodeId,
@@ -346,6 +348,18 @@ struct PendingBarrier {
     retries: u32,
     /// Re-announcements in all (the held wait's bound).
     announces: u32,
+}
+
+impl PendingBarrier {
+    /// Is `p` (a release or held packet) the switch's answer to this
+    /// arrival: same barrier number, group and tag?
+    fn is_answered_by(&self, p: &crate::abi::packet::BarrierPacket) -> bool {
+        self.seq == p.seq
+            && self.tag == p.tag
+            && self.low == p.low_node
+            && self.high == p.high_node
+            && self.job_key == p.route.job_key
+    }
 }
 
 /// A barrier the switch holds gives up after this many times the retry

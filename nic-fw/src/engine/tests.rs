@@ -320,6 +320,7 @@ impl Net {
                 low_node: low,
                 high_node: high,
                 seq,
+                tag: 0,
                 event: Some(EventId(event)),
             },
         );
@@ -1598,6 +1599,7 @@ fn collective_commands_refuse_bad_ranges() {
             low_node: 1,
             high_node: 2,
             seq: 1,
+            tag: 0,
             event: None,
         },
     );
@@ -1605,6 +1607,7 @@ fn collective_commands_refuse_bad_ranges() {
         low_node: 0,
         high_node: 2,
         seq: 1,
+        tag: 0,
         event: None,
     }
     .emit(0)
@@ -1804,6 +1807,7 @@ fn detach_leaves_a_pending_barrier_and_the_next_owner_runs() {
             low_node: 0,
             high_node: 2,
             seq: 1,
+            tag: 0,
             event: None,
         },
     );
