@@ -265,6 +265,13 @@ impl WaitHook for TracingWait {
         )
     }
 
+    fn wait_words_or(&self, words: &[WordWatch], notice: &WordWatch) -> Result<bool, WaitTimeout> {
+        self.timed(
+            || format!("wait: {} word(s) or a notice", words.len()),
+            || self.inner.wait_words_or(words, notice),
+        )
+    }
+
     fn wake_local(&self, local: usize) {
         self.inner.wake_local(local);
     }

@@ -25,7 +25,7 @@ use crate::driver::NicError;
 use crate::endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
-use crate::env::WaitHook;
+use crate::env::{NoticeWait, WaitHook};
 use crate::error::Error;
 use crate::sched::request::{Persistent, Request};
 use crate::sched::tuning::TuningTable;
@@ -50,6 +50,14 @@ impl std::fmt::Debug for Comm {
     }
 }
 
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // Closing runs on a revoked communicator too (the endpoint's drop
+        // detaches its contexts, waiting for the mailbox).
+        self.coll.notice_wait.disarm();
+    }
+}
+
 impl Comm {
     /// Open the rank's NICs on `device`, set up its arena, and reserve the
     /// collectives' buffers, events and node segment. Collective: every
@@ -69,10 +77,12 @@ impl Comm {
         let locals = cfg.shape.topology.ranks_per_node();
         let segment = device.node_segment(u64::from(cfg.job_key), NodeShm::segment_len(locals))?;
         let shm = NodeShm::new(segment, locals, local)?;
-        let ep = Endpoint::open(cfg, device, wait)?;
+        // Every wait of the rank ends on a revoke notice (fail together).
+        let notice_wait = Arc::new(NoticeWait::new(wait));
+        let ep = Endpoint::open(cfg, device, Arc::clone(&notice_wait) as Arc<dyn WaitHook>)?;
         // Reserved before any user allocation, so the same on every rank,
         // and kept across `reset_arena`.
-        let coll = CollState::new(&ep, shm, tuning)?;
+        let coll = CollState::new(&ep, shm, tuning, notice_wait)?;
         ep.keep_allocations();
         Ok(Self { ep, coll })
     }
@@ -82,6 +92,53 @@ impl Comm {
             ep: &self.ep,
             st: &self.coll,
         }
+    }
+
+    /// Run one collective call, failing together with the other ranks
+    /// (see [`Error::Revoked`]).
+    fn together<'s, T>(
+        &'s self,
+        call: impl FnOnce(Coll<'s>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let c = self.coll();
+        c.together(|| call(c))
+    }
+
+    /// Is the communicator revoked (a collective failed on some rank, and
+    /// every collective now returns [`Error::Revoked`])? `Some` names the
+    /// rank and the cause.
+    ///
+    /// Ranks fail together: here rank 1 passes a receive buffer one byte
+    /// short. It gets its own error; every other rank gets, promptly, the
+    /// revoke naming it, and so does every later collective of every rank.
+    /// The cluster's next run opens a new communicator.
+    ///
+    /// ```
+    /// use railcoll_emu::{Cluster, ClusterConfig};
+    /// use railcoll_host::{Error, RevokeCause};
+    ///
+    /// let cluster = Cluster::new(ClusterConfig::default())?; // 2 nodes x 1 rank x 2 rails
+    /// let results = cluster.run(|comm| {
+    ///     let send = comm.alloc(64)?;
+    ///     let recv = comm.alloc(64 * comm.size())?;
+    ///     let recv = if comm.rank() == 1 { recv.slice(0, 127)? } else { recv };
+    ///     let first = comm.allgather(&send, &recv);
+    ///     Ok::<_, Error>((first, comm.barrier(), comm.revoked()))
+    /// });
+    /// let revoked = Error::Revoked { rank: 1, cause: RevokeCause::Arguments };
+    /// let (first, next, seen) = results[0].clone()??;
+    /// assert_eq!((first, next, seen), (Err(revoked.clone()), Err(revoked.clone()), Some(revoked.clone())));
+    /// let (first, next, _) = results[1].clone()??;
+    /// assert!(matches!(first, Err(Error::OutOfBounds { .. })));
+    /// assert_eq!(next, Err(revoked));
+    /// // A new run, a new communicator: not revoked.
+    /// for r in cluster.run(|comm| comm.barrier()) {
+    ///     r??;
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn revoked(&self) -> Option<Error> {
+        self.coll().notice().map(|n| n.into_error())
     }
 
     /// The rank's RDMA endpoint.
@@ -315,20 +372,20 @@ impl Comm {
     /// Barrier with the tuned algorithm (the tuning table's `barrier`
     /// rules; `smp` where none applies).
     pub fn barrier(&self) -> Result<(), Error> {
-        self.coll().barrier()
+        self.together(|c| c.barrier())
     }
 
     /// Barrier with a chosen algorithm (a barrier algorithm of the
     /// catalogue: `Collective::Barrier.algorithms()`). No rank returns
     /// before every rank has entered.
     pub fn barrier_with(&self, algorithm: impl Into<Choice>) -> Result<(), Error> {
-        self.coll().barrier_with(algorithm.into())
+        self.together(|c| c.barrier_with(algorithm.into()))
     }
 
     /// Broadcast `buf` (the same symmetric buffer on every rank) from
     /// `root` with the tuned algorithm (`smp` where no rule applies).
     pub fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
-        self.coll().broadcast(buf, root)
+        self.together(|c| c.broadcast(buf, root))
     }
 
     /// Broadcast with a chosen algorithm (`Collective::Bcast.algorithms()`).
@@ -338,8 +395,7 @@ impl Comm {
         buf: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.coll()
-            .run_on_one_buffer(Collective::Bcast, algorithm.into(), buf, root)
+        self.together(|c| c.run_on_one_buffer(Collective::Bcast, algorithm.into(), buf, root))
     }
 
     /// Gather `send` of this node's ranks into `recv` on local rank
@@ -360,7 +416,7 @@ impl Comm {
     /// rank, in rank order) on `root`, with the tuned algorithm. See the
     /// buffer contract in [`crate::sched`].
     pub fn gather(&self, send: &SymBuffer, recv: &SymBuffer, root: usize) -> Result<(), Error> {
-        self.coll().gather(send, recv, root)
+        self.together(|c| c.gather(send, recv, root))
     }
 
     /// Gather with a chosen algorithm.
@@ -371,14 +427,13 @@ impl Comm {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.coll()
-            .collective_with(Collective::Gather, algorithm.into(), send, recv, root)
+        self.together(|c| c.collective_with(Collective::Gather, algorithm.into(), send, recv, root))
     }
 
     /// All-gather `send` (one block) of every rank into `recv` of every
     /// rank (one block per rank, in rank order), with the tuned algorithm.
     pub fn allgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
-        self.coll().allgather(send, recv)
+        self.together(|c| c.allgather(send, recv))
     }
 
     /// All-gather with a chosen algorithm.
@@ -388,14 +443,13 @@ impl Comm {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        self.coll()
-            .collective_with(Collective::Allgather, algorithm.into(), send, recv, 0)
+        self.together(|c| c.collective_with(Collective::Allgather, algorithm.into(), send, recv, 0))
     }
 
     /// All-to-all: block `j` of `send` (N equal blocks) goes to block
     /// `rank` of rank `j`'s `recv`, with the tuned algorithm.
     pub fn alltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
-        self.coll().alltoall(send, recv)
+        self.together(|c| c.alltoall(send, recv))
     }
 
     /// All-to-all with a chosen algorithm.
@@ -405,8 +459,7 @@ impl Comm {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        self.coll()
-            .collective_with(Collective::Alltoall, algorithm.into(), send, recv, 0)
+        self.together(|c| c.collective_with(Collective::Alltoall, algorithm.into(), send, recv, 0))
     }
 
     /// Run `collective` with `algorithm`.
@@ -418,8 +471,7 @@ impl Comm {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.coll()
-            .collective_with(collective, algorithm.into(), send, recv, root)
+        self.together(|c| c.collective_with(collective, algorithm.into(), send, recv, root))
     }
 
     /// Compute for `d`: the application's own work, which a non-blocking
@@ -485,8 +537,7 @@ impl Comm {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<Request<'_>, Error> {
-        self.coll()
-            .start_collective(collective, algorithm, send, recv, root)
+        self.together(|c| c.start_collective(collective, algorithm, send, recv, root))
     }
 
     // --- Persistent collectives [MPI4 §6.13] -----------------------------
@@ -551,8 +602,7 @@ impl Comm {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<Persistent<'_>, Error> {
-        self.coll()
-            .init_collective(collective, algorithm, send, recv, root)
+        self.together(|c| c.init_collective(collective, algorithm, send, recv, root))
     }
 
     /// The schedules of `collective` with `algorithm` for this

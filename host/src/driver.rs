@@ -1186,20 +1186,35 @@ impl Driver {
     }
 }
 
+/// Detach calls a closing driver makes while its NIC answers Busy (a DMA
+/// of the context still in flight: one whose acknowledgement has not come,
+/// as when a revoked communicator abandoned a collective). Each is a
+/// mailbox round trip, a few microseconds; enough for a DMA to outlive
+/// its retry limit at the reset timeout (docs/abi.md §8.1).
+const DETACH_TRIES: u32 = 1 << 20;
+
 impl Drop for Driver {
     fn drop(&mut self) {
-        // Detach so that the NIC stops accepting packets for this context.
-        // A DMA still in flight makes the NIC answer Busy; the context then
-        // stays attached until the device is torn down.
+        // Detach so that the NIC stops accepting packets for this context,
+        // once its DMAs are over: a context left attached would refuse the
+        // next attach of its index, and a DMA left in flight would land in
+        // the next owner's memory and events.
         let _admin = self.device.admin_lock();
         for rail in 0..self.ports.len() {
-            if let Ok(regs) = self.device.registers(rail) {
-                let _ = mailbox_call(
+            let Ok(regs) = self.device.registers(rail) else {
+                continue;
+            };
+            for _ in 0..DETACH_TRIES {
+                let detached = mailbox_call(
                     regs,
                     &*self.wait,
                     MailboxOp::DetachContext,
                     [self.ctx as u64, 0, 0, 0],
                 );
+                let busy = ErrorCode::Busy;
+                if !matches!(detached, Err(Error::Nic { code, .. }) if code == busy) {
+                    break;
+                }
             }
         }
     }

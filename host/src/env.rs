@@ -13,8 +13,8 @@
 //! watchdog reports) sees it. Threads mode and real hardware observe
 //! nothing ([`NoObserver`]).
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,8 @@ pub enum WordTest {
     /// The masked word has reached this count (wrap-safe `>=`, the epoch
     /// comparison of [`reached`]).
     Reaches(u64),
+    /// The masked word differs from this value (a notice that was posted).
+    Differs(u64),
 }
 
 /// A word of DMA or shared memory a rank waits on, in a form the
@@ -65,6 +67,7 @@ impl WordWatch {
             .is_ok_and(|v| match self.test {
                 WordTest::Equals(x) => v & self.mask == x,
                 WordTest::Reaches(x) => reached(v & self.mask, x),
+                WordTest::Differs(x) => v & self.mask != x,
             })
     }
 }
@@ -81,6 +84,18 @@ pub trait WaitHook: Send + Sync {
     /// test these without running the rank).
     fn wait_words(&self, words: &[WordWatch]) -> Result<(), WaitTimeout> {
         self.wait_until(&mut || words.iter().all(WordWatch::ready))
+    }
+    /// Return once every watched word passes its test (`Ok(true)`), or
+    /// once `notice` passes first (`Ok(false)`): a wait that a notice
+    /// (a revoked communicator) ends early. An environment that tests
+    /// words without running the rank tests the notice the same way.
+    fn wait_words_or(&self, words: &[WordWatch], notice: &WordWatch) -> Result<bool, WaitTimeout> {
+        let mut noticed = false;
+        self.wait_until(&mut || {
+            noticed = notice.ready();
+            noticed || words.iter().all(WordWatch::ready)
+        })?;
+        Ok(!noticed)
     }
     /// Wake the rank with local index `local` on the caller's node if it is
     /// blocked in `wait_until` (after the caller changed memory it polls).
@@ -280,5 +295,121 @@ impl Waker {
         {
             t.unpark();
         }
+    }
+}
+
+/// A wait hook whose every wait gives up once a notice word is posted:
+/// how a revoked communicator's waits end (`coll::revoke`). Until
+/// [`NoticeWait::arm`] it is the inner hook. A wait that gives up returns
+/// [`WaitTimeout`] of zero; the communicator, which knows it was revoked,
+/// reports the revoke instead.
+pub struct NoticeWait {
+    inner: Arc<dyn WaitHook>,
+    notice: OnceLock<WordWatch>,
+    /// Waits ignore the notice (while this rank sends its own).
+    held: AtomicBool,
+}
+
+impl std::fmt::Debug for NoticeWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NoticeWait")
+            .field("armed", &self.notice.get().is_some())
+            .finish()
+    }
+}
+
+impl NoticeWait {
+    /// `inner`, not armed yet.
+    pub fn new(inner: Arc<dyn WaitHook>) -> Self {
+        Self {
+            inner,
+            notice: OnceLock::new(),
+            held: AtomicBool::new(false),
+        }
+    }
+
+    /// From now on, every wait gives up once `notice` passes its test (the
+    /// first call arms it; later calls change nothing).
+    pub fn arm(&self, notice: WordWatch) {
+        let _ = self.notice.set(notice);
+    }
+
+    /// The notice, where it counts now.
+    fn live(&self) -> Option<&WordWatch> {
+        self.notice
+            .get()
+            .filter(|_| !self.held.load(Ordering::Relaxed))
+    }
+
+    /// Has the notice been posted?
+    pub fn noticed(&self) -> bool {
+        self.notice.get().is_some_and(WordWatch::ready)
+    }
+
+    /// From now on the notice is ignored: the communicator is being
+    /// closed, and closing (detaching its contexts through the admin
+    /// mailbox) must finish, revoked or not.
+    pub fn disarm(&self) {
+        self.held.store(true, Ordering::Relaxed);
+    }
+
+    /// Run `f` with the notice ignored: the waits of a rank posting its
+    /// own notice to the others (its own word is set first).
+    pub fn holding<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.held.store(true, Ordering::Relaxed);
+        let out = f();
+        self.held.store(false, Ordering::Relaxed);
+        out
+    }
+}
+
+/// What a wait that a notice ended returns.
+const NOTICED: WaitTimeout = WaitTimeout(Duration::ZERO);
+
+impl WaitHook for NoticeWait {
+    fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
+        let Some(notice) = self.live() else {
+            return self.inner.wait_until(ready);
+        };
+        // Checked before the condition: a loop of waits that are always
+        // ready (a poll that completes at once) still ends.
+        if notice.ready() {
+            return Err(NOTICED);
+        }
+        let mut noticed = false;
+        self.inner.wait_until(&mut || {
+            noticed = notice.ready();
+            noticed || ready()
+        })?;
+        if noticed { Err(NOTICED) } else { Ok(()) }
+    }
+
+    fn wait_words(&self, words: &[WordWatch]) -> Result<(), WaitTimeout> {
+        let Some(notice) = self.live() else {
+            return self.inner.wait_words(words);
+        };
+        if notice.ready() {
+            return Err(NOTICED);
+        }
+        match self.inner.wait_words_or(words, notice)? {
+            true => Ok(()),
+            false => Err(NOTICED),
+        }
+    }
+
+    fn wait_words_or(&self, words: &[WordWatch], notice: &WordWatch) -> Result<bool, WaitTimeout> {
+        self.inner.wait_words_or(words, notice)
+    }
+
+    fn wake_local(&self, local: usize) {
+        self.inner.wake_local(local);
+    }
+
+    fn compute(&self, d: Duration) {
+        self.inner.compute(d);
+    }
+
+    fn observer(&self) -> &dyn HostObserver {
+        self.inner.observer()
     }
 }

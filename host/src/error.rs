@@ -133,6 +133,18 @@ pub enum Error {
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The communicator is revoked: a collective failed on rank `rank`
+    /// (`cause`), which told every other rank; every collective of every
+    /// rank then returns this, promptly, instead of waiting for the rank
+    /// that will not come (ULFM's revoke, \[ULFM\]). The failing rank itself
+    /// returns its own error first. Open a new communicator to go on.
+    #[error("rank {rank} failed ({cause}): the communicator is revoked")]
+    Revoked {
+        /// The rank whose collective failed.
+        rank: usize,
+        /// What failed there.
+        cause: RevokeCause,
+    },
     /// A tuning table that cannot be used: refused where it is read, once,
     /// before any communicator runs a collective with it.
     #[error("tuning table {origin}: {problem}")]
@@ -142,6 +154,85 @@ pub enum Error {
         /// What is wrong with it.
         problem: TuningProblem,
     },
+}
+
+/// Why a rank revoked its communicator: the kind of error its collective
+/// failed with (what crosses to the other ranks in the notice).
+#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RevokeCause {
+    /// Its arguments were refused (a buffer too small, a range out of
+    /// bounds, a rank out of range, a misaligned value).
+    #[error("its arguments were refused")]
+    Arguments,
+    /// A transfer larger than the NIC moves in one DMA.
+    #[error("a transfer was too large")]
+    TooLarge,
+    /// The schedule needs more NIC resources than the communicator has.
+    #[error("the schedule is over the NICs' budget")]
+    OverBudget,
+    /// The algorithm cannot run on this communicator.
+    #[error("the algorithm is unsupported here")]
+    Unsupported,
+    /// A collective of its was still in flight.
+    #[error("it had a collective in flight")]
+    InFlight,
+    /// A wait gave up.
+    #[error("a wait timed out")]
+    Timeout,
+    /// A NIC reported an error (an unreachable peer among them).
+    #[error("a NIC reported an error")]
+    Nic,
+    /// Anything else (the device, the arena, the configuration).
+    #[error("another error")]
+    Other,
+}
+
+impl RevokeCause {
+    /// Every cause, in the order of their codes on the wire.
+    pub const ALL: [RevokeCause; 8] = [
+        RevokeCause::Arguments,
+        RevokeCause::TooLarge,
+        RevokeCause::OverBudget,
+        RevokeCause::Unsupported,
+        RevokeCause::InFlight,
+        RevokeCause::Timeout,
+        RevokeCause::Nic,
+        RevokeCause::Other,
+    ];
+
+    /// The cause of `e`, a rank's own failure.
+    pub fn of(e: &Error) -> Self {
+        match e {
+            Error::RankOutOfRange { .. }
+            | Error::OutOfBounds { .. }
+            | Error::Misaligned { .. }
+            | Error::NoSuchRail { .. }
+            | Error::BadShape(_) => RevokeCause::Arguments,
+            Error::TooLarge { .. } => RevokeCause::TooLarge,
+            Error::OverBudget { .. } | Error::EventsExhausted(_) | Error::ArenaExhausted { .. } => {
+                RevokeCause::OverBudget
+            }
+            Error::Unsupported { .. } => RevokeCause::Unsupported,
+            Error::CollectiveInFlight(_) => RevokeCause::InFlight,
+            Error::Timeout(_) => RevokeCause::Timeout,
+            Error::Nic { .. } => RevokeCause::Nic,
+            _ => RevokeCause::Other,
+        }
+    }
+
+    /// Its code in a notice.
+    pub(crate) fn code(self) -> u8 {
+        Self::ALL.iter().position(|c| *c == self).unwrap_or(0) as u8
+    }
+
+    /// The cause of code `code` ([`RevokeCause::Other`] for one unknown).
+    pub(crate) fn from_code(code: u8) -> Self {
+        Self::ALL
+            .get(usize::from(code))
+            .copied()
+            .unwrap_or(RevokeCause::Other)
+    }
 }
 
 /// What is wrong with a tuning table.

@@ -28,8 +28,9 @@
 //!   table, and the non-blocking and persistent requests
 //!   ([`Request`], [`Persistent`]).
 //! - [`coll`]: what the executor runs on besides the endpoint: the
-//!   collectives' per-communicator state, the barrier mechanisms and the
-//!   node segment's phases.
+//!   collectives' per-communicator state, the barrier mechanisms, the
+//!   node segment's phases, and the revoke that makes the ranks of a
+//!   communicator fail together.
 //! - [`config`]: a communicator's configuration (shape, rank, arena,
 //!   rail policy).
 //! - [`endpoint`]: the RDMA endpoint: put, get, destination events,
@@ -61,7 +62,7 @@ pub use config::CommConfig;
 pub use endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
-pub use error::{Error, TuningProblem};
+pub use error::{Error, RevokeCause, TuningProblem};
 pub use sched::request::{Persistent, Request};
 pub use sched::{Algorithm, Choice, Collective, Drive};
 pub use stripe::RailPolicy;

@@ -196,6 +196,8 @@ const HOST_LAYERS: &[&[&str]] = &[
         "coll::state",
         "coll::sync",
         "coll::node",
+        "coll::notice",
+        "coll::revoke",
         "sched",
         "sched::algo",
         "sched::budget",

@@ -78,7 +78,16 @@ impl WaitHook for ModelWait {
     }
 
     fn wait_words(&self, words: &[WordWatch]) -> Result<(), WaitTimeout> {
-        self.kernel.wait_words(self.rank, words).map_err(timeout)
+        self.kernel
+            .wait_words(self.rank, words, None)
+            .map(|_| ())
+            .map_err(timeout)
+    }
+
+    fn wait_words_or(&self, words: &[WordWatch], notice: &WordWatch) -> Result<bool, WaitTimeout> {
+        self.kernel
+            .wait_words(self.rank, words, Some(notice))
+            .map_err(timeout)
     }
 
     fn wake_local(&self, local: usize) {

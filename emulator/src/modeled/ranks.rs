@@ -21,7 +21,8 @@ use super::board::Ps;
 /// What a blocked rank waits for.
 #[derive(Debug)]
 pub(super) enum Watch {
-    Words(Vec<WordWatch>),
+    /// Every word passes, or the notice (if any) does.
+    Words(Vec<WordWatch>, Option<WordWatch>),
     Any,
     Admin,
     Rendezvous,
@@ -31,7 +32,12 @@ pub(super) enum Watch {
 impl std::fmt::Display for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Watch::Words(w) => write!(f, "{} completion word(s) or flag(s)", w.len()),
+            Watch::Words(w, None) => write!(f, "{} completion word(s) or flag(s)", w.len()),
+            Watch::Words(w, Some(_)) => write!(
+                f,
+                "{} completion word(s) or flag(s), or a revoke notice",
+                w.len()
+            ),
             Watch::Any => f.write_str("a register or memory change on its node"),
             Watch::Admin => f.write_str("its node's admin mailbox lock"),
             Watch::Rendezvous => f.write_str("the other ranks (end-of-run rendezvous)"),
@@ -126,7 +132,9 @@ impl Ranks {
     /// Might a change of `rank`'s node's memory or registers end its wait?
     pub(super) fn wakes_on_change(&self, rank: usize) -> bool {
         match &self.slots[rank].state {
-            RankState::Blocked(Watch::Words(words)) => words.iter().all(WordWatch::ready),
+            RankState::Blocked(Watch::Words(words, notice)) => {
+                notice.as_ref().is_some_and(WordWatch::ready) || words.iter().all(WordWatch::ready)
+            }
             RankState::Blocked(Watch::Any) => true,
             _ => false,
         }

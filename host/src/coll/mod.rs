@@ -13,8 +13,12 @@
 //! - `sync`: barrier numbers, the RDMA barrier's words, the message-passing
 //!   barrier's queue, the switch's barrier;
 //! - `node`: the node segment's phases (node barrier halves, broadcast,
-//!   gather).
+//!   gather);
+//! - `revoke` and `notice`: failing together, the revoke notice every
+//!   rank's waits observe, and its format.
 
 mod node;
+pub(crate) mod notice;
+pub(crate) mod revoke;
 pub(crate) mod state;
 mod sync;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::arena::SymBuffer;
 use crate::endpoint::{DestEvent, Endpoint, InputQueue};
-use crate::env::{WaitHook, WordWatch};
+use crate::env::{NoticeWait, WaitHook, WordWatch};
 use crate::error::Error;
 use crate::sched::tuning::TuningTable;
 use crate::sched::{Params, ScheduleSet};
@@ -41,6 +41,9 @@ pub(crate) struct CollBuffers {
     pub(crate) switch_entered: SymBuffer,
     /// Where that barrier's gets land.
     pub(crate) switch_seen: SymBuffer,
+    /// The revoke notice record ([`super::notice`]): in the cache line of
+    /// `switch_seen`, so that reserving it moved no user allocation.
+    pub(crate) notices: SymBuffer,
 }
 
 impl CollBuffers {
@@ -53,6 +56,7 @@ impl CollBuffers {
             scratch: ep.alloc_aligned(0, 64)?,
             switch_entered: ep.alloc_aligned(8, 64)?,
             switch_seen: ep.alloc_aligned(8, 64)?,
+            notices: ep.alloc_aligned(super::notice::NOTICE_LEN, 8)?,
         })
     }
 }
@@ -124,18 +128,24 @@ pub(crate) struct CollState {
     /// Barrier messages that arrived before they were waited for.
     pub(crate) unexpected: RefCell<Vec<(usize, u64)>>,
     pub(crate) exec: ExecState,
+    /// The rank's wait hook, whose waits end on a revoke notice.
+    pub(crate) notice_wait: Arc<NoticeWait>,
 }
 
 impl CollState {
     /// Reserve the collectives' buffers and events on `ep` (before any user
     /// allocation), publish this rank's arena in the node directory of
     /// `shm`, and create the barrier queue.
+    /// `notice_wait` is the hook `ep` was opened with; it is armed here
+    /// with the notice word.
     pub(crate) fn new(
         ep: &Endpoint,
         shm: NodeShm,
         tuning: Arc<TuningTable>,
+        notice_wait: Arc<NoticeWait>,
     ) -> Result<Self, Error> {
         let bufs = CollBuffers::reserve(ep)?;
+        notice_wait.arm(super::notice::notice_watch(ep.local_memory(&bufs.notices)?));
         {
             let (mem, phys) = ep.arena();
             ep.wait_arc().observer().before_shared_write();
@@ -152,6 +162,7 @@ impl CollState {
             barrier_queue,
             unexpected: RefCell::new(Vec::new()),
             exec: ExecState::new(ep.topology().ranks_per_node(), tuning),
+            notice_wait,
         })
     }
 

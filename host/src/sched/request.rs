@@ -64,7 +64,7 @@ impl<'c> Active<'c> {
         recv: &SymBuffer,
     ) -> Result<Self, Error> {
         let name = set.params.choice().name();
-        let run = coll.start_run(set, send, recv)?;
+        let run = coll.together(|| coll.start_run(set, send, recv))?;
         coll.st.exec.in_flight.set(Some(name));
         let mut active = Self {
             coll,
@@ -85,7 +85,8 @@ impl<'c> Active<'c> {
         let Some(run) = self.run.as_mut() else {
             return Ok(true);
         };
-        let result = self.coll.advance(run, how);
+        let coll = self.coll;
+        let result = coll.together(|| coll.advance(run, how));
         if !matches!(result, Ok(false)) {
             self.run = None;
         }

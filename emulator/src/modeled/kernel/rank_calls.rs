@@ -69,18 +69,27 @@ impl Kernel {
         )
     }
 
-    /// Block `rank` until every word passes its test.
-    pub(crate) fn wait_words(&self, rank: usize, words: &[WordWatch]) -> Result<(), Stalled> {
+    /// Block `rank` until every word passes its test (`true`), or until
+    /// `notice`, if given, passes first (`false`).
+    pub(crate) fn wait_words(
+        &self,
+        rank: usize,
+        words: &[WordWatch],
+        notice: Option<&WordWatch>,
+    ) -> Result<bool, Stalled> {
         self.traced(
             rank,
             "wait",
             || format!("wait: {} word(s)", words.len()),
             || loop {
                 self.sync(rank)?;
-                if words.iter().all(WordWatch::ready) {
-                    return Ok(());
+                if notice.is_some_and(WordWatch::ready) {
+                    return Ok(false);
                 }
-                self.block(rank, Watch::Words(words.to_vec()))?;
+                if words.iter().all(WordWatch::ready) {
+                    return Ok(true);
+                }
+                self.block(rank, Watch::Words(words.to_vec(), notice.cloned()))?;
             },
         )
     }
