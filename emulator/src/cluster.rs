@@ -58,6 +58,9 @@ pub enum EmuError {
     /// ([`Cluster::stall_report`]).
     #[error("{0}")]
     Stalled(String),
+    /// A collective returned with wrong data ([`crate::verify`]).
+    #[error(transparent)]
+    WrongResult(Box<crate::verify::WrongResult>),
 }
 
 /// Shape and settings of an emulated cluster.

@@ -699,3 +699,73 @@ fn calibrate_and_validate_refuse_bad_measurements_in_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn bench_checks_every_receive_buffer_and_refuses_a_wrong_result() {
+    let run = |args: &[&str], plant: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_railcoll"));
+        cmd.args(args).env_remove("RAILCOLL_PLANT_WRONG_BYTE");
+        if let Some(p) = plant {
+            cmd.env("RAILCOLL_PLANT_WRONG_BYTE", p);
+        }
+        cmd.output().expect("run railcoll")
+    };
+    let base = [
+        "--mode",
+        "modeled",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+        "--rails",
+        "1",
+        "--sizes",
+        "16",
+        "--iters",
+        "2",
+        "--json",
+    ];
+    for (what, planted, needle) in [
+        // All-gather, rank 3's block 2 (rank 2's data), byte 4.
+        (
+            "allgather",
+            "3:36",
+            "rank 3's receive buffer block 2 (from rank 2), byte 4",
+        ),
+        // Gather: the root's receive buffer is the one checked.
+        (
+            "gather",
+            "0:17",
+            "rank 0's receive buffer block 1 (from rank 1), byte 1",
+        ),
+        // Broadcast: every rank's buffer is the root's.
+        (
+            "bcast",
+            "2:15",
+            "rank 2's buffer block 0 (from rank 0), byte 15",
+        ),
+    ] {
+        for extra in [&[][..], &["--overlap"][..]] {
+            let args = [&["bench", what, "--algo", "all"][..], &base[..], extra].concat();
+            let out = run(&args, Some(planted));
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains(&format!("wrong result: {what} '")) && err.contains(needle),
+                "{args:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "no figure for a wrong result");
+            // Not planted: every algorithm verified; --no-verify: not.
+            for (flag, verified) in [(None, true), (Some("--no-verify"), false)] {
+                let args = [&args[..], flag.as_slice()].concat();
+                let out = run(&args, flag.map(|_| planted));
+                assert!(out.status.success(), "{args:?}: {out:?}");
+                let lines = json_lines(&out);
+                assert!(!lines.is_empty());
+                for v in lines {
+                    assert_eq!(v["verified"], verified, "{v}");
+                }
+            }
+        }
+    }
+}

@@ -982,3 +982,83 @@ fn a_short_soak_grows_no_threads_descriptors_or_memory() {
         "resident memory grew by {growth_kib} KiB over 25,000 operations: {out}"
     );
 }
+
+/// `railcoll` with one byte of one rank's checked buffer flipped as the
+/// verifier reads it back (the verifier's test hook).
+fn railcoll_planted(args: &[&str], rank_offset: &str) -> Output {
+    let empty = scratch("no-user-config");
+    railcoll_env(
+        args,
+        &[
+            ("XDG_CONFIG_HOME", &empty),
+            ("RAILCOLL_PLANT_WRONG_BYTE", Path::new(rank_offset)),
+        ],
+    )
+}
+
+#[test]
+fn a_wrong_result_fails_sweep_tune_and_validate_with_nothing_written() {
+    let dir = scratch("wrong");
+    let (csv, svg, table) = (dir.join("a.csv"), dir.join("a.svg"), dir.join("t.toml"));
+    let shape = ["--nodes", "2", "--ranks-per-node", "1", "--rails", "1"];
+    let mut sweep = vec![
+        "sweep", "alltoall", "--algo", "direct", "--sizes", "4,8", "-q",
+    ];
+    sweep.extend_from_slice(&shape);
+    let files = [
+        "--csv",
+        csv.to_str().expect("path"),
+        "--plot",
+        svg.to_str().expect("path"),
+    ];
+    // Rank 1's receive buffer at 8 B blocks: byte 13 is block 1, byte 5.
+    let out = railcoll_planted(&[&sweep[..], &files[..]].concat(), "1:13");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    for needle in [
+        "wrong result: alltoall 'direct' at 8 B",
+        "rank 1's receive buffer block 1 (from rank 1), byte 5",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    assert!(out.stdout.is_empty(), "no table for a wrong result");
+    assert_eq!(
+        std::fs::read_dir(&dir).expect("ls").count(),
+        0,
+        "no CSV, no plot, no partial file"
+    );
+    // Unplanted, the same sweep verifies and writes both.
+    let mut verified = sweep.clone();
+    verified.extend_from_slice(&files);
+    ok(&railcoll(&verified));
+    let rows = std::fs::read_to_string(&csv).expect("csv");
+    assert_eq!(rows.lines().count(), 3, "{rows}");
+    // --no-verify skips the check: the planted byte goes unseen.
+    let mut unchecked = sweep.clone();
+    unchecked.extend_from_slice(&["--no-verify", "--json"]);
+    let v: Value = serde_json::from_str(&ok(&railcoll_planted(&unchecked, "1:13"))).expect("json");
+    assert_eq!(v["sweeps"][0]["points"].as_array().map(Vec::len), Some(2));
+    // tune writes no table for a wrong result.
+    let mut tune = vec!["tune", "alltoall", "--sizes", "4", "-q", "-o"];
+    tune.push(table.to_str().expect("path"));
+    tune.extend_from_slice(&shape);
+    let out = railcoll_planted(&tune, "0:0");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rank 0's receive buffer block 0"));
+    assert!(!table.exists());
+    // validate against the sweep's own CSV: refused with a wrong result.
+    let out = railcoll_planted(
+        &[
+            "validate",
+            "qsnet2-dual",
+            "--measured",
+            csv.to_str().expect("path"),
+            "-q",
+        ],
+        "0:0",
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrong result: alltoall"));
+    assert!(out.stdout.is_empty());
+}

@@ -322,6 +322,12 @@ pub struct ModeArgs {
     /// worker count) and fail unless every trace hash is identical.
     #[arg(long)]
     pub check_determinism: bool,
+    /// Skip the check of the results: by default, after the timed calls
+    /// (outside the timed region), every rank's receive buffer is compared
+    /// with the collective's definition, and a wrong result fails the run
+    /// (exit 1) with no figure printed or written.
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 /// Faults injected on the rails, and threads mode's watchdog: shared by
@@ -619,13 +625,21 @@ fn run_subject(
     crate::workbench::check_root(root, &shape)?;
     let first = sizes.first().copied().unwrap_or(0);
     let set: AlgoSet = crate::workbench::select(collective, algo, shape, root, first)?;
-    set.with_bench(sizes, iters as usize, rounds as usize, root, |bench| {
-        if overlap {
-            run_overlap(cluster, run, bench)
-        } else {
-            run_coll(cluster, run, bench)
-        }
-    })
+    let verify = !run.no_verify;
+    set.with_bench(
+        sizes,
+        iters as usize,
+        rounds as usize,
+        root,
+        verify,
+        |bench| {
+            if overlap {
+                run_overlap(cluster, run, bench)
+            } else {
+                run_coll(cluster, run, bench)
+            }
+        },
+    )
 }
 
 fn run_catalogue(collective: Collective, args: &CollArgs) -> Result<(), CliError> {

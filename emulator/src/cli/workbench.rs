@@ -46,6 +46,12 @@ pub struct StudyArgs {
     /// Threads running sizes side by side (modeled; default 2).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: Option<u8>,
+    /// Skip the check of the results: by default, after the timed calls
+    /// (outside the timed region), every rank's receive buffer is compared
+    /// with the collective's definition, and a wrong result fails the run
+    /// (exit 1) with no figure printed or written.
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 use crate::workbench::gcd;
@@ -326,6 +332,7 @@ fn specs_for(
                 workers: study.workers(),
                 predict,
                 tuning: tuning.cloned(),
+                verify: !study.no_verify,
             };
             spec.validate().map_err(|e| SpecError::In {
                 source: Box::new(e),

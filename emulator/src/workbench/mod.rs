@@ -247,7 +247,8 @@ impl AlgoSet {
 
     /// Call `f` with the benchmark that times these algorithms on `sizes`
     /// (ignored for a barrier), `iters` operations per sample, `rounds`
-    /// rounds, from `root`. What differs between collectives is only the
+    /// rounds, from `root`, checking every rank's buffers after the timed
+    /// calls if `verify` ([`crate::verify`]). What differs between collectives is only the
     /// buffers: a broadcast has one (the same on every rank), a barrier
     /// none, and the collectives whose every rank's completion needs every
     /// rank's data are separated by a barrier (`synchronised`).
@@ -257,6 +258,7 @@ impl AlgoSet {
         iters: usize,
         rounds: usize,
         root: usize,
+        verify: bool,
         f: impl FnOnce(&CollBench<'_>) -> R,
     ) -> R {
         let (c, algos) = (self.collective, &self.algorithms);
@@ -289,6 +291,10 @@ impl AlgoSet {
             send_len,
             recv_len,
             synchronised,
+            check: verify.then_some(crate::verify::Check {
+                collective: c,
+                root,
+            }),
         })
     }
 }

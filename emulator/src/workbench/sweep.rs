@@ -53,6 +53,9 @@ pub struct SweepSpec {
     pub predict: bool,
     /// The table whose choice the `tuned` column shows.
     pub tuning: Option<TuningTable>,
+    /// Check every rank's buffers after the timed calls
+    /// ([`crate::verify`]; `--no-verify` turns it off).
+    pub verify: bool,
 }
 
 /// Why a sweep did not run.
@@ -188,8 +191,13 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
     let set = spec.validate()?;
     let shape = spec.cluster.shape;
     let sizes = spec.run_sizes();
-    let records = set.with_bench(&sizes, spec.iters, spec.rounds, spec.root, |b| {
-        match spec.cluster.mode {
+    let records = set.with_bench(
+        &sizes,
+        spec.iters,
+        spec.rounds,
+        spec.root,
+        spec.verify,
+        |b| match spec.cluster.mode {
             Mode::Modeled => bench::coll_model(
                 spec.cluster.clone(),
                 &spec.profile,
@@ -198,8 +206,8 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
                 progress,
             ),
             Mode::Threads => bench::coll_bench(spec.cluster.clone(), b, progress),
-        }
-    })?;
+        },
+    )?;
     let h = spec.profile.hockney();
     let names = set.names();
     let baseline = spec.subject.baseline().name();
