@@ -294,9 +294,39 @@ pub struct CollRecord {
     /// Modeled mode, one iteration: first rank's start to last rank's end
     /// (the collective's completion time, as the cost formulas define it).
     pub makespan_us: Option<f64>,
-    /// Every rank's receive buffer was checked after the timed calls
+    /// The flags besides the shape and profile that change the figure.
+    #[serde(flatten)]
+    pub conditions: Conditions,
+}
+
+/// What besides the shape, the mode and the profile changes a figure,
+/// carried by every record so that a figure says how it was made.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Conditions {
+    /// `--faults`, in its canonical form (`none`).
+    pub faults: String,
+    /// `--seed` (drives the faults; modeled runs' traces).
+    pub seed: u64,
+    /// `--retransmit-timeout`, us (`None`: the firmware's, 50 ms).
+    pub retransmit_timeout_us: Option<f64>,
+    /// `--retry-limit` (`None`: the firmware's, 16).
+    pub retry_limit: Option<u32>,
+    /// Every rank's buffers were checked after the timed calls
     /// ([`crate::verify`]); false with `--no-verify`.
     pub verified: bool,
+}
+
+impl Conditions {
+    /// The conditions of a run on `cfg`, checked or not.
+    pub fn of(cfg: &ClusterConfig, verified: bool) -> Self {
+        Self {
+            faults: cfg.faults.to_string(),
+            seed: cfg.seed,
+            retransmit_timeout_us: cfg.retransmit_timeout.map(|d| d.as_secs_f64() * 1e6),
+            retry_limit: cfg.retry_limit,
+            verified,
+        }
+    }
 }
 
 impl CollRecord {
@@ -326,7 +356,7 @@ impl CollRecord {
             trace_hash: None,
             events: None,
             makespan_us: None,
-            verified: bench.check.is_some(),
+            conditions: Conditions::of(cfg, bench.check.is_some()),
         }
     }
 }

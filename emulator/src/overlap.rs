@@ -56,9 +56,9 @@ pub struct OverlapRecord {
     /// Threads mode: `pure_us` / the fastest cache-line ping-pong round
     /// trip of the same run.
     pub pingpong_ratio: Option<f64>,
-    /// Every rank's buffers were checked after the calls
-    /// ([`crate::verify`]); false with `--no-verify`.
-    pub verified: bool,
+    /// The flags besides the shape and profile that change the figure.
+    #[serde(flatten)]
+    pub conditions: crate::bench::Conditions,
 }
 
 /// Overlap % from the three times (clamped: a compute that ran long, or a
@@ -154,7 +154,7 @@ fn record(
         total_us: total / 1e3,
         overlap_pct: overlap_pct(pure, compute, total),
         pingpong_ratio: None,
-        verified: bench.check.is_some(),
+        conditions: crate::bench::Conditions::of(cfg, bench.check.is_some()),
     }
 }
 

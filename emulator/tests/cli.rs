@@ -769,3 +769,42 @@ fn bench_checks_every_receive_buffer_and_refuses_a_wrong_result() {
         }
     }
 }
+
+#[test]
+fn bench_records_carry_every_flag_that_changes_a_figure() {
+    let flags = [
+        "--mode",
+        "modeled",
+        "--nodes",
+        "2",
+        "--sizes",
+        "8",
+        "--iters",
+        "1",
+        "--json",
+        "--faults",
+        "dup=0.1,rail-down=1@1s",
+        "--seed",
+        "9",
+        "--retransmit-timeout",
+        "2ms",
+        "--retry-limit",
+        "4",
+    ];
+    for extra in [&[][..], &["--overlap"][..]] {
+        let args = [
+            &["bench", "alltoall", "--algo", "direct"][..],
+            &flags[..],
+            extra,
+        ]
+        .concat();
+        let lines = json_lines(&railcoll(&args));
+        assert_eq!(lines.len(), 1, "{args:?}");
+        let v = &lines[0];
+        assert_eq!(v["faults"], "dup=0.1,rail-down=1@1s", "{v}");
+        assert_eq!(v["seed"], 9, "{v}");
+        assert_eq!(v["retransmit_timeout_us"], 2000.0, "{v}");
+        assert_eq!(v["retry_limit"], 4, "{v}");
+        assert_eq!(v["verified"], true, "{v}");
+    }
+}

@@ -1062,3 +1062,64 @@ fn a_wrong_result_fails_sweep_tune_and_validate_with_nothing_written() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("wrong result: alltoall"));
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn sweep_records_carry_every_flag_that_changes_a_figure() {
+    let dir = scratch("conditions");
+    let csv = dir.join("f.csv");
+    let flags = [
+        "--faults",
+        "drop=0.01,corrupt=0.001",
+        "--seed",
+        "7",
+        "--retransmit-timeout",
+        "1ms",
+        "--retry-limit",
+        "3",
+    ];
+    let mut args = vec![
+        "sweep",
+        "allgather",
+        "--algo",
+        "direct",
+        "--sizes",
+        "4,64",
+        "-q",
+    ];
+    args.extend_from_slice(&["--nodes", "2", "--ranks-per-node", "1", "--json", "--csv"]);
+    args.push(csv.to_str().expect("path"));
+    for (extra, verified) in [(&flags[..], true), (&["--no-verify"][..], false)] {
+        let args = [&args[..], extra].concat();
+        let v: Value = serde_json::from_str(&ok(&railcoll(&args))).expect("json");
+        let s = &v["sweeps"][0];
+        let text = std::fs::read_to_string(&csv).expect("csv");
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), 2);
+        let col = |name: &str| -> Vec<&str> {
+            let i = header.iter().position(|h| *h == name).expect(name);
+            rows.iter().map(|r| r[i]).collect()
+        };
+        let faulty = verified;
+        let (faults, seed, timeout, limit) = if faulty {
+            ("drop=0.01;corrupt=0.001", "7", "1000", "3")
+        } else {
+            ("none", "0", "", "")
+        };
+        assert_eq!(col("faults"), [faults; 2]);
+        assert_eq!(col("seed"), [seed; 2]);
+        assert_eq!(col("retransmit_timeout_us"), [timeout; 2]);
+        assert_eq!(col("retry_limit"), [limit; 2]);
+        assert_eq!(col("verified"), [verified.to_string().as_str(); 2]);
+        assert_eq!(s["faults"], faults.replace(';', ","));
+        assert_eq!(s["seed"], seed.parse::<u64>().expect("seed"));
+        assert_eq!(s["verified"], verified);
+        if faulty {
+            assert_eq!(s["retransmit_timeout_us"], 1000.0);
+            assert_eq!(s["retry_limit"], 3);
+        } else {
+            assert!(s["retransmit_timeout_us"].is_null() && s["retry_limit"].is_null());
+        }
+    }
+}
