@@ -90,6 +90,8 @@ fn measure(
     let iters = bench.iters.max(1);
     let slowest =
         |per_rank: Vec<Result<RankPair, railcoll_host::Error>>| -> Result<(f64, f64), EmuError> {
+            // A stalled run's report explains the ranks' timeouts.
+            cluster.check_stalled()?;
             let mut worst = (0.0f64, 0.0f64);
             for r in per_rank {
                 let (x, y) = r.map_err(EmuError::Host)??;

@@ -1123,3 +1123,28 @@ fn sweep_records_carry_every_flag_that_changes_a_figure() {
         }
     }
 }
+
+#[test]
+fn a_relative_xdg_config_home_is_ignored() {
+    let dir = scratch("xdg-relative");
+    let home = dir.join("home");
+    let out = Command::new(env!("CARGO_BIN_EXE_railcoll"))
+        .args([
+            "tune",
+            "barrier",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "1",
+            "-q",
+        ])
+        .current_dir(&dir)
+        .env_remove("RAILCOLL_TUNING")
+        .env("XDG_CONFIG_HOME", "rel")
+        .env("HOME", &home)
+        .output()
+        .expect("run railcoll");
+    ok(&out);
+    assert!(home.join(".config/railcoll/tuning.toml").is_file());
+    assert!(!dir.join("rel").exists(), "nothing under the relative path");
+}
