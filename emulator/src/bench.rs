@@ -23,6 +23,7 @@ use railcoll_host::{Comm, RailPolicy, TransferOptions};
 use serde::Serialize;
 
 use crate::cluster::{Cluster, ClusterConfig, EmuError};
+use crate::verify::Check;
 
 /// The barrier between a benchmark's phases (after the warm-up, after the
 /// timed calls): named, not the tuned `comm.barrier()`, so that what a
@@ -293,6 +294,39 @@ pub struct CollRecord {
     /// Modeled mode, one iteration: first rank's start to last rank's end
     /// (the collective's completion time, as the cost formulas define it).
     pub makespan_us: Option<f64>,
+    /// The flags besides the shape and profile that change the figure.
+    #[serde(flatten)]
+    pub conditions: Conditions,
+}
+
+/// What besides the shape, the mode and the profile changes a figure,
+/// carried by every record so that a figure says how it was made.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Conditions {
+    /// `--faults`, in its canonical form (`none`).
+    pub faults: String,
+    /// `--seed` (drives the faults; modeled runs' traces).
+    pub seed: u64,
+    /// `--retransmit-timeout`, us (`None`: the firmware's, 50 ms).
+    pub retransmit_timeout_us: Option<f64>,
+    /// `--retry-limit` (`None`: the firmware's, 16).
+    pub retry_limit: Option<u32>,
+    /// Every rank's buffers were checked after the timed calls
+    /// ([`crate::verify`]); false with `--no-verify`.
+    pub verified: bool,
+}
+
+impl Conditions {
+    /// The conditions of a run on `cfg`, checked or not.
+    pub fn of(cfg: &ClusterConfig, verified: bool) -> Self {
+        Self {
+            faults: cfg.faults.to_string(),
+            seed: cfg.seed,
+            retransmit_timeout_us: cfg.retransmit_timeout.map(|d| d.as_secs_f64() * 1e6),
+            retry_limit: cfg.retry_limit,
+            verified,
+        }
+    }
 }
 
 impl CollRecord {
@@ -322,6 +356,7 @@ impl CollRecord {
             trace_hash: None,
             events: None,
             makespan_us: None,
+            conditions: Conditions::of(cfg, bench.check.is_some()),
         }
     }
 }
@@ -353,6 +388,11 @@ pub struct CollBench<'a> {
     /// synchronised methodology; needed by collectives whose ranks may run
     /// ahead, such as gather).
     pub synchronised: bool,
+    /// What every rank's buffers must hold after the timed calls, checked
+    /// outside the timed region ([`crate::verify`]); `None`: not checked
+    /// (`--no-verify`), and the send buffers hold one pattern on every
+    /// rank.
+    pub check: Option<Check>,
 }
 
 /// One timed operation of a [`CollBench`].
@@ -411,7 +451,9 @@ impl std::fmt::Debug for CollBench<'_> {
 }
 
 /// Allocate and fill a rank's buffers, run algorithm `a` once (warm-up,
-/// and every rank is in), then meet at a barrier.
+/// and every rank is in), set what the timed calls must write to what
+/// they must not leave ([`Check::arm`]), then meet at a barrier (so no
+/// rank's timed call writes before every rank has armed).
 pub(crate) fn warm_up(
     comm: &Comm,
     bench: &CollBench<'_>,
@@ -421,10 +463,35 @@ pub(crate) fn warm_up(
     let n = comm.size();
     let send = comm.alloc((bench.send_len)(size, n))?;
     let recv = comm.alloc((bench.recv_len)(size, n))?;
-    comm.write_local(&send, 0, &fill_pattern(send.len()))?;
+    let data = match &bench.check {
+        Some(c) => c.send_data(comm.rank(), n, size),
+        None => fill_pattern(send.len()),
+    };
+    comm.write_local(&send, 0, &data)?;
     (bench.op)(comm, a, &send, &recv)?;
+    if let Some(c) = &bench.check {
+        c.arm(comm, size, &send, &recv)?;
+    }
     comm.barrier_with(SETTLE)?;
     Ok((send, recv))
+}
+
+/// After the timed calls and the barrier that ends them (outside the
+/// timed region): this rank's buffers against the collective's
+/// definition, unless the bench checks nothing.
+pub(crate) fn check_result(
+    comm: &Comm,
+    bench: &CollBench<'_>,
+    a: usize,
+    size: usize,
+    (send, recv): (&SymBuffer, &SymBuffer),
+) -> Result<(), EmuError> {
+    let Some(c) = &bench.check else {
+        return Ok(());
+    };
+    let what = (bench.collective, bench.algorithms[a], size);
+    c.check(comm, what, send, recv)?
+        .map_err(|w| EmuError::WrongResult(Box::new(w)))
 }
 
 /// Arena a collective bench needs for its largest size.
@@ -449,7 +516,7 @@ fn coll_config_for(cfg: ClusterConfig, bench: &CollBench<'_>, size: usize) -> Cl
 
 /// What [`timed_calls`] returns per rank (outer error: the rank did not
 /// start; inner: a call failed).
-pub(crate) type RankTiming = Result<(f64, (f64, f64)), railcoll_host::Error>;
+pub(crate) type RankTiming = Result<(f64, (f64, f64)), EmuError>;
 
 /// Run algorithm `a` of `bench` on `size` bytes on every rank of
 /// `cluster`, the papers' way: buffers filled, one warm-up call, then
@@ -468,33 +535,32 @@ pub(crate) fn timed_calls(
     timeline: Option<&crate::timeline::Timeline>,
 ) -> Vec<Result<RankTiming, railcoll_host::Error>> {
     let name = format!("{} {}", bench.collective, bench.algorithms[a]);
-    cluster.run(
-        |comm: &Comm| -> Result<(f64, (f64, f64)), railcoll_host::Error> {
-            let (send, recv) = warm_up(comm, bench, a, size)?;
-            let mut total = 0.0;
-            let mut span = (f64::INFINITY, 0.0f64);
-            for _ in 0..bench.iters {
-                if bench.synchronised {
-                    comm.barrier_with(barrier)?;
-                }
-                let start = cluster.now_ns();
-                if let Some(t) = timeline {
-                    t.arm(comm.rank(), start);
-                }
-                (bench.op)(comm, a, &send, &recv)?;
-                let end = cluster.now_ns();
-                if let Some(t) = timeline {
-                    t.rank_span(comm.rank(), "op", name.clone(), start, end);
-                    t.disarm(comm.rank(), end);
-                }
-                total += end - start;
-                span = (span.0.min(start), end);
+    cluster.run(|comm: &Comm| -> Result<(f64, (f64, f64)), EmuError> {
+        let (send, recv) = warm_up(comm, bench, a, size)?;
+        let mut total = 0.0;
+        let mut span = (f64::INFINITY, 0.0f64);
+        for _ in 0..bench.iters {
+            if bench.synchronised {
+                comm.barrier_with(barrier)?;
             }
-            comm.barrier_with(SETTLE)?;
-            comm.reset_arena();
-            Ok((total / bench.iters.max(1) as f64, span))
-        },
-    )
+            let start = cluster.now_ns();
+            if let Some(t) = timeline {
+                t.arm(comm.rank(), start);
+            }
+            (bench.op)(comm, a, &send, &recv)?;
+            let end = cluster.now_ns();
+            if let Some(t) = timeline {
+                t.rank_span(comm.rank(), "op", name.clone(), start, end);
+                t.disarm(comm.rank(), end);
+            }
+            total += end - start;
+            span = (span.0.min(start), end);
+        }
+        comm.barrier_with(SETTLE)?;
+        check_result(comm, bench, a, size, (&send, &recv))?;
+        comm.reset_arena();
+        Ok((total / bench.iters.max(1) as f64, span))
+    })
 }
 
 /// Model algorithm `a` of `bench` at `size` under `profile` on a fresh
@@ -529,7 +595,7 @@ pub(crate) fn model_point(
     let mut times = Vec::new();
     let (mut first, mut last) = (f64::INFINITY, 0.0f64);
     for r in per_rank {
-        let (t, (s, e)) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
+        let (t, (s, e)) = r.map_err(EmuError::Host)??;
         times.push(t);
         (first, last) = (first.min(s), last.max(e));
     }
@@ -617,7 +683,7 @@ pub fn coll_bench(
                 let pingpong = (0..3)
                     .map(|_| pingpong_rtt_seconds())
                     .fold(f64::INFINITY, f64::min);
-                let per_rank = cluster.run(|comm: &Comm| -> Result<f64, railcoll_host::Error> {
+                let per_rank = cluster.run(|comm: &Comm| -> Result<f64, EmuError> {
                     let (send, recv) = warm_up(comm, bench, a, size)?;
                     let mut total = 0.0;
                     if bench.synchronised {
@@ -635,13 +701,14 @@ pub fn coll_bench(
                         total = start.elapsed().as_secs_f64();
                     }
                     comm.barrier_with(SETTLE)?;
+                    check_result(comm, bench, a, size, (&send, &recv))?;
                     comm.reset_arena();
                     Ok(total / bench.iters.max(1) as f64)
                 });
                 cluster.check_stalled()?;
                 let mut times = Vec::new();
                 for r in per_rank {
-                    times.push(r.map_err(EmuError::Host)?.map_err(EmuError::Host)?);
+                    times.push(r.map_err(EmuError::Host)??);
                 }
                 let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
                 let max = times.iter().copied().fold(0.0, f64::max);

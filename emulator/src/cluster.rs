@@ -59,6 +59,9 @@ pub enum EmuError {
     /// ([`Cluster::stall_report`]).
     #[error("{0}")]
     Stalled(String),
+    /// A collective returned with wrong data ([`crate::verify`]).
+    #[error(transparent)]
+    WrongResult(Box<crate::verify::WrongResult>),
 }
 
 /// Shape and settings of an emulated cluster.
@@ -732,7 +735,18 @@ impl Cluster {
     /// rank's pending step. The first report of the cluster's life stands.
     pub fn stall_report(&self) -> Option<String> {
         match &self.backend {
-            Backend::Threads { watchdog, .. } => watchdog.report().map(str::to_owned),
+            Backend::Threads { watchdog, .. } => watchdog.report().map(|r| {
+                let status = railcoll_fw::abi::regs::STATUS.offset();
+                let statuses = self.devices.iter().enumerate().flat_map(|(node, d)| {
+                    d.registers
+                        .iter()
+                        .enumerate()
+                        .map(move |(rail, io)| (node, rail, io.read(status)))
+                });
+                let note =
+                    crate::hw::faults::stall_note(statuses, &self.cfg.faults, self.fault_counts());
+                format!("{r}{note}")
+            }),
             Backend::Modeled { kernel, .. } => kernel.failure().map(|s| s.0),
         }
     }

@@ -31,6 +31,8 @@
 //!   sampled.
 //! - [`timeline`]: spans of one run (ranks, NICs, rail ports, switches)
 //!   for `railcoll trace`.
+//! - [`verify`]: the check of every rank's buffers after a benchmark's
+//!   timed calls (no figure for a wrong result).
 //! - [`workbench`]: the researcher's workbench: sweeps, their tables, CSV,
 //!   JSON and plots, Chrome traces, tuning tables, presets and study files.
 //! - [`cli`]: the `railcoll` command line.
@@ -55,6 +57,7 @@ pub mod overlap;
 pub mod soak;
 pub mod threads;
 pub mod timeline;
+pub mod verify;
 pub mod workbench;
 
 pub use cluster::{Cluster, ClusterConfig, EmuError, Mode};

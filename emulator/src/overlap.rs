@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::bench::{CollBench, SETTLE, pingpong_rtt_seconds, warm_up};
+use crate::bench::{CollBench, SETTLE, check_result, pingpong_rtt_seconds, warm_up};
 use crate::cluster::{Cluster, ClusterConfig, EmuError};
 
 /// One line of `railcoll bench ... --overlap`.
@@ -56,6 +56,9 @@ pub struct OverlapRecord {
     /// Threads mode: `pure_us` / the fastest cache-line ping-pong round
     /// trip of the same run.
     pub pingpong_ratio: Option<f64>,
+    /// The flags besides the shape and profile that change the figure.
+    #[serde(flatten)]
+    pub conditions: crate::bench::Conditions,
 }
 
 /// Overlap % from the three times (clamped: a compute that ran long, or a
@@ -69,7 +72,7 @@ pub fn overlap_pct(pure: f64, compute: f64, total: f64) -> f64 {
 }
 
 /// What one rank reports from one run (outer error: it did not start).
-type RankPair = Result<(f64, f64), railcoll_host::Error>;
+type RankPair = Result<(f64, f64), EmuError>;
 
 /// Measure algorithm `a` of `bench` at `size` on every rank of `cluster`,
 /// every call after a barrier of kind `barrier`: (t_pure, t_compute,
@@ -87,14 +90,16 @@ fn measure(
     let iters = bench.iters.max(1);
     let slowest =
         |per_rank: Vec<Result<RankPair, railcoll_host::Error>>| -> Result<(f64, f64), EmuError> {
+            // A stalled run's report explains the ranks' timeouts.
+            cluster.check_stalled()?;
             let mut worst = (0.0f64, 0.0f64);
             for r in per_rank {
-                let (x, y) = r.map_err(EmuError::Host)?.map_err(EmuError::Host)?;
+                let (x, y) = r.map_err(EmuError::Host)??;
                 worst = (worst.0.max(x), worst.1.max(y));
             }
             Ok(worst)
         };
-    let (pure, _) = slowest(cluster.run(|comm| {
+    let (pure, _) = slowest(cluster.run(|comm| -> RankPair {
         let (send, recv) = warm_up(comm, bench, a, size)?;
         let mut pure = 0.0;
         for _ in 0..iters {
@@ -104,11 +109,12 @@ fn measure(
             pure += cluster.now_ns() - start;
         }
         comm.barrier_with(SETTLE)?;
+        check_result(comm, bench, a, size, (&send, &recv))?;
         comm.reset_arena();
         Ok((pure / iters as f64, 0.0))
     }))?;
     let work = Duration::from_nanos(pure as u64);
-    let (compute, total) = slowest(cluster.run(|comm| {
+    let (compute, total) = slowest(cluster.run(|comm| -> RankPair {
         let (send, recv) = warm_up(comm, bench, a, size)?;
         let (mut compute, mut total) = (0.0, 0.0);
         for _ in 0..iters {
@@ -122,6 +128,7 @@ fn measure(
             total += cluster.now_ns() - start;
         }
         comm.barrier_with(SETTLE)?;
+        check_result(comm, bench, a, size, (&send, &recv))?;
         comm.reset_arena();
         Ok((compute / iters as f64, total / iters as f64))
     }))?;
@@ -149,6 +156,7 @@ fn record(
         total_us: total / 1e3,
         overlap_pct: overlap_pct(pure, compute, total),
         pingpong_ratio: None,
+        conditions: crate::bench::Conditions::of(cfg, bench.check.is_some()),
     }
 }
 

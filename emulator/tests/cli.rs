@@ -699,3 +699,301 @@ fn calibrate_and_validate_refuse_bad_measurements_in_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn bench_checks_every_receive_buffer_and_refuses_a_wrong_result() {
+    let run = |args: &[&str], plant: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_railcoll"));
+        cmd.args(args).env_remove("RAILCOLL_PLANT_WRONG_BYTE");
+        if let Some(p) = plant {
+            cmd.env("RAILCOLL_PLANT_WRONG_BYTE", p);
+        }
+        cmd.output().expect("run railcoll")
+    };
+    let base = [
+        "--mode",
+        "modeled",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+        "--rails",
+        "1",
+        "--sizes",
+        "16",
+        "--iters",
+        "2",
+        "--json",
+    ];
+    for (what, planted, needle) in [
+        // All-gather, rank 3's block 2 (rank 2's data), byte 4.
+        (
+            "allgather",
+            "3:36",
+            "rank 3's receive buffer block 2 (from rank 2), byte 4",
+        ),
+        // Gather: the root's receive buffer is the one checked.
+        (
+            "gather",
+            "0:17",
+            "rank 0's receive buffer block 1 (from rank 1), byte 1",
+        ),
+        // Broadcast: every rank's buffer is the root's.
+        (
+            "bcast",
+            "2:15",
+            "rank 2's buffer block 0 (from rank 0), byte 15",
+        ),
+    ] {
+        for extra in [&[][..], &["--overlap"][..]] {
+            let args = [&["bench", what, "--algo", "all"][..], &base[..], extra].concat();
+            let out = run(&args, Some(planted));
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains(&format!("wrong result: {what} '")) && err.contains(needle),
+                "{args:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "no figure for a wrong result");
+            // Not planted: every algorithm verified; --no-verify: not.
+            for (flag, verified) in [(None, true), (Some("--no-verify"), false)] {
+                let args = [&args[..], flag.as_slice()].concat();
+                let out = run(&args, flag.map(|_| planted));
+                assert!(out.status.success(), "{args:?}: {out:?}");
+                let lines = json_lines(&out);
+                assert!(!lines.is_empty());
+                for v in lines {
+                    assert_eq!(v["verified"], verified, "{v}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn bench_records_carry_every_flag_that_changes_a_figure() {
+    let flags = [
+        "--mode",
+        "modeled",
+        "--nodes",
+        "2",
+        "--sizes",
+        "8",
+        "--iters",
+        "1",
+        "--json",
+        "--faults",
+        "dup=0.1,rail-down=1@1s",
+        "--seed",
+        "9",
+        "--retransmit-timeout",
+        "2ms",
+        "--retry-limit",
+        "4",
+    ];
+    for extra in [&[][..], &["--overlap"][..]] {
+        let args = [
+            &["bench", "alltoall", "--algo", "direct"][..],
+            &flags[..],
+            extra,
+        ]
+        .concat();
+        let lines = json_lines(&railcoll(&args));
+        assert_eq!(lines.len(), 1, "{args:?}");
+        let v = &lines[0];
+        assert_eq!(v["faults"], "dup=0.1,rail-down=1@1s", "{v}");
+        assert_eq!(v["seed"], 9, "{v}");
+        assert_eq!(v["retransmit_timeout_us"], 2000.0, "{v}");
+        assert_eq!(v["retry_limit"], 4, "{v}");
+        assert_eq!(v["verified"], true, "{v}");
+    }
+}
+
+/// stderr of a run that must fail with `code`, on one line.
+fn one_line_error(args: &[&str], code: i32) -> String {
+    let out = railcoll(args);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    err
+}
+
+#[test]
+fn two_outputs_naming_one_file_are_refused_before_the_run() {
+    let dir = temp_dir("same-output");
+    let (a, b) = (dir.join("out.svg"), dir.join(".").join("out.svg"));
+    let err = one_line_error(
+        &[
+            "sweep",
+            "allgather",
+            "--sizes",
+            "4,8",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "1",
+            "-q",
+            "--csv",
+            a.to_str().expect("path"),
+            "--plot",
+            b.to_str().expect("path"),
+        ],
+        2,
+    );
+    assert!(err.contains("--csv and --plot name the same file"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&dir).expect("ls").count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_the_listing_commands_quietly() {
+    for args in [
+        &["tuning", "show"][..],
+        &["schedule", "list"][..],
+        &["profile", "list"][..],
+        &["profile", "show", "qsnet2-dual"][..],
+    ] {
+        // The reader is gone before the command writes: every write
+        // fails with EPIPE.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_railcoll"))
+            .args(args)
+            .env_remove("RAILCOLL_TUNING")
+            .stdout(writer)
+            .output()
+            .expect("run railcoll");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_zero_watchdog_is_a_bad_argument() {
+    let err = one_line_error(&["bench", "barrier", "--watchdog", "0s"], 2);
+    assert!(
+        err.contains("--watchdog") && err.contains("above zero"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_profile_type_error_is_one_line_naming_the_file_and_key() {
+    let dir = temp_dir("profile-type");
+    let text =
+        String::from_utf8(railcoll(&["profile", "show", "qsnet2-dual"]).stdout).expect("utf-8");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("latency_ns ="))
+        .expect("latency_ns");
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, text.replacen(line, "latency_ns = \"fast\"", 1)).expect("write");
+    let err = one_line_error(&["profile", "show", file.to_str().expect("path")], 2);
+    for needle in [
+        file.to_str().expect("path"),
+        "`link.latency_ns`",
+        "expected f64",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+}
+
+#[test]
+fn study_values_are_blamed_on_their_file_and_sizes_are_merged() {
+    let dir = temp_dir("study");
+    let file = dir.join("study.toml");
+    let path = file.to_str().expect("path");
+    std::fs::write(&file, "command = \"sweep allgather\"\nnodes = 0\n").expect("write");
+    let err = one_line_error(&["--config", path], 2);
+    assert!(
+        err.contains(&format!("config '{path}': key 'nodes'")),
+        "{err}"
+    );
+    // The same value on the command line is the flag's.
+    let err = one_line_error(&["sweep", "allgather", "--nodes", "0"], 2);
+    assert!(
+        err.contains("'--nodes <NODES>'") && !err.contains("config"),
+        "{err}"
+    );
+    // A size given many times is one point.
+    let sizes = vec!["4"; 500].join(", ");
+    std::fs::write(
+        &file,
+        format!(
+            "command = \"sweep allgather\"\nnodes = 2\nranks_per_node = 1\nsizes = [{sizes}, 8]\n"
+        ),
+    )
+    .expect("write");
+    let one = ok_json(&["--config", path, "--algo", "direct", "--json", "-q"]);
+    let two = ok_json(&[
+        "sweep",
+        "allgather",
+        "--nodes",
+        "2",
+        "--algo",
+        "direct",
+        "--sizes",
+        "4,4,8,4",
+        "--json",
+        "-q",
+    ]);
+    for doc in [one, two] {
+        let sizes: Vec<u64> = doc["sweeps"][0]["points"]
+            .as_array()
+            .expect("points")
+            .iter()
+            .map(|p| p["size"].as_u64().expect("size"))
+            .collect();
+        assert_eq!(sizes, [4, 8]);
+    }
+}
+
+#[test]
+fn watchdog_reports_name_the_failed_nics_and_the_faults_once() {
+    // One rail, down from the start: every flow passes its retry limit.
+    let base = [
+        "bench",
+        "allgather",
+        "--nodes",
+        "2",
+        "--rails",
+        "1",
+        "--faults",
+        "rail-down=0@0us",
+        "--retransmit-timeout",
+        "1ms",
+        "--retry-limit",
+        "1",
+        "--algo",
+        "direct",
+        "--sizes",
+        "8",
+        "--iters",
+        "1",
+        "--rounds",
+        "1",
+        "--json",
+    ];
+    for (mode, what) in [
+        ("modeled", "modeled run stalled"),
+        ("threads", "threads-mode watchdog"),
+    ] {
+        let args = [&base[..], &["--mode", mode, "--watchdog", "300ms"][..]].concat();
+        let err = one_line_error(&args, 1);
+        assert_eq!(err.matches(what).count(), 1, "{err}");
+        for needle in [
+            "NICs (node.rail) with a flow past its retry limit (peer unreachable): 0.0, 1.0",
+            "faults injected (rail-down=0@0ns)",
+            "rail_down: 4",
+        ] {
+            assert!(err.contains(needle), "{mode}: {needle}: {err}");
+        }
+    }
+}

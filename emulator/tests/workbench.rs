@@ -982,3 +982,169 @@ fn a_short_soak_grows_no_threads_descriptors_or_memory() {
         "resident memory grew by {growth_kib} KiB over 25,000 operations: {out}"
     );
 }
+
+/// `railcoll` with one byte of one rank's checked buffer flipped as the
+/// verifier reads it back (the verifier's test hook).
+fn railcoll_planted(args: &[&str], rank_offset: &str) -> Output {
+    let empty = scratch("no-user-config");
+    railcoll_env(
+        args,
+        &[
+            ("XDG_CONFIG_HOME", &empty),
+            ("RAILCOLL_PLANT_WRONG_BYTE", Path::new(rank_offset)),
+        ],
+    )
+}
+
+#[test]
+fn a_wrong_result_fails_sweep_tune_and_validate_with_nothing_written() {
+    let dir = scratch("wrong");
+    let (csv, svg, table) = (dir.join("a.csv"), dir.join("a.svg"), dir.join("t.toml"));
+    let shape = ["--nodes", "2", "--ranks-per-node", "1", "--rails", "1"];
+    let mut sweep = vec![
+        "sweep", "alltoall", "--algo", "direct", "--sizes", "4,8", "-q",
+    ];
+    sweep.extend_from_slice(&shape);
+    let files = [
+        "--csv",
+        csv.to_str().expect("path"),
+        "--plot",
+        svg.to_str().expect("path"),
+    ];
+    // Rank 1's receive buffer at 8 B blocks: byte 13 is block 1, byte 5.
+    let out = railcoll_planted(&[&sweep[..], &files[..]].concat(), "1:13");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    for needle in [
+        "wrong result: alltoall 'direct' at 8 B",
+        "rank 1's receive buffer block 1 (from rank 1), byte 5",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    assert!(out.stdout.is_empty(), "no table for a wrong result");
+    assert_eq!(
+        std::fs::read_dir(&dir).expect("ls").count(),
+        0,
+        "no CSV, no plot, no partial file"
+    );
+    // Unplanted, the same sweep verifies and writes both.
+    let mut verified = sweep.clone();
+    verified.extend_from_slice(&files);
+    ok(&railcoll(&verified));
+    let rows = std::fs::read_to_string(&csv).expect("csv");
+    assert_eq!(rows.lines().count(), 3, "{rows}");
+    // --no-verify skips the check: the planted byte goes unseen.
+    let mut unchecked = sweep.clone();
+    unchecked.extend_from_slice(&["--no-verify", "--json"]);
+    let v: Value = serde_json::from_str(&ok(&railcoll_planted(&unchecked, "1:13"))).expect("json");
+    assert_eq!(v["sweeps"][0]["points"].as_array().map(Vec::len), Some(2));
+    // tune writes no table for a wrong result.
+    let mut tune = vec!["tune", "alltoall", "--sizes", "4", "-q", "-o"];
+    tune.push(table.to_str().expect("path"));
+    tune.extend_from_slice(&shape);
+    let out = railcoll_planted(&tune, "0:0");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rank 0's receive buffer block 0"));
+    assert!(!table.exists());
+    // validate against the sweep's own CSV: refused with a wrong result.
+    let out = railcoll_planted(
+        &[
+            "validate",
+            "qsnet2-dual",
+            "--measured",
+            csv.to_str().expect("path"),
+            "-q",
+        ],
+        "0:0",
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrong result: alltoall"));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn sweep_records_carry_every_flag_that_changes_a_figure() {
+    let dir = scratch("conditions");
+    let csv = dir.join("f.csv");
+    let flags = [
+        "--faults",
+        "drop=0.01,corrupt=0.001",
+        "--seed",
+        "7",
+        "--retransmit-timeout",
+        "1ms",
+        "--retry-limit",
+        "3",
+    ];
+    let mut args = vec![
+        "sweep",
+        "allgather",
+        "--algo",
+        "direct",
+        "--sizes",
+        "4,64",
+        "-q",
+    ];
+    args.extend_from_slice(&["--nodes", "2", "--ranks-per-node", "1", "--json", "--csv"]);
+    args.push(csv.to_str().expect("path"));
+    for (extra, verified) in [(&flags[..], true), (&["--no-verify"][..], false)] {
+        let args = [&args[..], extra].concat();
+        let v: Value = serde_json::from_str(&ok(&railcoll(&args))).expect("json");
+        let s = &v["sweeps"][0];
+        let text = std::fs::read_to_string(&csv).expect("csv");
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), 2);
+        let col = |name: &str| -> Vec<&str> {
+            let i = header.iter().position(|h| *h == name).expect(name);
+            rows.iter().map(|r| r[i]).collect()
+        };
+        let faulty = verified;
+        let (faults, seed, timeout, limit) = if faulty {
+            ("drop=0.01;corrupt=0.001", "7", "1000", "3")
+        } else {
+            ("none", "0", "", "")
+        };
+        assert_eq!(col("faults"), [faults; 2]);
+        assert_eq!(col("seed"), [seed; 2]);
+        assert_eq!(col("retransmit_timeout_us"), [timeout; 2]);
+        assert_eq!(col("retry_limit"), [limit; 2]);
+        assert_eq!(col("verified"), [verified.to_string().as_str(); 2]);
+        assert_eq!(s["faults"], faults.replace(';', ","));
+        assert_eq!(s["seed"], seed.parse::<u64>().expect("seed"));
+        assert_eq!(s["verified"], verified);
+        if faulty {
+            assert_eq!(s["retransmit_timeout_us"], 1000.0);
+            assert_eq!(s["retry_limit"], 3);
+        } else {
+            assert!(s["retransmit_timeout_us"].is_null() && s["retry_limit"].is_null());
+        }
+    }
+}
+
+#[test]
+fn a_relative_xdg_config_home_is_ignored() {
+    let dir = scratch("xdg-relative");
+    let home = dir.join("home");
+    let out = Command::new(env!("CARGO_BIN_EXE_railcoll"))
+        .args([
+            "tune",
+            "barrier",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "1",
+            "-q",
+        ])
+        .current_dir(&dir)
+        .env_remove("RAILCOLL_TUNING")
+        .env("XDG_CONFIG_HOME", "rel")
+        .env("HOME", &home)
+        .output()
+        .expect("run railcoll");
+    ok(&out);
+    assert!(home.join(".config/railcoll/tuning.toml").is_file());
+    assert!(!dir.join("rel").exists(), "nothing under the relative path");
+}

@@ -254,6 +254,10 @@ fn trace_hashes_do_not_depend_on_the_worker_count() {
         send_len: bench::same_len,
         recv_len: bench::per_rank_len,
         synchronised: true,
+        check: Some(railcoll_emu::verify::Check {
+            collective: railcoll_host::Collective::Allgather,
+            root: 0,
+        }),
     };
     let one = bench::coll_model(cfg.clone(), &profile, &bench, 1, &|_| {}).expect("1 worker");
     let two = bench::coll_model(cfg, &profile, &bench, 2, &|_| {}).expect("2 workers");

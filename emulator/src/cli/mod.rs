@@ -322,6 +322,12 @@ pub struct ModeArgs {
     /// worker count) and fail unless every trace hash is identical.
     #[arg(long)]
     pub check_determinism: bool,
+    /// Skip the check of the results: by default, after the timed calls
+    /// (outside the timed region), every rank's receive buffer is compared
+    /// with the collective's definition, and a wrong result fails the run
+    /// (exit 1) with no figure printed or written.
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 /// Faults injected on the rails, and threads mode's watchdog: shared by
@@ -345,8 +351,19 @@ pub struct FaultArgs {
     /// Threads mode: how long a rank's wait may make no progress before
     /// the run fails with a report naming every rank's pending step
     /// (modeled mode's watchdog works in virtual time).
-    #[arg(long, default_value = "120s", value_parser = parse_time)]
+    #[arg(long, default_value = "120s", value_parser = parse_watchdog)]
     pub watchdog: std::time::Duration,
+}
+
+/// A watchdog's time: a time, and not zero (a wait that may make no
+/// progress for no time at all fails at once).
+fn parse_watchdog(s: &str) -> Result<std::time::Duration, String> {
+    match parse_time(s)? {
+        d if d.is_zero() => Err(format!(
+            "the watchdog needs a time above zero, got '{s}' (accepted: e.g. 500ms, 30s)"
+        )),
+        d => Ok(d),
+    }
 }
 
 impl FaultArgs {
@@ -421,8 +438,43 @@ pub(crate) fn users_tuning() -> Result<std::sync::Arc<TuningTable>, railcoll_hos
     if let Some(table) = TABLE.get() {
         return Ok(std::sync::Arc::clone(table));
     }
-    let table = std::sync::Arc::new(TuningTable::locate()?.0);
+    let table = std::sync::Arc::new(locate_tuning()?.0);
     Ok(std::sync::Arc::clone(TABLE.get_or_init(|| table)))
+}
+
+/// [`TuningTable::locate`] with the user's table where the XDG Base
+/// Directory spec puts it ([`user_tuning_path`]).
+fn locate_tuning()
+-> Result<(TuningTable, railcoll_host::sched::tuning::TuningSource), railcoll_host::Error> {
+    TuningTable::locate_in(
+        std::env::var_os(railcoll_host::sched::tuning::ENV),
+        user_tuning_path(),
+    )
+}
+
+/// The user's tuning table: `$XDG_CONFIG_HOME/railcoll/tuning.toml`, else
+/// `$HOME/.config/railcoll/tuning.toml`. A relative `XDG_CONFIG_HOME` is
+/// ignored, as the XDG Base Directory spec requires (it would name a
+/// different file in every directory the command runs from).
+pub(crate) fn user_tuning_path() -> Option<std::path::PathBuf> {
+    user_tuning_path_in(
+        std::env::var_os("XDG_CONFIG_HOME"),
+        std::env::var_os("HOME"),
+    )
+}
+
+fn user_tuning_path_in(
+    xdg: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<std::path::PathBuf> {
+    let base = xdg
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            home.filter(|h| !h.is_empty())
+                .map(|h| std::path::PathBuf::from(h).join(".config"))
+        })?;
+    Some(base.join("railcoll").join("tuning.toml"))
 }
 
 /// `railcoll bench put`.
@@ -481,7 +533,12 @@ pub fn parse_sizes(s: &str) -> Result<Sizes, String> {
     if sizes.is_empty() {
         return Err("no sizes given (accepted: a list like 8,64,1K or a range like 8..4M)".into());
     }
-    Ok(Sizes(sizes))
+    // A size given twice is one point (first occurrence order kept):
+    // `4,4,4` runs 4 once, not three identical points.
+    let mut seen = std::collections::HashSet::new();
+    Ok(Sizes(
+        sizes.into_iter().filter(|s| seen.insert(*s)).collect(),
+    ))
 }
 
 fn parse_packet_size(s: &str) -> Result<u64, String> {
@@ -504,8 +561,15 @@ pub fn main_with(args: impl IntoIterator<Item = String>) -> i32 {
 
 /// Parse `args` (with any study file spliced in) and run the command.
 pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
-    let args = crate::workbench::config::expand(args.into_iter().collect(), &Cli::command())?;
-    let cli = Cli::try_parse_from(args).map_err(CliError::Arguments)?;
+    let (args, study) =
+        crate::workbench::config::expand_traced(args.into_iter().collect(), &Cli::command())?;
+    // A value the parser refuses that came from a study file is reported
+    // against the file and its key (the flag means little to its author).
+    let cli =
+        Cli::try_parse_from(args).map_err(|e| match study.as_ref().and_then(|s| s.blame(&e)) {
+            Some(message) => CliError::Usage(message),
+            None => CliError::Arguments(e),
+        })?;
     match cli.command {
         Command::Sweep(args) => workbench::run_sweep(&args),
         Command::Trace(args) => workbench::run_trace(&args),
@@ -525,10 +589,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
         } => run_schedule_show(&args),
         Command::Schedule {
             what: ScheduleCommand::List,
-        } => {
-            print!("{}", catalogue::markdown());
-            Ok(())
-        }
+        } => print_text(catalogue::markdown()),
         Command::Tuning {
             what: TuningCommand::Show { tuning },
         } => run_tuning_show(tuning.as_deref()),
@@ -619,13 +680,21 @@ fn run_subject(
     crate::workbench::check_root(root, &shape)?;
     let first = sizes.first().copied().unwrap_or(0);
     let set: AlgoSet = crate::workbench::select(collective, algo, shape, root, first)?;
-    set.with_bench(sizes, iters as usize, rounds as usize, root, |bench| {
-        if overlap {
-            run_overlap(cluster, run, bench)
-        } else {
-            run_coll(cluster, run, bench)
-        }
-    })
+    let verify = !run.no_verify;
+    set.with_bench(
+        sizes,
+        iters as usize,
+        rounds as usize,
+        root,
+        verify,
+        |bench| {
+            if overlap {
+                run_overlap(cluster, run, bench)
+            } else {
+                run_coll(cluster, run, bench)
+            }
+        },
+    )
 }
 
 fn run_catalogue(collective: Collective, args: &CollArgs) -> Result<(), CliError> {
@@ -793,13 +862,14 @@ fn run_tuning_show(file: Option<&std::path::Path>) -> Result<(), CliError> {
             (table, path.display().to_string())
         }
         None => {
-            let (t, source) = TuningTable::locate()?;
+            let (t, source) = locate_tuning()?;
             (t, source.to_string())
         }
     };
-    println!("# tuning table in use: {source}");
-    print!("{}", table.to_toml());
-    Ok(())
+    print_text(format!(
+        "# tuning table in use: {source}\n{}",
+        table.to_toml()
+    ))
 }
 
 fn run_put(args: &PutArgs) -> Result<(), CliError> {
@@ -982,17 +1052,22 @@ fn run_overlap(
 fn run_profile(what: &ProfileCommand) -> Result<(), CliError> {
     match what {
         ProfileCommand::List => {
+            let mut text = String::new();
             for (name, _) in crate::modeled::profile::BUILTIN {
                 let p = Profile::builtin(name).map_err(CliError::BuiltinProfile)?;
-                println!("{name:14} {}", p.description);
+                text.push_str(&format!("{name:14} {}\n", p.description));
             }
+            print_text(text)
         }
-        ProfileCommand::Show { name } => {
-            let (_, text) = Profile::load(name)?;
-            print!("{text}");
-        }
+        ProfileCommand::Show { name } => print_text(Profile::load(name)?.1),
     }
-    Ok(())
+}
+
+/// Print a command's text on stdout: the one way plain output leaves (a
+/// closed pipe, `railcoll tuning show | true`, ends the command quietly,
+/// as a pipe's reader that has read enough expects; `print!` would panic).
+fn print_text(text: impl std::fmt::Display) -> Result<(), CliError> {
+    output(write!(std::io::stdout().lock(), "{text}"))
 }
 
 fn print_coll_table(
@@ -1149,6 +1224,9 @@ mod tests {
         assert_eq!(parse_sizes("8,64,1K"), Ok(Sizes(vec![8, 64, 1024])));
         assert_eq!(parse_sizes("8..64"), Ok(Sizes(vec![8, 16, 32, 64])));
         assert_eq!(parse_sizes("1M..1M"), Ok(Sizes(vec![1 << 20])));
+        assert_eq!(parse_sizes("64,4,64,4K,4"), Ok(Sizes(vec![64, 4, 4096])));
+        let many = vec!["4"; 5000].join(",");
+        assert_eq!(parse_sizes(&many), Ok(Sizes(vec![4])));
         assert!(parse_sizes("64..8").is_err());
         assert!(parse_sizes("0..8").is_err());
         assert!(parse_sizes("abc").is_err());
@@ -1156,6 +1234,21 @@ mod tests {
         assert!(parse_sizes("3G").is_err());
         assert!(parse_packet_size("1000").is_err());
         assert_eq!(parse_packet_size("2K"), Ok(2048));
+    }
+
+    #[test]
+    fn a_relative_xdg_config_home_is_ignored() {
+        let path = |xdg: Option<&str>, home: Option<&str>| {
+            user_tuning_path_in(xdg.map(Into::into), home.map(Into::into))
+        };
+        let home = Some(std::path::PathBuf::from("/h/.config/railcoll/tuning.toml"));
+        assert_eq!(path(Some("rel/cfg"), Some("/h")), home);
+        assert_eq!(path(Some(""), Some("/h")), home);
+        assert_eq!(
+            path(Some("/x"), Some("/h")),
+            Some("/x/railcoll/tuning.toml".into())
+        );
+        assert_eq!(path(Some("rel"), None), None);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use railcoll_host::sched::Shape;
-use railcoll_host::sched::tuning::{self, TuningTable};
+use railcoll_host::sched::tuning::TuningTable;
 
 use super::error::{CliError, output};
 use super::{Sizes, parse_size, parse_sizes};
@@ -46,6 +46,12 @@ pub struct StudyArgs {
     /// Threads running sizes side by side (modeled; default 2).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: Option<u8>,
+    /// Skip the check of the results: by default, after the timed calls
+    /// (outside the timed region), every rank's receive buffer is compared
+    /// with the collective's definition, and a wrong result fails the run
+    /// (exit 1) with no figure printed or written.
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 use crate::workbench::gcd;
@@ -326,6 +332,7 @@ fn specs_for(
                 workers: study.workers(),
                 predict,
                 tuning: tuning.cloned(),
+                verify: !study.no_verify,
             };
             spec.validate().map_err(|e| SpecError::In {
                 source: Box::new(e),
@@ -351,6 +358,11 @@ pub(super) fn run_sweep(args: &SweepArgs) -> Result<(), CliError> {
         vec![base]
     };
     // Outputs are reserved before any work: an unwritable path fails now.
+    let outputs: Vec<(&'static str, &std::path::Path)> = [("csv", &args.csv), ("plot", &args.plot)]
+        .into_iter()
+        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+        .collect();
+    crate::workbench::distinct_outputs(&outputs)?;
     let plot_file = args
         .plot
         .as_deref()
@@ -481,7 +493,7 @@ pub(super) fn run_tune(args: &TuneArgs) -> Result<(), CliError> {
     let target = args
         .output
         .clone()
-        .or_else(tuning::user_path)
+        .or_else(super::user_tuning_path)
         .ok_or_else(|| {
             CliError::Usage(
                 "no --output and no user tuning path (set HOME or XDG_CONFIG_HOME)".into(),

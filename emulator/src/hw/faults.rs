@@ -606,6 +606,46 @@ fn is_collective_hop(packet: &WirePacket) -> bool {
         )
 }
 
+/// What a stall report (either mode's watchdog) says of the rails: the
+/// NICs (`node.rail`, from each NIC's `STATUS`) with a flow past its retry
+/// limit and with a flow moved to its alternate rail, then the faults
+/// injected; empty when there is nothing to say. A flow past its retry
+/// limit explains most stalls under faults.
+pub(crate) fn stall_note(
+    statuses: impl IntoIterator<Item = (usize, usize, u64)>,
+    spec: &FaultSpec,
+    counts: FaultCounts,
+) -> String {
+    use railcoll_fw::abi::regs::Status;
+    let (mut broken, mut migrated) = (Vec::new(), Vec::new());
+    for (node, rail, status) in statuses {
+        let status = Status::from_bits_truncate(status);
+        if status.contains(Status::FLOW_BROKEN) {
+            broken.push(format!("{node}.{rail}"));
+        }
+        if status.contains(Status::MIGRATED) {
+            migrated.push(format!("{node}.{rail}"));
+        }
+    }
+    let mut note = String::new();
+    if !broken.is_empty() {
+        note.push_str(&format!(
+            "; NICs (node.rail) with a flow past its retry limit (peer unreachable): {}",
+            broken.join(", ")
+        ));
+    }
+    if !migrated.is_empty() {
+        note.push_str(&format!(
+            "; NICs (node.rail) with a flow moved to its alternate rail: {}",
+            migrated.join(", ")
+        ));
+    }
+    if !spec.is_none() {
+        note.push_str(&format!("; faults injected ({spec}): {counts:?}"));
+    }
+    note
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,7 +55,7 @@ use super::queue::{ActionQueue, Ports};
 use super::ranks::{RankState, Ranks, Watch};
 pub use super::witness::{Stalled, TraceDigest, TraceRecord};
 use super::witness::{Trace, Watchdog, hash_of, ns, trace_nic, trace_packet, trace_switch};
-use crate::hw::faults::{Fate, FaultCounts, FaultSpec, RailFaults};
+use crate::hw::faults::{Fate, FaultCounts, FaultSpec, RailFaults, stall_note};
 use crate::hw::registers::SharedRegisters;
 use crate::hw::wire::{WirePacket, is_collective, is_control, route_collective};
 use crate::timeline::Timeline;
@@ -540,27 +540,14 @@ impl Kernel {
         let mut report = w
             .watchdog
             .report(why, self.seed, w.now, w.ranks.blocked_ranks());
-        // A flow past its retry limit explains most stalls under faults.
-        let broken = railcoll_fw::abi::regs::Status::FLOW_BROKEN.bits();
-        let nics: Vec<String> = w
-            .nics
-            .iter()
-            .filter(|n| n.regs.nic_read(railcoll_fw::abi::regs::STATUS.offset()) & broken != 0)
-            .map(|n| format!("{}.{}", n.node, n.rail))
-            .collect();
-        if !nics.is_empty() {
-            report.push_str(&format!(
-                "; NICs (node.rail) with a flow past its retry limit (peer unreachable): {}",
-                nics.join(", ")
-            ));
-        }
-        if !w.faults.is_empty() {
-            let counts: FaultCounts = w.faults.iter().map(RailFaults::counts).sum();
-            report.push_str(&format!(
-                "; faults injected ({}): {counts:?}",
-                w.faults[0].spec()
-            ));
-        }
+        let statuses = w.nics.iter().map(|n| {
+            let status = n.regs.nic_read(railcoll_fw::abi::regs::STATUS.offset());
+            (n.node, n.rail, status)
+        });
+        let counts: FaultCounts = w.faults.iter().map(RailFaults::counts).sum();
+        let none = FaultSpec::default();
+        let spec = w.faults.first().map_or(&none, RailFaults::spec);
+        report.push_str(&stall_note(statuses, spec, counts));
         report
     }
 

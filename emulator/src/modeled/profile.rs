@@ -203,7 +203,7 @@ impl Profile {
             name: name.to_string(),
             msg,
         };
-        let p: Profile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let p: Profile = toml::from_str(text).map_err(|e| invalid(toml_problem(text, &e)))?;
         p.validate().map_err(invalid)?;
         Ok(p)
     }
@@ -464,6 +464,36 @@ pub struct Costs {
 /// `bytes` at `ps_per_byte`, rounded to the picosecond.
 pub fn transfer(bytes: u64, ps_per_byte: f64) -> u64 {
     (bytes as f64 * ps_per_byte).round() as u64
+}
+
+/// A TOML error of profile `text` on one line: the key it is at (`link.latency_ns`,
+/// from the error's position: the section header above it and the key on
+/// its line) and the parser's message (what was found, what was
+/// expected), instead of the parser's multi-line excerpt.
+fn toml_problem(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', " ");
+    let Some(at) = e.span().map(|s| s.start.min(text.len())) else {
+        return message;
+    };
+    let before = text.get(..at).unwrap_or("");
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let line_no = before.matches('\n').count() + 1;
+    let section = before[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && !l.starts_with("[["))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"').to_string())
+        .filter(|k| !k.is_empty() && !k.starts_with('#') && !k.starts_with('['));
+    match (section, key) {
+        (Some(s), Some(k)) => format!("key `{s}.{k}` (line {line_no}): {message}"),
+        (None, Some(k)) => format!("key `{k}` (line {line_no}): {message}"),
+        _ => format!("line {line_no}: {message}"),
+    }
 }
 
 #[cfg(test)]

@@ -238,9 +238,9 @@ impl Watchdog {
 
     /// The run stalled: keep `report` (the kernel fails the blocked waits).
     pub(super) fn fail(&mut self, report: String) {
-        // The watchdog speaks on stderr too: the waits it fails only carry a
-        // timeout.
-        eprintln!("railcoll watchdog: {report}");
+        // Not printed here: the run's error carries it to the user once
+        // (`Cluster::check_stalled`, which every caller asks before a
+        // rank's timeout); printing too showed it twice.
         self.failure = Some(report);
         self.stalls += 1;
     }

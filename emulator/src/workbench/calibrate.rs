@@ -161,6 +161,8 @@ pub fn model_p2p(profile: &Profile, points: &[P2pPoint]) -> Result<Vec<f64>, Cal
         }
         Ok(values)
     });
+    // A stalled run's report explains the ranks' timeouts.
+    cluster.check_stalled()?;
     let mut first = None;
     for r in results {
         let v = r.map_err(EmuError::Host)??;

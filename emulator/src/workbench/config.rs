@@ -84,10 +84,55 @@ pub enum ConfigError {
     },
 }
 
+/// Where the flags a study file gave came from, so that a value the
+/// command line's parser refuses is reported against the file and key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Study {
+    /// The file.
+    pub path: String,
+    /// Each flag spliced in: (long name, key as written, value given).
+    pub flags: Vec<(String, String, String)>,
+}
+
+impl Study {
+    /// The message for a parser error `e` caused by one of the file's
+    /// values (the flag and the value it refused are the file's): one line
+    /// naming the file and the key; `None` for any other error.
+    pub fn blame(&self, e: &clap::Error) -> Option<String> {
+        use clap::error::{ContextKind, ContextValue};
+        let text = |kind| match e.get(kind) {
+            Some(ContextValue::String(s)) => Some(s.as_str()),
+            _ => None,
+        };
+        let arg = text(ContextKind::InvalidArg)?;
+        let long = arg.split_whitespace().next()?.strip_prefix("--")?;
+        let value = text(ContextKind::InvalidValue)?;
+        let (_, key, _) = self
+            .flags
+            .iter()
+            .find(|(l, _, v)| l == long && v == value)?;
+        let rendered = e.render().to_string();
+        let first = rendered.lines().next().unwrap_or("invalid value");
+        Some(format!(
+            "config '{}': key '{key}': {}",
+            self.path,
+            first.trim_start_matches("error: ")
+        ))
+    }
+}
+
 /// `args` with the flags of the study file named by `--config` spliced in
 /// after the subcommand (the command line's own flags follow, and win).
 /// Without `--config`, `args` unchanged.
 pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, ConfigError> {
+    expand_traced(args, cli).map(|(args, _)| args)
+}
+
+/// [`expand`], and what the study file gave, if there was one.
+pub fn expand_traced(
+    args: Vec<String>,
+    cli: &Command,
+) -> Result<(Vec<String>, Option<Study>), ConfigError> {
     let mut path = None;
     let mut rest = Vec::with_capacity(args.len());
     let mut it = args.into_iter();
@@ -114,13 +159,15 @@ pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, ConfigErr
         }
     }
     let Some(path) = path else {
-        return Ok(rest);
+        return Ok((rest, None));
     };
     let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
         path: path.clone(),
         source,
     })?;
-    splice(path, &text, rest, cli)
+    let mut flags = Vec::new();
+    let args = splice_traced(path.clone(), &text, rest, cli, &mut flags)?;
+    Ok((args, Some(Study { path, flags })))
 }
 
 /// `rest` (the command line without `--config`) with the flags of the
@@ -128,8 +175,20 @@ pub fn expand(args: Vec<String>, cli: &Command) -> Result<Vec<String>, ConfigErr
 pub fn splice(
     path: String,
     text: &str,
+    rest: Vec<String>,
+    cli: &Command,
+) -> Result<Vec<String>, ConfigError> {
+    splice_traced(path, text, rest, cli, &mut Vec::new())
+}
+
+/// [`splice`], noting in `given` each flag the file gave: (long name,
+/// key, value).
+fn splice_traced(
+    path: String,
+    text: &str,
     mut rest: Vec<String>,
     cli: &Command,
+    given: &mut Vec<(String, String, String)>,
 ) -> Result<Vec<String>, ConfigError> {
     if rest.is_empty() {
         rest.push("railcoll".into());
@@ -208,6 +267,15 @@ pub fn splice(
                 flags.push(format!("--{long}={}", parts.join(",")));
             }
             _ => return Err(bad("must be a string, a number, true/false or a list")),
+        }
+    }
+    for f in &flags {
+        if let Some((long, value)) = f.trim_start_matches("--").split_once('=') {
+            let key = table
+                .keys()
+                .find(|k| k.replace('_', "-") == long)
+                .map_or_else(|| long.to_string(), Clone::clone);
+            given.push((long.to_string(), key, value.to_string()));
         }
     }
     let at = 1 + depth;

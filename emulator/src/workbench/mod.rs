@@ -112,6 +112,17 @@ pub enum OutputError {
         /// Why.
         source: std::io::Error,
     },
+    /// Two outputs of one command name the same file (the second would
+    /// replace the first).
+    #[error("--{first} and --{second} name the same file '{}': give each output its own", .path.display())]
+    SamePath {
+        /// The file.
+        path: PathBuf,
+        /// The first output's flag.
+        first: &'static str,
+        /// The second output's flag.
+        second: &'static str,
+    },
     /// A figure file that is neither SVG nor PNG.
     #[error("plot file '{}' must end in .svg or .png (accepted: FILE.svg, FILE.png)", .0.display())]
     PlotFormat(PathBuf),
@@ -137,7 +148,10 @@ impl OutputError {
     pub fn before_run(&self) -> bool {
         matches!(
             self,
-            OutputError::NotAFileName(_) | OutputError::Reserve { .. } | OutputError::PlotFormat(_)
+            OutputError::NotAFileName(_)
+                | OutputError::Reserve { .. }
+                | OutputError::PlotFormat(_)
+                | OutputError::SamePath { .. }
         )
     }
 }
@@ -247,7 +261,8 @@ impl AlgoSet {
 
     /// Call `f` with the benchmark that times these algorithms on `sizes`
     /// (ignored for a barrier), `iters` operations per sample, `rounds`
-    /// rounds, from `root`. What differs between collectives is only the
+    /// rounds, from `root`, checking every rank's buffers after the timed
+    /// calls if `verify` ([`crate::verify`]). What differs between collectives is only the
     /// buffers: a broadcast has one (the same on every rank), a barrier
     /// none, and the collectives whose every rank's completion needs every
     /// rank's data are separated by a barrier (`synchronised`).
@@ -257,6 +272,7 @@ impl AlgoSet {
         iters: usize,
         rounds: usize,
         root: usize,
+        verify: bool,
         f: impl FnOnce(&CollBench<'_>) -> R,
     ) -> R {
         let (c, algos) = (self.collective, &self.algorithms);
@@ -289,6 +305,10 @@ impl AlgoSet {
             send_len,
             recv_len,
             synchronised,
+            check: verify.then_some(crate::verify::Check {
+                collective: c,
+                root,
+            }),
         })
     }
 }
@@ -397,6 +417,31 @@ pub struct PendingFile {
     target: PathBuf,
     temp: PathBuf,
     done: bool,
+}
+
+/// Refuse two outputs of one command (flag, path) that name one file
+/// (compared as absolute paths, the directory resolved where it exists:
+/// `a.csv` and `./a.csv` are one file).
+pub fn distinct_outputs(outputs: &[(&'static str, &Path)]) -> Result<(), OutputError> {
+    let identity = |p: &Path| -> PathBuf {
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        match (abs.parent().map(std::fs::canonicalize), abs.file_name()) {
+            (Some(Ok(dir)), Some(name)) => dir.join(name),
+            _ => abs,
+        }
+    };
+    for (i, &(first, a)) in outputs.iter().enumerate() {
+        for &(second, b) in &outputs[i + 1..] {
+            if identity(a) == identity(b) {
+                return Err(OutputError::SamePath {
+                    path: b.to_path_buf(),
+                    first,
+                    second,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 impl PendingFile {

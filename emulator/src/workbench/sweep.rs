@@ -23,7 +23,7 @@ use railcoll_host::sched::tuning::TuningTable;
 use railcoll_host::sched::{Params, generate};
 
 use super::{AlgoSet, SpecError};
-use crate::bench::{self, CollRecord};
+use crate::bench::{self, CollRecord, Conditions};
 use crate::cluster::{ClusterConfig, EmuError, Mode};
 use crate::modeled::Profile;
 use railcoll_host::Collective;
@@ -53,6 +53,9 @@ pub struct SweepSpec {
     pub predict: bool,
     /// The table whose choice the `tuned` column shows.
     pub tuning: Option<TuningTable>,
+    /// Check every rank's buffers after the timed calls
+    /// ([`crate::verify`]; `--no-verify` turns it off).
+    pub verify: bool,
 }
 
 /// Why a sweep did not run.
@@ -154,6 +157,9 @@ pub struct Sweep {
     /// Threads mode: the fastest cache-line ping-pong round trip of the
     /// run, ns (the baseline of `pingpong_ratio`).
     pub pingpong_rtt_ns: Option<f64>,
+    /// Faults, seed, retransmission flags, whether results were checked.
+    #[serde(flatten)]
+    pub conditions: Conditions,
 }
 
 impl SweepSpec {
@@ -188,8 +194,13 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
     let set = spec.validate()?;
     let shape = spec.cluster.shape;
     let sizes = spec.run_sizes();
-    let records = set.with_bench(&sizes, spec.iters, spec.rounds, spec.root, |b| {
-        match spec.cluster.mode {
+    let records = set.with_bench(
+        &sizes,
+        spec.iters,
+        spec.rounds,
+        spec.root,
+        spec.verify,
+        |b| match spec.cluster.mode {
             Mode::Modeled => bench::coll_model(
                 spec.cluster.clone(),
                 &spec.profile,
@@ -198,8 +209,8 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
                 progress,
             ),
             Mode::Threads => bench::coll_bench(spec.cluster.clone(), b, progress),
-        }
-    })?;
+        },
+    )?;
     let h = spec.profile.hockney();
     let names = set.names();
     let baseline = spec.subject.baseline().name();
@@ -294,6 +305,7 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
             .filter_map(|r| r.pingpong_rtt_ns)
             .reduce(f64::min),
         points,
+        conditions: Conditions::of(cfg, spec.verify),
     })
 }
 
@@ -412,18 +424,28 @@ pub fn write_table(out: &mut dyn Write, sweep: &Sweep) -> std::io::Result<()> {
 }
 
 /// The CSV header.
-pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,root,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio";
+pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,root,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio,faults,seed,retransmit_timeout_us,retry_limit,verified";
 
-/// Tidy CSV of `sweeps`: one row per (sweep, size, algorithm).
+/// Tidy CSV of `sweeps`: one row per (sweep, size, algorithm). The
+/// faults column separates its terms with `;` (a comma would split it).
 pub fn csv(sweeps: &[Sweep]) -> String {
     let opt = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v}"));
     let mut s = String::from(CSV_HEADER);
     s.push('\n');
     for sw in sweeps {
+        let c = &sw.conditions;
+        let conditions = format!(
+            "{},{},{},{},{}",
+            c.faults.replace(',', ";"),
+            c.seed,
+            opt(c.retransmit_timeout_us),
+            c.retry_limit.map_or_else(String::new, |v| v.to_string()),
+            c.verified
+        );
         for p in &sw.points {
             for m in &p.results {
                 s.push_str(&format!(
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{conditions}\n",
                     sw.collective,
                     sw.mode,
                     sw.profile.as_deref().unwrap_or(""),

@@ -83,6 +83,7 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
         1,
         1,
         spec.root,
+        true,
         |b| -> Result<Vec<f64>, EmuError> {
             if spec.cluster.mode == Mode::Modeled {
                 // Exactly the sweep's point, with a timeline attached.
@@ -99,9 +100,11 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
             let cluster = Cluster::new(bench::coll_config(spec.cluster.clone(), b))?;
             cluster.set_timeline(Arc::clone(&timeline));
             let barrier = railcoll_host::Algorithm::Smp;
-            bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline))
+            let per_rank = bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline));
+            cluster.check_stalled()?;
+            per_rank
                 .into_iter()
-                .map(|r| Ok(r.map_err(EmuError::Host)?.map_err(EmuError::Host)?.0))
+                .map(|r| Ok(r.map_err(EmuError::Host)??.0))
                 .collect()
         },
     )?;

@@ -97,6 +97,7 @@ mod tests {
             hockney: None,
             pingpong_rtt_ns: None,
             points,
+            conditions: crate::bench::Conditions::of(&crate::ClusterConfig::default(), true),
         }
     }
 

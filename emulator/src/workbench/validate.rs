@@ -100,7 +100,12 @@ impl Group {
         }
     }
 
-    fn spec(&self, profile: &Profile, points: &[&CollPoint]) -> Result<SweepSpec, SweepError> {
+    fn spec(
+        &self,
+        profile: &Profile,
+        points: &[&CollPoint],
+        verify: bool,
+    ) -> Result<SweepSpec, SweepError> {
         let placement = self.placement.unwrap_or(Placement::Block);
         let sockets = self
             .sockets
@@ -140,6 +145,7 @@ impl Group {
             workers: 2,
             predict: false,
             tuning: None,
+            verify,
         })
     }
 }
@@ -177,11 +183,13 @@ fn summary(what: String, errors: impl Iterator<Item = f64>) -> Summary {
     }
 }
 
-/// Run the model for every group of `points` under `profile` and compare;
+/// Run the model for every group of `points` under `profile` and compare
+/// (each run's results checked if `verify`, as `sweep` does);
 /// `progress` is called once per finished size.
 pub fn validate(
     profile: &Profile,
     points: &[CollPoint],
+    verify: bool,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Validation, SweepError> {
     let mut groups: Vec<(Group, Vec<&CollPoint>)> = Vec::new();
@@ -196,7 +204,7 @@ pub fn validate(
     let specs = groups
         .iter()
         .map(|(g, pts)| {
-            let spec = g.spec(profile, pts)?;
+            let spec = g.spec(profile, pts, verify)?;
             spec.validate()?;
             Ok(spec)
         })

@@ -1,0 +1,260 @@
+//! The workbench verifies what it times: after the timed calls of a
+//! benchmark (outside the timed region) every rank's receive buffer is
+//! compared with the collective's definition, so no figure is reported
+//! for a collective that delivered wrong data.
+//!
+//! Send data differs per rank and per block ([`block_data`]), so a block
+//! from the wrong rank or in the wrong place is caught, not only a block
+//! that never arrived. Before the timed calls every buffer the collective
+//! writes is set to the complement of what it must hold, so the check
+//! sees what the timed calls wrote and not what the warm-up call left.
+//!
+//! What must hold, rank `i` of `n`, blocks of `size` bytes:
+//! - all-gather: block `j` of rank `i`'s receive buffer is rank `j`'s
+//!   send block;
+//! - all-to-all: block `j` of rank `i`'s receive buffer is block `i` of
+//!   rank `j`'s send buffer;
+//! - gather: the root's receive buffer as all-gather's (other ranks'
+//!   receive buffers are not the collective's);
+//! - broadcast: every rank's buffer is the root's (the root's unchanged);
+//! - barrier: nothing.
+
+use railcoll_host::Comm;
+use railcoll_host::arena::SymBuffer;
+use railcoll_host::sched::Collective;
+
+/// The collective whose results a benchmark checks, and its root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// The collective.
+    pub collective: Collective,
+    /// Its root (gather, broadcast).
+    pub root: usize,
+}
+
+/// A collective that returned with wrong data: where, and the first wrong
+/// byte.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "wrong result: {collective} '{algorithm}' at {size} B: rank {rank}'s {buffer} block {block} (from rank {from}), byte {offset} is {found:#04x}, expected {expected:#04x}; no figure is reported for it (--no-verify skips the check)"
+)]
+pub struct WrongResult {
+    /// The collective.
+    pub collective: &'static str,
+    /// The algorithm.
+    pub algorithm: &'static str,
+    /// Block size, bytes.
+    pub size: usize,
+    /// The rank whose buffer is wrong.
+    pub rank: usize,
+    /// "receive buffer" or "buffer" (a broadcast's).
+    pub buffer: &'static str,
+    /// The block (0 for a broadcast).
+    pub block: usize,
+    /// The rank whose data the block should hold.
+    pub from: usize,
+    /// First wrong byte, from the start of the block.
+    pub offset: usize,
+    /// What it should be.
+    pub expected: u8,
+    /// What it is.
+    pub found: u8,
+}
+
+/// Test hook, not an interface: `RAILCOLL_PLANT_WRONG_BYTE=RANK:OFFSET`
+/// flips byte OFFSET of rank RANK's checked buffer as it is read back, so
+/// the tests can show that a wrong result is caught and reported (the
+/// emulator delivers right data, so nothing else can make one).
+#[doc(hidden)]
+pub const PLANT_ENV: &str = "RAILCOLL_PLANT_WRONG_BYTE";
+
+/// `size` bytes of rank `rank`'s send block `block`: a different sequence
+/// per (rank, block) (splitmix64 of the pair and the word index).
+pub fn block_data(rank: usize, block: usize, size: usize) -> Vec<u8> {
+    let key = ((rank as u64) << 32) ^ block as u64;
+    let mut out = Vec::with_capacity(size + 8);
+    let mut word = 0u64;
+    while out.len() < size {
+        let mut z = key
+            .wrapping_mul(0xD6E8_FEB8_6659_FD93)
+            .wrapping_add(word.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+        word += 1;
+    }
+    out.truncate(size);
+    out
+}
+
+impl Check {
+    /// Rank `rank`'s send buffer (of `n` ranks, blocks of `size`): one
+    /// block, or one per destination for all-to-all.
+    pub fn send_data(&self, rank: usize, n: usize, size: usize) -> Vec<u8> {
+        match self.collective {
+            Collective::Alltoall => (0..n).flat_map(|b| block_data(rank, b, size)).collect(),
+            Collective::Barrier => Vec::new(),
+            _ => block_data(rank, 0, size),
+        }
+    }
+
+    /// What rank `rank`'s checked buffer must hold after the collective,
+    /// with the rank each block comes from; `None` where the collective
+    /// writes nothing of this rank's (a barrier, a gather's non-root).
+    fn expected(&self, rank: usize, n: usize, size: usize) -> Option<(Vec<u8>, Vec<usize>)> {
+        match self.collective {
+            Collective::Allgather => Some((
+                (0..n).flat_map(|j| block_data(j, 0, size)).collect(),
+                (0..n).collect(),
+            )),
+            Collective::Gather if rank == self.root => Some((
+                (0..n).flat_map(|j| block_data(j, 0, size)).collect(),
+                (0..n).collect(),
+            )),
+            Collective::Alltoall => Some((
+                (0..n).flat_map(|j| block_data(j, rank, size)).collect(),
+                (0..n).collect(),
+            )),
+            Collective::Bcast => Some((block_data(self.root, 0, size), vec![self.root])),
+            _ => None,
+        }
+    }
+
+    /// The buffer the collective writes on this rank: a broadcast's one
+    /// buffer, else the receive buffer.
+    fn target<'b>(&self, send: &'b SymBuffer, recv: &'b SymBuffer) -> &'b SymBuffer {
+        if self.collective == Collective::Bcast {
+            send
+        } else {
+            recv
+        }
+    }
+
+    /// Before the timed calls (after the warm-up): set the buffer the
+    /// collective writes on this rank to the complement of what it must
+    /// hold, so every byte the timed calls fail to write is caught.
+    pub fn arm(
+        &self,
+        comm: &Comm,
+        size: usize,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<(), railcoll_host::Error> {
+        // A broadcast's root keeps its source.
+        let source = self.collective == Collective::Bcast && comm.rank() == self.root;
+        let Some((want, _)) = self
+            .expected(comm.rank(), comm.size(), size)
+            .filter(|_| !source)
+        else {
+            return Ok(());
+        };
+        let poison: Vec<u8> = want.iter().map(|b| !b).collect();
+        comm.write_local(self.target(send, recv), 0, &poison)
+    }
+
+    /// After the timed calls: this rank's buffer against the definition;
+    /// the first wrong byte, if any.
+    pub fn check(
+        &self,
+        comm: &Comm,
+        (collective, algorithm, size): (&'static str, &'static str, usize),
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<Result<(), WrongResult>, railcoll_host::Error> {
+        let rank = comm.rank();
+        let Some((want, from)) = self.expected(rank, comm.size(), size) else {
+            return Ok(Ok(()));
+        };
+        let mut got = vec![0u8; want.len()];
+        comm.read_local(self.target(send, recv), 0, &mut got)?;
+        plant(rank, &mut got);
+        let Some(at) = want.iter().zip(&got).position(|(w, g)| w != g) else {
+            return Ok(Ok(()));
+        };
+        let block = at / size.max(1);
+        Ok(Err(WrongResult {
+            collective,
+            algorithm,
+            size,
+            rank,
+            buffer: if self.collective == Collective::Bcast {
+                "buffer"
+            } else {
+                "receive buffer"
+            },
+            block,
+            from: from.get(block).copied().unwrap_or(usize::MAX),
+            offset: at % size.max(1),
+            expected: want[at],
+            found: got[at],
+        }))
+    }
+}
+
+/// The test hook ([`PLANT_ENV`]): flip one byte of `rank`'s buffer.
+fn plant(rank: usize, buf: &mut [u8]) {
+    let Ok(spec) = std::env::var(PLANT_ENV) else {
+        return;
+    };
+    let parsed = spec.split_once(':').and_then(|(r, o)| {
+        Some((
+            r.trim().parse::<usize>().ok()?,
+            o.trim().parse::<usize>().ok()?,
+        ))
+    });
+    if let Some((r, offset)) = parsed
+        && r == rank
+        && let Some(b) = buf.get_mut(offset)
+    {
+        *b ^= 0xff;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_blocks_differ_per_rank_and_block() {
+        let a = block_data(0, 0, 16);
+        assert_eq!(a, block_data(0, 0, 16), "deterministic");
+        assert_ne!(a, block_data(1, 0, 16));
+        assert_ne!(a, block_data(0, 1, 16));
+        assert_ne!(block_data(1, 0, 16), block_data(0, 1, 16));
+        assert_eq!(block_data(3, 2, 5), block_data(3, 2, 16)[..5]);
+    }
+
+    #[test]
+    fn the_expected_buffers_follow_the_definitions() {
+        let (n, size) = (3, 4);
+        let ag = Check {
+            collective: Collective::Allgather,
+            root: 0,
+        };
+        let (want, from) = ag.expected(1, n, size).expect("all-gather");
+        assert_eq!(&want[8..12], &block_data(2, 0, size)[..]);
+        assert_eq!(from, [0, 1, 2]);
+        let a2a = Check {
+            collective: Collective::Alltoall,
+            ..ag
+        };
+        let (want, _) = a2a.expected(1, n, size).expect("all-to-all");
+        // Block 2 of rank 1 is rank 2's block 1.
+        assert_eq!(&want[8..12], &a2a.send_data(2, n, size)[4..8]);
+        let gather = Check {
+            collective: Collective::Gather,
+            root: 2,
+        };
+        assert!(gather.expected(0, n, size).is_none());
+        assert!(gather.expected(2, n, size).is_some());
+        let bcast = Check {
+            collective: Collective::Bcast,
+            root: 1,
+        };
+        assert_eq!(
+            bcast.expected(0, n, size).expect("bcast").0,
+            block_data(1, 0, size)
+        );
+        assert_eq!(bcast.expected(1, n, size).expect("root").1, [1]);
+    }
+}
