@@ -314,6 +314,10 @@ pub struct Conditions {
     /// Every rank's buffers were checked after the timed calls
     /// ([`crate::verify`]); false with `--no-verify`.
     pub verified: bool,
+    /// Every collective call checked its arguments against the other
+    /// ranks' first (`--check`, [`ClusterConfig::check`]): the exchange is
+    /// in the figure.
+    pub checked: bool,
 }
 
 impl Conditions {
@@ -325,6 +329,7 @@ impl Conditions {
             retransmit_timeout_us: cfg.retransmit_timeout.map(|d| d.as_secs_f64() * 1e6),
             retry_limit: cfg.retry_limit,
             verified,
+            checked: cfg.check,
         }
     }
 }
@@ -739,4 +744,127 @@ pub fn coll_bench(
         progress(size);
     }
     Ok(records)
+}
+
+/// What `railcoll bench revoke` measures: how long after one rank's
+/// collective fails every other rank has returned (the revoke), beside
+/// the tuned barrier on the same cluster in the same run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RevokeRecord {
+    /// `threads` or `modeled`.
+    pub mode: &'static str,
+    /// Ranks.
+    pub procs: usize,
+    /// From the failing call to the last other rank's return, us (median
+    /// over rounds): wall time in threads mode, virtual time in modeled.
+    pub revoke_us: f64,
+    /// The slowest round's, us.
+    pub revoke_max_us: f64,
+    /// The tuned barrier's latency, us (median of interleaved rounds).
+    pub barrier_us: f64,
+    /// revoke / barrier (median of per-round ratios).
+    pub barrier_ratio: f64,
+}
+
+/// Measure [`RevokeRecord`] over `rounds` interleaved rounds on `cfg`:
+/// each round times 20 barriers, then a closure in which every rank but
+/// the last waits in an all-gather that the last rank, after 100 us of
+/// its own work, calls with a receive buffer one byte short. Each rank
+/// must return the revoke naming the last rank (anything else fails the
+/// measurement).
+pub fn revoke_bench(
+    cfg: ClusterConfig,
+    profile: Option<&crate::modeled::Profile>,
+    rounds: usize,
+) -> Result<RevokeRecord, EmuError> {
+    let cluster = match profile {
+        Some(p) => Cluster::modeled(cfg, p.clone())?,
+        None => Cluster::new(cfg)?,
+    };
+    let n = cluster.topology().size();
+    if n < 2 {
+        return Err(EmuError::Config("a revoke needs at least two ranks".into()));
+    }
+    let bad = n - 1;
+    let mut revokes = Vec::new();
+    let mut barriers = Vec::new();
+    let mut ratios = Vec::new();
+    for _ in 0..rounds.max(1) {
+        let per_barrier: Vec<f64> = collect_ranks(cluster.run(|comm| {
+            comm.barrier()?;
+            let t0 = cluster.now_ns();
+            for _ in 0..20 {
+                comm.barrier()?;
+            }
+            Ok((cluster.now_ns() - t0) / 20.0)
+        }))?;
+        let barrier = per_barrier.iter().copied().fold(0.0, f64::max);
+        let times: Vec<(f64, f64)> = collect_ranks(cluster.run(|comm| {
+            let send = comm.alloc(64)?;
+            let recv = comm.alloc(64 * n)?;
+            comm.barrier()?;
+            if comm.rank() == bad {
+                comm.compute(Duration::from_micros(100));
+                let t0 = cluster.now_ns();
+                let short = recv.slice(0, 64 * n - 1)?;
+                let failed = comm.allgather(&send, &short);
+                return match failed {
+                    Err(railcoll_host::Error::OutOfBounds { .. }) => Ok((t0, f64::NAN)),
+                    other => Err(railcoll_host::Error::Config(format!(
+                        "the failing rank got {other:?}"
+                    ))),
+                };
+            }
+            match comm.allgather(&send, &recv) {
+                Err(railcoll_host::Error::Revoked { rank, .. }) if rank == bad => {
+                    Ok((f64::NAN, cluster.now_ns()))
+                }
+                other => Err(railcoll_host::Error::Config(format!(
+                    "rank {} got {other:?}, not the revoke",
+                    comm.rank()
+                ))),
+            }
+        }))?;
+        let t0 = times
+            .iter()
+            .map(|t| t.0)
+            .find(|t| !t.is_nan())
+            .unwrap_or(0.0);
+        let last = times
+            .iter()
+            .map(|t| t.1)
+            .filter(|t| !t.is_nan())
+            .fold(t0, f64::max);
+        let revoke = last - t0;
+        revokes.push(revoke);
+        barriers.push(barrier);
+        ratios.push(revoke / barrier);
+    }
+    let max = revokes.iter().copied().fold(0.0, f64::max);
+    Ok(RevokeRecord {
+        mode: cluster_mode_name(&cluster),
+        procs: n,
+        revoke_us: median(&mut revokes) / 1000.0,
+        revoke_max_us: max / 1000.0,
+        barrier_us: median(&mut barriers) / 1000.0,
+        barrier_ratio: median(&mut ratios),
+    })
+}
+
+fn cluster_mode_name(c: &Cluster) -> &'static str {
+    if c.kernel().is_some() {
+        "modeled"
+    } else {
+        "threads"
+    }
+}
+
+/// Every rank's value, or the first error.
+fn collect_ranks<T>(
+    results: Vec<Result<Result<T, railcoll_host::Error>, railcoll_host::Error>>,
+) -> Result<Vec<T>, EmuError> {
+    results
+        .into_iter()
+        .map(|r| r.and_then(|v| v).map_err(EmuError::from))
+        .collect()
 }

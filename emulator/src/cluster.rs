@@ -107,6 +107,12 @@ pub struct ClusterConfig {
     /// firmware's, 16). With the timeout it sets how soon a dead rail is
     /// left: (1 + 2 + 4 + 8 (limit - 2)) timeouts.
     pub retry_limit: Option<u32>,
+    /// Every communicator checks each collective call's arguments against
+    /// the other ranks' ([`CommConfig::check`]; default: on in debug
+    /// builds). The workbench's timed commands turn it off unless asked
+    /// (`--check`): they verify every receive buffer after the timed calls
+    /// instead.
+    pub check: bool,
 }
 
 /// How the emulator runs.
@@ -168,6 +174,7 @@ impl Default for ClusterConfig {
             faults: Arc::new(FaultSpec::default()),
             retransmit_timeout: None,
             retry_limit: None,
+            check: cfg!(debug_assertions),
         }
     }
 }
@@ -669,6 +676,7 @@ impl Cluster {
             policy: self.cfg.policy,
             cq_log2: self.cfg.cq_log2,
             instance,
+            check: self.cfg.check,
             ..CommConfig::new(self.shape, rank)
         }
     }

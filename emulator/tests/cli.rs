@@ -790,6 +790,7 @@ fn bench_records_carry_every_flag_that_changes_a_figure() {
         "2ms",
         "--retry-limit",
         "4",
+        "--check",
     ];
     for extra in [&[][..], &["--overlap"][..]] {
         let args = [
@@ -806,6 +807,7 @@ fn bench_records_carry_every_flag_that_changes_a_figure() {
         assert_eq!(v["retransmit_timeout_us"], 2000.0, "{v}");
         assert_eq!(v["retry_limit"], 4, "{v}");
         assert_eq!(v["verified"], true, "{v}");
+        assert_eq!(v["checked"], true, "{v}");
     }
 }
 

@@ -1076,6 +1076,7 @@ fn sweep_records_carry_every_flag_that_changes_a_figure() {
         "1ms",
         "--retry-limit",
         "3",
+        "--check",
     ];
     let mut args = vec![
         "sweep",
@@ -1112,6 +1113,9 @@ fn sweep_records_carry_every_flag_that_changes_a_figure() {
         assert_eq!(col("retransmit_timeout_us"), [timeout; 2]);
         assert_eq!(col("retry_limit"), [limit; 2]);
         assert_eq!(col("verified"), [verified.to_string().as_str(); 2]);
+        // `--check` went with the faulty flags: the exchange is in the figure.
+        assert_eq!(col("checked"), [faulty.to_string().as_str(); 2]);
+        assert_eq!(s["checked"], faulty);
         assert_eq!(s["faults"], faults.replace(';', ","));
         assert_eq!(s["seed"], seed.parse::<u64>().expect("seed"));
         assert_eq!(s["verified"], verified);

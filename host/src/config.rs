@@ -25,6 +25,13 @@ pub struct CommConfig {
     /// group, so a reused instance would have its barriers released at
     /// once.
     pub instance: u32,
+    /// Check each collective call's arguments against the other ranks'
+    /// before it runs (collective, algorithm, block size, root,
+    /// communicator): a mismatch is a typed error on every rank
+    /// ([`Error::Mismatch`](crate::Error::Mismatch), and the revoke naming it)
+    /// instead of wrong data or a hang. Two puts and a wait per call; on
+    /// by default in debug builds.
+    pub check: bool,
     /// Default rail policy for puts and gets.
     pub policy: RailPolicy,
     /// log2 of command ring entries per rail.
@@ -40,6 +47,7 @@ impl CommConfig {
             arena_size: 64 << 20,
             job_key: 0x5241_494c,
             instance: 0,
+            check: cfg!(debug_assertions),
             policy: RailPolicy::default(),
             cq_log2: 8,
         }

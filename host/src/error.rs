@@ -145,6 +145,12 @@ pub enum Error {
         /// What failed there.
         cause: RevokeCause,
     },
+    /// Two ranks called different collectives at the same point (found by
+    /// the argument check, [`CommConfig::check`](crate::CommConfig::check)):
+    /// what the rank that found it returns; it revokes the communicator, so
+    /// every other rank gets [`Error::Revoked`] with this mismatch.
+    #[error("the ranks disagree: {0}")]
+    Mismatch(Mismatch),
     /// A tuning table that cannot be used: refused where it is read, once,
     /// before any communicator runs a collective with it.
     #[error("tuning table {origin}: {problem}")]
@@ -174,9 +180,6 @@ pub enum RevokeCause {
     /// The algorithm cannot run on this communicator.
     #[error("the algorithm is unsupported here")]
     Unsupported,
-    /// A collective of its was still in flight.
-    #[error("it had a collective in flight")]
-    InFlight,
     /// A wait gave up.
     #[error("a wait timed out")]
     Timeout,
@@ -186,21 +189,13 @@ pub enum RevokeCause {
     /// Anything else (the device, the arena, the configuration).
     #[error("another error")]
     Other,
+    /// The argument check found two ranks calling different collectives
+    /// ([`CommConfig::check`](crate::CommConfig::check)).
+    #[error("{0}")]
+    Mismatch(Mismatch),
 }
 
 impl RevokeCause {
-    /// Every cause, in the order of their codes on the wire.
-    pub const ALL: [RevokeCause; 8] = [
-        RevokeCause::Arguments,
-        RevokeCause::TooLarge,
-        RevokeCause::OverBudget,
-        RevokeCause::Unsupported,
-        RevokeCause::InFlight,
-        RevokeCause::Timeout,
-        RevokeCause::Nic,
-        RevokeCause::Other,
-    ];
-
     /// The cause of `e`, a rank's own failure.
     pub fn of(e: &Error) -> Self {
         match e {
@@ -214,24 +209,96 @@ impl RevokeCause {
                 RevokeCause::OverBudget
             }
             Error::Unsupported { .. } => RevokeCause::Unsupported,
-            Error::CollectiveInFlight(_) => RevokeCause::InFlight,
             Error::Timeout(_) => RevokeCause::Timeout,
             Error::Nic { .. } => RevokeCause::Nic,
+            Error::Mismatch(m) => RevokeCause::Mismatch(*m),
             _ => RevokeCause::Other,
         }
     }
+}
 
-    /// Its code in a notice.
-    pub(crate) fn code(self) -> u8 {
-        Self::ALL.iter().position(|c| *c == self).unwrap_or(0) as u8
+/// Two ranks that called different collectives at the same point of their
+/// programs, as the argument check saw them: `ranks.0` (which found it)
+/// with `values.0`, its neighbour `ranks.1` with `values.1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The communicator's collective call, counted from 1.
+    pub call: u64,
+    /// What differs (the first field that does, in the order of
+    /// [`CheckField`]).
+    pub field: CheckField,
+    /// The two ranks.
+    pub ranks: (usize, usize),
+    /// Their values of `field`.
+    pub values: (CheckValue, CheckValue),
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "collective call {}: rank {} passed {} {} where rank {} passed {}",
+            self.call, self.ranks.0, self.field, self.values.0, self.ranks.1, self.values.1
+        )
     }
+}
 
-    /// The cause of code `code` ([`RevokeCause::Other`] for one unknown).
-    pub(crate) fn from_code(code: u8) -> Self {
-        Self::ALL
-            .get(usize::from(code))
-            .copied()
-            .unwrap_or(RevokeCause::Other)
+/// What the argument check compares, in the order it compares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CheckField {
+    /// The collective.
+    Collective,
+    /// Its algorithm and drive (`name`, `name@nic`, `name@nic-dma`).
+    Algorithm,
+    /// Bytes per block.
+    BlockBytes,
+    /// The root (rooted collectives; 0 otherwise).
+    Root,
+    /// The communicator instance.
+    Communicator,
+}
+
+impl CheckField {
+    /// Every field, in the order of their codes.
+    pub const ALL: [CheckField; 5] = [
+        CheckField::Collective,
+        CheckField::Algorithm,
+        CheckField::BlockBytes,
+        CheckField::Root,
+        CheckField::Communicator,
+    ];
+}
+
+impl std::fmt::Display for CheckField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CheckField::Collective => "collective",
+            CheckField::Algorithm => "algorithm",
+            CheckField::BlockBytes => "block bytes",
+            CheckField::Root => "root",
+            CheckField::Communicator => "communicator",
+        })
+    }
+}
+
+/// A value the argument check compared: a name where the field has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckValue {
+    /// A count (bytes, a rank, an instance).
+    Number(u64),
+    /// A name (a collective, an algorithm).
+    Name(&'static str),
+    /// A code this build cannot name (a rank of another build).
+    Unknown(u64),
+}
+
+impl std::fmt::Display for CheckValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckValue::Number(n) => write!(f, "{n}"),
+            CheckValue::Name(s) => f.write_str(s),
+            CheckValue::Unknown(c) => write!(f, "code {c:#x}"),
+        }
     }
 }
 

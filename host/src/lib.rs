@@ -62,7 +62,7 @@ pub use config::CommConfig;
 pub use endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
-pub use error::{Error, RevokeCause, TuningProblem};
+pub use error::{CheckField, CheckValue, Error, Mismatch, RevokeCause, TuningProblem};
 pub use sched::request::{Persistent, Request};
 pub use sched::{Algorithm, Choice, Collective, Drive};
 pub use stripe::RailPolicy;

@@ -22,12 +22,16 @@
 //!
 //! The switch keeps a fixed table of [`GROUPS`] groups of at most
 //! [`MAX_GROUP_NODES`] nodes; a new group takes a free entry or the least
-//! recently completed one. A group that is collecting is never replaced:
-//! with every entry collecting, a new group's arrival is discarded, as if
-//! it had not come yet (answered with a held packet, so that the member
-//! keeps waiting), and counted when its member re-announces it (a NIC
-//! re-sends an unreleased arrival every timeout, [ELAN-SEM §13] rule 14's
-//! "not ready, retry"). An arrival is never lost once counted.
+//! recently completed one. A group that is collecting is not replaced
+//! while any member re-announces it: with every entry collecting, a new
+//! group's arrival is discarded, as if it had not come yet (answered with
+//! a held packet, so that the member keeps waiting), and counted when its
+//! member re-announces it (a NIC re-sends an unreleased arrival every
+//! timeout, [ELAN-SEM §13] rule 14's "not ready, retry"). A collecting
+//! group that no arrival touched for [`STALE_AFTER`] arrivals is
+//! abandoned (its members gave up and their leaves were lost) and may be
+//! replaced; a member that was only slow re-announces and is counted in a
+//! fresh entry.
 //!
 //! A group's tag (ABI 1.6) is its communicator instance: a communicator
 //! opened over the contexts and nodes of an earlier one numbers its
@@ -46,6 +50,11 @@ use crate::abi::packet::{BarrierPacket, HEADER_LEN, Packet, PacketHeader, Packet
 
 /// Barrier groups the switch tracks at once.
 pub const GROUPS: usize = 32;
+/// A collecting group no arrival touched for this many arrivals at the
+/// switch is abandoned (its members gave up and their leaves were lost:
+/// a live member re-announces its arrival every retransmission timeout)
+/// and may be replaced when the table is full.
+pub const STALE_AFTER: u64 = 1 << 20;
 /// Largest barrier group, in nodes.
 pub const MAX_GROUP_NODES: usize = 256;
 
@@ -107,6 +116,8 @@ struct Group {
     released: Option<u32>,
     /// Completion order, for replacement.
     stamp: u64,
+    /// The switch's arrival count when an arrival last touched it.
+    touched: u64,
 }
 
 impl Group {
@@ -212,6 +223,10 @@ impl Switch {
         if member < b.low_node || member > b.high_node || members > MAX_GROUP_NODES {
             return Forward::Drop;
         }
+        // Every arrival ages every group (an arrival held for want of an
+        // entry too: a table full of abandoned groups must age).
+        self.clock = self.clock.wrapping_add(1);
+        let clock = self.clock;
         let index = match self
             .groups
             .iter()
@@ -219,8 +234,9 @@ impl Switch {
         {
             Some(i) => i,
             None => {
-                // A free entry, else the least recently completed group;
-                // with every group collecting, not yet (see the module doc).
+                // A free entry, else the least recently completed group,
+                // else an abandoned one; with every group collecting, not
+                // yet (see the module doc).
                 let free = self.groups.iter().position(Option::is_none);
                 let completed = || {
                     self.groups
@@ -230,8 +246,17 @@ impl Switch {
                         .min_by_key(|(_, g)| g.map_or(0, |g| g.stamp))
                         .map(|(i, _)| i)
                 };
+                let abandoned = || {
+                    self.groups
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, g)| g.map(|g| (i, g.touched)))
+                        .filter(|(_, t)| clock.wrapping_sub(*t) >= STALE_AFTER)
+                        .min_by_key(|(_, t)| *t)
+                        .map(|(i, _)| i)
+                };
                 // Not yet; the member hears the switch is alive.
-                let Some(victim) = free.or_else(completed) else {
+                let Some(victim) = free.or_else(completed).or_else(abandoned) else {
                     return Forward::HeldOne(b, member);
                 };
                 if let Some(slot) = self.groups.get_mut(victim) {
@@ -246,16 +271,16 @@ impl Switch {
                         count: 0,
                         released: None,
                         stamp: 0,
+                        touched: clock,
                     });
                 }
                 victim
             }
         };
-        self.clock = self.clock.wrapping_add(1);
-        let clock = self.clock;
         let Some(Some(g)) = self.groups.get_mut(index) else {
             return Forward::Drop;
         };
+        g.touched = clock;
         if let Some(r) = g.released
             && !newer(b.seq, r)
         {
@@ -379,6 +404,44 @@ mod tests {
         assert!(matches!(
             s.forward(&arrival_of(99, 3, 1)),
             Forward::ReleaseAll(_)
+        ));
+    }
+
+    /// Groups whose members gave up and whose leaves were lost fill the
+    /// table; once no arrival touched them for [`STALE_AFTER`] arrivals,
+    /// a new group takes one, while a group a member keeps re-announcing
+    /// is kept.
+    #[test]
+    fn abandoned_groups_are_replaced_live_ones_are_not() {
+        let mut s = Switch::new();
+        // Group 0 is live (its member re-announces); the others abandoned.
+        for job in 0..GROUPS as u32 {
+            assert_eq!(s.forward(&arrival_of(job, 2, 1)), Forward::Drop);
+        }
+        let mut last = Forward::Drop;
+        for i in 0..STALE_AFTER {
+            // A new group asks for an entry; group 0's member re-announces
+            // now and then (a timeout is many arrivals long).
+            last = s.forward(&arrival_of(99, 2, 1));
+            if i % 1024 == 0 {
+                assert!(matches!(
+                    s.forward(&arrival_of(0, 2, 1)),
+                    Forward::HeldOne(..)
+                ));
+            }
+            if last == Forward::Drop {
+                break;
+            }
+        }
+        assert_eq!(last, Forward::Drop, "the new group took an abandoned entry");
+        assert!(
+            matches!(s.forward(&arrival_of(99, 3, 1)), Forward::ReleaseAll(b) if b.seq == 1),
+            "and completes"
+        );
+        // The live group kept its counted arrival.
+        assert!(matches!(
+            s.forward(&arrival_of(0, 3, 1)),
+            Forward::ReleaseAll(b) if b.seq == 1
         ));
     }
 

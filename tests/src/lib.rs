@@ -83,18 +83,25 @@ pub fn shared_shape(index: usize) -> bool {
 }
 
 /// A cluster for tests: `nodes x rpn x rails`, 2 KiB packets (Elan4's), one
-/// worker per rail, `arena` bytes per rank, in the suite's [`mode`].
+/// worker per rail, `arena` bytes per rank, in the suite's [`mode`], with
+/// the argument check on.
 pub fn cluster(nodes: usize, rpn: usize, rails: usize, arena: usize) -> Cluster {
-    Cluster::new(ClusterConfig {
+    Cluster::new(cluster_config(nodes, rpn, rails, arena)).expect("test cluster")
+}
+
+/// The configuration of [`cluster`], for tests that change a field.
+pub fn cluster_config(nodes: usize, rpn: usize, rails: usize, arena: usize) -> ClusterConfig {
+    ClusterConfig {
         mode: mode(),
         shape: shape(nodes, rpn, 1, rails, Placement::Block),
         arena_size: arena,
         packet_size: 2048,
         // A deadlock fails the test in seconds, not minutes.
         wait_timeout: std::time::Duration::from_secs(20),
+        // Ranks that disagree get a typed error, whatever the profile.
+        check: true,
         ..ClusterConfig::default()
-    })
-    .expect("test cluster")
+    }
 }
 
 /// One collective call and its check, shared by the byte-exact suite and

@@ -4,7 +4,7 @@
 //! not come (until the wait timeout, or for ever in a loop whose every
 //! wait completes).
 
-use railcoll_host::{Algorithm, Choice, Collective, Comm, Error, RevokeCause};
+use railcoll_host::{Algorithm, CheckField, Choice, Collective, Comm, Error, RevokeCause};
 use railcoll_tests::cluster;
 
 /// Every rank runs `collective` with `algo` on correct buffers, except
@@ -115,6 +115,118 @@ fn an_error_on_one_rank_reaches_every_rank() {
             }) {
                 assert_eq!(r.expect("rank ran"), Ok(()), "after {what}");
             }
+        }
+    }
+}
+
+/// How one rank departs from the others' program.
+#[derive(Clone, Copy, Debug)]
+enum Departure {
+    /// 64-byte blocks where the others pass 128.
+    BlockSize,
+    /// A broadcast from root 1 where the others broadcast from 0.
+    Root,
+    /// `ring` where the others run `direct`.
+    Algorithm,
+    /// `ring@nic` where the others run `ring`.
+    Drive,
+    /// Skips the barrier the others run before an all-gather.
+    SkippedCall,
+}
+
+/// Every rank runs a barrier, then an all-gather (or a broadcast) of
+/// 128-byte blocks with `direct`; rank `odd` departs from it as `how`.
+fn disagreeing(comm: &Comm, how: Departure, odd: usize) -> Result<(), Error> {
+    let n = comm.size();
+    let me_odd = comm.rank() == odd;
+    let send = comm.alloc(128)?;
+    let recv = comm.alloc(128 * n)?;
+    let (block, root, algo) = match how {
+        Departure::BlockSize if me_odd => (64, 0, Choice::host(Algorithm::Direct)),
+        Departure::Root if me_odd => (128, 1, Choice::host(Algorithm::Binomial)),
+        Departure::Root => (128, 0, Choice::host(Algorithm::Binomial)),
+        Departure::Algorithm if me_odd => (128, 0, Choice::host(Algorithm::Ring)),
+        Departure::Drive => (
+            128,
+            0,
+            if me_odd {
+                Choice::nic(Algorithm::Ring)
+            } else {
+                Choice::host(Algorithm::Ring)
+            },
+        ),
+        _ => (128, 0, Choice::host(Algorithm::Direct)),
+    };
+    if !(me_odd && matches!(how, Departure::SkippedCall)) {
+        comm.barrier()?;
+    }
+    let send = send.slice(0, block)?;
+    let recv = recv.slice(0, block * n)?;
+    match how {
+        Departure::Root => comm.broadcast_with(algo, &send, root),
+        _ => comm.allgather_with(algo, &send, &recv),
+    }
+}
+
+/// Ranks that disagree get a typed error, never `Ok` with wrong data: a
+/// rank whose neighbour disagrees returns the mismatch (both ranks, the
+/// field, both values), every other rank the revoke carrying one; the
+/// cluster's next closure runs clean.
+#[test]
+fn ranks_that_disagree_are_named() {
+    let c = cluster(4, 2, 2, 1 << 20);
+    let n = 8;
+    let cases = [
+        (Departure::BlockSize, CheckField::BlockBytes, ["128", "64"]),
+        (Departure::Root, CheckField::Root, ["0", "1"]),
+        (
+            Departure::Algorithm,
+            CheckField::Algorithm,
+            ["direct", "ring"],
+        ),
+        (
+            Departure::Drive,
+            CheckField::Algorithm,
+            ["ring", "ring@nic"],
+        ),
+        (
+            Departure::SkippedCall,
+            CheckField::Collective,
+            ["barrier", "allgather"],
+        ),
+    ];
+    for (i, (how, field, [usual, odd_value])) in cases.into_iter().enumerate() {
+        let odd = (i * 5 + 2) % n;
+        let results = c.run(|comm| disagreeing(comm, how, odd));
+        let mut found = 0;
+        for (rank, r) in results.into_iter().enumerate() {
+            let m = match r.expect("rank ran") {
+                Err(Error::Mismatch(m)) => {
+                    found += 1;
+                    assert_eq!(m.ranks.0, rank, "{how:?}: the finder names itself first");
+                    m
+                }
+                Err(Error::Revoked {
+                    cause: RevokeCause::Mismatch(m),
+                    rank: finder,
+                }) => {
+                    assert_eq!(finder, m.ranks.0, "{how:?}");
+                    m
+                }
+                other => panic!("{how:?}, rank {odd} odd: rank {rank} got {other:?}"),
+            };
+            // The mismatch is between the odd rank and a neighbour of it.
+            let (a, b) = m.ranks;
+            assert!(a == odd || b == odd, "{how:?}: {m}");
+            assert!((a + n - b) % n == 1 || (b + n - a) % n == 1, "{how:?}: {m}");
+            assert_eq!(m.field, field, "{how:?}: {m}");
+            let value_of = |r: usize| if r == odd { odd_value } else { usual };
+            assert_eq!(m.values.0.to_string(), value_of(a), "{how:?}: {m}");
+            assert_eq!(m.values.1.to_string(), value_of(b), "{how:?}: {m}");
+        }
+        assert!(found > 0, "{how:?}: nobody found the mismatch");
+        for r in c.run(|comm| disagreeing(comm, how, n)) {
+            assert_eq!(r.expect("rank ran"), Ok(()), "after {how:?}");
         }
     }
 }

@@ -206,6 +206,23 @@ pub enum BenchCommand {
     Allgather(CollArgs),
     /// All-to-all latency per algorithm and block size.
     Alltoall(CollArgs),
+    /// How long after one rank's collective fails every other rank has
+    /// returned the revoke, beside the tuned barrier.
+    Revoke(RevokeArgs),
+}
+
+/// `railcoll bench revoke`.
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// Cluster shape.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Threads or modeled.
+    #[command(flatten)]
+    pub run: ModeArgs,
+    /// Interleaved rounds (medians are reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub rounds: u16,
 }
 
 /// `railcoll bench gather|allgather|alltoall`.
@@ -353,6 +370,12 @@ pub struct FaultArgs {
     /// (modeled mode's watchdog works in virtual time).
     #[arg(long, default_value = "120s", value_parser = parse_watchdog)]
     pub watchdog: std::time::Duration,
+    /// Check every collective call's arguments against the other ranks'
+    /// before it runs (off by default here: it adds a neighbour exchange
+    /// to every timed call, and the commands verify every receive buffer
+    /// after the timed calls instead).
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// A watchdog's time: a time, and not zero (a wait that may make no
@@ -374,6 +397,7 @@ impl FaultArgs {
             retransmit_timeout: self.retransmit_timeout,
             retry_limit: self.retry_limit,
             wait_timeout: self.watchdog,
+            check: self.check,
             ..cfg
         }
     }
@@ -583,6 +607,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
             BenchCommand::Gather(args) => run_catalogue(Collective::Gather, &args),
             BenchCommand::Allgather(args) => run_catalogue(Collective::Allgather, &args),
             BenchCommand::Alltoall(args) => run_catalogue(Collective::Alltoall, &args),
+            BenchCommand::Revoke(args) => run_revoke(&args),
         },
         Command::Schedule {
             what: ScheduleCommand::Show(args),
@@ -884,6 +909,31 @@ fn run_put(args: &PutArgs) -> Result<(), CliError> {
     let records = records?;
     write_output(args.cluster.json, &records, |out| {
         print_put_table(out, &cfg, &records)
+    })
+}
+
+fn run_revoke(args: &RevokeArgs) -> Result<(), CliError> {
+    let cfg = run_config(&args.cluster, &args.run)?;
+    let profile = match args.run.mode {
+        Mode::Threads => None,
+        Mode::Modeled => Some(Profile::load(&args.run.profile)?.0),
+    };
+    let record = bench::revoke_bench(cfg, profile.as_ref(), usize::from(args.rounds))?;
+    write_output(args.cluster.json, std::slice::from_ref(&record), |out| {
+        writeln!(
+            out,
+            "# revoke: one rank's all-gather fails, the others wait in it ({} ranks, {} mode)",
+            record.procs, record.mode
+        )?;
+        writeln!(
+            out,
+            "# revoke_us  revoke_max_us  barrier_us  revoke/barrier"
+        )?;
+        writeln!(
+            out,
+            "{:10.2}  {:13.2}  {:10.2}  {:14.2}",
+            record.revoke_us, record.revoke_max_us, record.barrier_us, record.barrier_ratio
+        )
     })
 }
 

@@ -476,6 +476,17 @@ impl Kernel {
         w.now = t;
         match action {
             Action::RankRun(r) => {
+                // Only a rank that is ready to run: a resume queued for a
+                // rank that has since finished (a stalled run's ranks
+                // leave their waits in any order) is stale.
+                if !w
+                    .ranks
+                    .slots
+                    .get(r)
+                    .is_some_and(|s| matches!(s.state, RankState::Ready))
+                {
+                    return Next::Continue;
+                }
                 w.watchdog.progress(t);
                 Self::note(w, t, e, 0, r as u64, 0);
                 return Next::Run(r);
@@ -664,12 +675,17 @@ impl Kernel {
             w.ranks.rendezvous.push(rank);
             if w.ranks.rendezvous.len() < w.ranks.active {
                 drop(w);
-                return self.block(rank, Watch::Rendezvous);
+                let met = self.block(rank, Watch::Rendezvous);
+                if met.is_err() {
+                    // Left without meeting (a stalled run): no longer
+                    // waiting here, whatever it does next.
+                    self.lock().ranks.rendezvous.retain(|&r| r != rank);
+                }
+                return met;
             }
             let now = w.now;
             for r in std::mem::take(&mut w.ranks.rendezvous) {
                 if r != rank {
-                    w.ranks.slots[r].state = RankState::Blocked(Watch::Rendezvous);
                     self.resume(&mut w, r, now);
                 }
             }

@@ -94,6 +94,8 @@ pub fn model_p2p(profile: &Profile, points: &[P2pPoint]) -> Result<Vec<f64>, Cal
     let cfg = ClusterConfig {
         shape: railcoll_host::sched::Shape::new(2, 1, 1, 1, Placement::Block)?,
         arena_size: 2 * largest + (1 << 16),
+        // Measurements of the model, not of the argument check.
+        check: false,
         ..ClusterConfig::default()
     };
     let cluster = Cluster::modeled(cfg, profile.clone())?;

@@ -137,6 +137,8 @@ impl Group {
             cluster: ClusterConfig {
                 shape,
                 mode: Mode::Modeled,
+                // The papers' figures have no argument check to pay for.
+                check: false,
                 ..ClusterConfig::default()
             },
             profile: profile.clone(),

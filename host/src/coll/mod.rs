@@ -15,10 +15,14 @@
 //! - `node`: the node segment's phases (node barrier halves, broadcast,
 //!   gather);
 //! - `revoke` and `notice`: failing together, the revoke notice every
-//!   rank's waits observe, and its format.
+//!   rank's waits observe, and its format;
+//! - `check` and `signature`: the argument check, ranks agreeing on each
+//!   call before it runs, and the codes of a call's signature.
 
+pub(crate) mod check;
 mod node;
 pub(crate) mod notice;
 pub(crate) mod revoke;
+pub(crate) mod signature;
 pub(crate) mod state;
 mod sync;

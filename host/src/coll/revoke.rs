@@ -6,10 +6,16 @@
 //! - Every collective call (blocking, a non-blocking start or its
 //!   progress, a persistent collective's creation, start or progress) runs
 //!   through [`Coll::together`]. On a communicator already revoked it
-//!   returns [`Error::Revoked`] at once. When the call fails on this rank,
+//!   returns [`Error::Revoked`] once its arguments are found valid, before
+//!   it posts anything (`Coll::start_run`); a call invalid on this rank
+//!   returns its own error, revoked or not. When the call fails on this rank,
 //!   the rank revokes the communicator: it writes a notice (its rank and
 //!   the [`RevokeCause`]) to its own notice record and puts it to every
-//!   other rank's, and returns its own error.
+//!   other rank's, and returns its own error (also when another rank's
+//!   notice came first: a call every rank got wrong returns each rank its
+//!   own error). A call refused because another collective is still in
+//!   flight (`Error::CollectiveInFlight`) is not a failure: nothing of it
+//!   began, and the caller calls it again once the other completed.
 //! - Every wait of a rank goes through its [`crate::env::NoticeWait`], armed with the
 //!   rank's notice word: once a notice lands, the wait gives up, and the
 //!   call it was part of returns [`Error::Revoked`] naming the rank that
@@ -24,7 +30,7 @@
 //!
 //! The notice's format is in [`super::notice`].
 
-use super::notice::{HEADER_AT, NOTICE_LEN, Notice};
+use super::notice::{NOTICE_LEN, Notice};
 use super::state::Coll;
 use crate::endpoint::TransferOptions;
 use crate::error::{Error, RevokeCause};
@@ -32,26 +38,31 @@ use crate::error::{Error, RevokeCause};
 impl Coll<'_> {
     /// The notice this rank holds, if any.
     pub(crate) fn notice(&self) -> Option<Notice> {
-        let notices = &self.st.bufs.notices;
-        let mut word = [0u8; 8];
-        self.ep.read_local(notices, HEADER_AT, &mut word).ok()?;
-        Notice::of_header(u64::from_le_bytes(word))
+        let mut record = [0u8; NOTICE_LEN];
+        self.ep
+            .read_local(&self.st.bufs.notices, 0, &mut record)
+            .ok()?;
+        Notice::from_bytes(&record)
     }
 
     /// Run `call`, one collective call of this rank, failing together:
     /// see the module documentation.
     pub(crate) fn together<T>(&self, call: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
-        if let Some(n) = self.notice() {
-            return Err(n.into_error());
-        }
         let result = call();
         match result {
-            Err(Error::WouldBlock) => result,
+            // Not a failure: not ready yet (a poll), or a call refused
+            // before it began because another is in flight (the caller
+            // completes that one and calls again; the others are in it).
+            Err(Error::WouldBlock | Error::CollectiveInFlight(_)) => result,
             Err(e) => match self.notice() {
-                // The call failed because another rank's notice ended it.
-                Some(n) if n.rank != self.ep.rank() => Err(n.into_error()),
-                // This rank's own failure, revoked already (by an inner
-                // call: a request's start within `istart`).
+                // A wait the notice of another rank ended: the revoke is
+                // the call's outcome.
+                Some(n) if n.rank != self.ep.rank() && matches!(e, Error::Timeout(_)) => {
+                    Err(n.into_error())
+                }
+                // This rank's own failure, told already (by an inner call:
+                // a request's start within `istart`; or by another rank
+                // that failed the same way at the same time).
                 Some(_) => Err(e),
                 None => {
                     self.revoke(RevokeCause::of(&e));
@@ -62,34 +73,31 @@ impl Coll<'_> {
         }
     }
 
-    /// Post this rank's notice to itself, then to every other rank (each
-    /// put waits to be delivered, ignoring the notice it sends; a rank
+    /// Post this rank's notice to itself, then to every other rank (the
+    /// puts wait to be delivered, ignoring the notice they send; a rank
     /// whose put fails still gets the others').
     fn revoke(&self, cause: RevokeCause) {
         let notice = Notice {
             rank: self.ep.rank(),
             cause,
         };
-        let notices = self.st.bufs.notices;
-        if self
-            .ep
-            .write_local(&notices, HEADER_AT, &notice.header().to_le_bytes())
-            .is_err()
-        {
+        let record = self.st.bufs.notices;
+        if self.ep.write_local(&record, 0, &notice.to_bytes()).is_err() {
             return;
         }
         let opts = TransferOptions {
             wake: true,
             ..TransferOptions::default()
         };
-        let Ok(record) = notices.slice(0, NOTICE_LEN) else {
-            return;
-        };
+        // Every put posted before any is waited for: the last rank hears
+        // one round trip after the first, not n - 1 of them.
         self.st.notice_wait.holding(|| {
-            for peer in (0..self.ep.size()).filter(|&r| r != notice.rank) {
-                if let Ok(h) = self.ep.put_with(&record, peer, &record, opts) {
-                    let _ = h.wait();
-                }
+            let puts: Vec<_> = (0..self.ep.size())
+                .filter(|&r| r != notice.rank)
+                .filter_map(|peer| self.ep.put_with(&record, peer, &record, opts).ok())
+                .collect();
+            for h in puts {
+                let _ = h.wait();
             }
         });
     }

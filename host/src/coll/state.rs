@@ -24,6 +24,11 @@ use crate::sched::{Params, ScheduleSet};
 use crate::shm::{NodeShm, SCHED_FLAG_LINES};
 use railcoll_mem::dma_mem::DmaMemory;
 
+/// Bytes of the argument check's slots ([`super::check`]): this rank's
+/// signature, then two slots from each neighbour (alternate calls), 48
+/// bytes each.
+pub(crate) const CHECK_LEN: usize = 240;
+
 /// Arena buffers and events reserved by every communicator at creation
 /// (before user allocations, so they are symmetric).
 #[derive(Debug)]
@@ -44,6 +49,8 @@ pub(crate) struct CollBuffers {
     /// The revoke notice record ([`super::notice`]): in the cache line of
     /// `switch_seen`, so that reserving it moved no user allocation.
     pub(crate) notices: SymBuffer,
+    /// The argument check's slots ([`super::check`]), when it is on.
+    pub(crate) checks: Option<SymBuffer>,
 }
 
 impl CollBuffers {
@@ -57,6 +64,10 @@ impl CollBuffers {
             switch_entered: ep.alloc_aligned(8, 64)?,
             switch_seen: ep.alloc_aligned(8, 64)?,
             notices: ep.alloc_aligned(super::notice::NOTICE_LEN, 8)?,
+            checks: match ep.config().check {
+                true => Some(ep.alloc_aligned(CHECK_LEN, 64)?),
+                false => None,
+            },
         })
     }
 }
@@ -76,6 +87,8 @@ pub(crate) struct CollSeq {
     /// Switch barriers before this number run without the switch (one
     /// failed; see `Coll::switch_failed`).
     pub(crate) switch_avoid_until: Cell<u32>,
+    /// Collective calls the argument check has seen.
+    pub(crate) checked_calls: Cell<u64>,
 }
 
 /// Schedules a communicator caches (persistent collectives reuse theirs).

@@ -372,6 +372,12 @@ impl<'a> Coll<'a> {
                 });
             }
         }
+        // The call is valid here: on a revoked communicator it posts
+        // nothing; then the ranks agree on it (when the check is on).
+        if let Some(n) = self.notice() {
+            return Err(n.into_error());
+        }
+        self.check_arguments(p)?;
         let parity = (self.st.exec.calls.get() % 2) as usize;
         if set.counters > 0 || set.scratch_blocks > 0 {
             self.prepare(&set, parity)?;

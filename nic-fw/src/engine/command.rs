@@ -30,7 +30,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         while !CHAIN_RING.is_empty(self.chain_head, self.chain_tail) {
             let slot = CHAIN_RING.slot(self.chain_head);
             let Some(Some(entry)) = self.chain.get(slot).copied() else {
-                // Unreachable by construction; recover by dropping the slot.
+                // Cancelled: its context was detached.
                 self.chain_head = self.chain_head.wrapping_add(1);
                 continue;
             };

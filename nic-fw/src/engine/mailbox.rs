@@ -88,6 +88,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     return Err(ErrorCode::Busy);
                 }
                 self.cancel_collectives(ctx);
+                // Chained commands of the context not run yet: the next
+                // owner of the index must not run them.
+                for entry in self.chain.iter_mut() {
+                    if entry.is_some_and(|e| e.ctx == ctx) {
+                        *entry = None;
+                    }
+                }
                 for r in self.regions.iter_mut() {
                     if r.is_some_and(|r| r.ctx == ctx) {
                         *r = None;
