@@ -766,8 +766,8 @@ pub struct RevokeRecord {
     pub barrier_ratio: f64,
 }
 
-/// Measure [`RevokeRecord`] over `rounds` interleaved rounds on `cfg`:
-/// each round times 20 barriers, then a closure in which every rank but
+/// Measure [`RevokeRecord`] over `rounds` rounds, each on a fresh cluster
+/// of `cfg`: each round times 20 barriers, then a closure in which every rank but
 /// the last waits in an all-gather that the last rank, after 100 us of
 /// its own work, calls with a receive buffer one byte short. Each rank
 /// must return the revoke naming the last rank (anything else fails the
@@ -777,11 +777,7 @@ pub fn revoke_bench(
     profile: Option<&crate::modeled::Profile>,
     rounds: usize,
 ) -> Result<RevokeRecord, EmuError> {
-    let cluster = match profile {
-        Some(p) => Cluster::modeled(cfg, p.clone())?,
-        None => Cluster::new(cfg)?,
-    };
-    let n = cluster.topology().size();
+    let n = cfg.shape.size();
     if n < 2 {
         return Err(EmuError::Config("a revoke needs at least two ranks".into()));
     }
@@ -789,7 +785,17 @@ pub fn revoke_bench(
     let mut revokes = Vec::new();
     let mut barriers = Vec::new();
     let mut ratios = Vec::new();
+    let mut mode = "threads";
     for _ in 0..rounds.max(1) {
+        // A fresh cluster each round: a modeled all-gather in a later
+        // closure of a reused cluster is slower by about two
+        // retransmission timeouts (issue 27's note), which would be
+        // measured instead of the revoke.
+        let cluster = match profile {
+            Some(p) => Cluster::modeled(cfg.clone(), p.clone())?,
+            None => Cluster::new(cfg.clone())?,
+        };
+        mode = cluster_mode_name(&cluster);
         let per_barrier: Vec<f64> = collect_ranks(cluster.run(|comm| {
             comm.barrier()?;
             let t0 = cluster.now_ns();
@@ -842,7 +848,7 @@ pub fn revoke_bench(
     }
     let max = revokes.iter().copied().fold(0.0, f64::max);
     Ok(RevokeRecord {
-        mode: cluster_mode_name(&cluster),
+        mode,
         procs: n,
         revoke_us: median(&mut revokes) / 1000.0,
         revoke_max_us: max / 1000.0,
