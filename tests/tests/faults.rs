@@ -353,7 +353,11 @@ fn switch_barriers_survive_rail_0_flapping() {
 fn a_rail_that_comes_back_is_ridden_out() {
     let mode = railcoll_tests::mode();
     let shape = Shape::new(4, 2, 1, 2, Placement::Block).expect("shape");
-    let cluster = faulty_cluster(shape, mode, "rail-down=1@0us,rail-up=1@20ms", 3);
+    // 100 ms, not 20: on a loaded machine the cluster's first packet can
+    // come after 20 ms of its clock, and the outage then hit nothing (the
+    // test failed so, before issue 27's changes too). Within the retry
+    // budget all the same: 119 backed-off timeouts of 2 ms.
+    let cluster = faulty_cluster(shape, mode, "rail-down=1@0us,rail-up=1@100ms", 3);
     let mut draw = Draw(99);
     let cases: Vec<Case> = (0..6).map(|_| random_case(&mut draw, shape)).collect();
     let allgather = Case {
