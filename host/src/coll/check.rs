@@ -26,7 +26,7 @@
 //!
 //! Cost: two puts and one wait per call, measured in docs/performance.md.
 
-use super::signature::{code_of, decode};
+use super::signature::{code_of, decode, from_le_bytes, to_le_bytes};
 use super::state::{CHECK_LEN, Coll};
 use crate::endpoint::TransferOptions;
 use crate::env::{WordTest, WordWatch};
@@ -43,14 +43,6 @@ const _: () = assert!(CHECK_LEN == 5 * SIGNATURE_LEN);
 type Signature = [u64; 6];
 /// Where the call number is.
 const CALL_AT: usize = 5;
-
-fn to_bytes(sig: &Signature) -> [u8; SIGNATURE_LEN] {
-    let mut out = [0u8; SIGNATURE_LEN];
-    for (chunk, w) in out.chunks_exact_mut(8).zip(sig) {
-        chunk.copy_from_slice(&w.to_le_bytes());
-    }
-    out
-}
 
 impl Coll<'_> {
     /// Agree with both neighbours on the call about to run `p` (see the
@@ -77,7 +69,8 @@ impl Coll<'_> {
         let slot =
             |side: usize| slots.slice((1 + 2 * side + parity) * SIGNATURE_LEN, SIGNATURE_LEN);
         let source = slots.slice(0, SIGNATURE_LEN)?;
-        self.ep.write_local(&source, 0, &to_bytes(&mine))?;
+        self.ep
+            .write_local(&source, 0, &to_le_bytes::<6, SIGNATURE_LEN>(mine))?;
         let left = (me + n - 1) % n;
         let right = (me + 1) % n;
         let opts = TransferOptions {
@@ -108,10 +101,7 @@ impl Coll<'_> {
         for (side, neighbour) in [(0, left), (1, right)] {
             let mut bytes = [0u8; SIGNATURE_LEN];
             self.ep.read_local(&slot(side)?, 0, &mut bytes)?;
-            let theirs: Vec<u64> = bytes
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                .collect();
+            let theirs: Signature = from_le_bytes(&bytes);
             let differing = CheckField::ALL
                 .iter()
                 .zip(&mine)

@@ -109,22 +109,12 @@ impl Notice {
 
     /// The record as bytes.
     pub(crate) fn to_bytes(self) -> [u8; NOTICE_LEN] {
-        let mut out = [0u8; NOTICE_LEN];
-        for (chunk, w) in out.chunks_exact_mut(8).zip(self.encode()) {
-            chunk.copy_from_slice(&w.to_le_bytes());
-        }
-        out
+        signature::to_le_bytes(self.encode())
     }
 
     /// The notice of a record's bytes.
     pub(crate) fn from_bytes(bytes: &[u8; NOTICE_LEN]) -> Option<Self> {
-        let mut words = [0u64; 4];
-        for (w, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(chunk);
-            *w = u64::from_le_bytes(b);
-        }
-        Self::decode(words)
+        Self::decode(signature::from_le_bytes(bytes))
     }
 
     pub(crate) fn into_error(self) -> Error {

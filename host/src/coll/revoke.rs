@@ -38,6 +38,11 @@ use crate::error::{Error, RevokeCause};
 impl Coll<'_> {
     /// The notice this rank holds, if any.
     pub(crate) fn notice(&self) -> Option<Notice> {
+        // Every call asks (`Coll::start_run`): one load of the header word
+        // while none has come, the record only once one has.
+        if !self.st.notice_wait.noticed() {
+            return None;
+        }
         let mut record = [0u8; NOTICE_LEN];
         self.ep
             .read_local(&self.st.bufs.notices, 0, &mut record)

@@ -86,6 +86,27 @@ pub(crate) fn encode(value: CheckValue) -> u64 {
     }
 }
 
+/// `words` as little-endian bytes (`B` = 8 x `W`): how a signature and
+/// a notice record cross to other ranks.
+pub(crate) fn to_le_bytes<const W: usize, const B: usize>(words: [u64; W]) -> [u8; B] {
+    let mut out = [0u8; B];
+    for (chunk, w) in out.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&w.to_le_bytes());
+    }
+    out
+}
+
+/// The words of little-endian `bytes` (the inverse of [`to_le_bytes`]).
+pub(crate) fn from_le_bytes<const W: usize>(bytes: &[u8]) -> [u64; W] {
+    let mut words = [0u64; W];
+    for (w, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        *w = u64::from_le_bytes(b);
+    }
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
