@@ -46,8 +46,10 @@ def bench(collective, algos, native, sizes, shape, mode="modeled"):
     for a in algos:
         names += [a, a + "@nic"] + ([a + "@nic-dma"] if mode == "modeled" else [])
     names.append(native)
+    # The SHMEM buffer contract: under MPI's the readiness waits before a
+    # chained put are the host's (docs/offload.md, "The buffer contract").
     cmd = [R, "bench", collective, "--overlap", "--json", "--mode", mode,
-           "--algo", ",".join(names)] + shape
+           "--contract", "shmem", "--algo", ",".join(names)] + shape
     if mode == "modeled":
         cmd += ["--profile", "qsnet2-dual", "--iters", "1"]
     else:

@@ -318,6 +318,9 @@ pub struct Conditions {
     /// ranks' first (`--check`, [`ClusterConfig::check`]): the exchange is
     /// in the figure.
     pub checked: bool,
+    /// The buffer contract (`--contract`, [`ClusterConfig::contract`]):
+    /// `mpi`'s readiness messages are in the figure, `shmem` has none.
+    pub contract: String,
 }
 
 impl Conditions {
@@ -330,6 +333,7 @@ impl Conditions {
             retry_limit: cfg.retry_limit,
             verified,
             checked: cfg.check,
+            contract: cfg.contract.name().to_string(),
         }
     }
 }
@@ -563,7 +567,7 @@ pub(crate) fn timed_calls(
         }
         comm.barrier_with(SETTLE)?;
         check_result(comm, bench, a, size, (&send, &recv))?;
-        comm.reset_arena();
+        comm.reset_arena()?;
         Ok((total / bench.iters.max(1) as f64, span))
     })
 }
@@ -707,7 +711,7 @@ pub fn coll_bench(
                     }
                     comm.barrier_with(SETTLE)?;
                     check_result(comm, bench, a, size, (&send, &recv))?;
-                    comm.reset_arena();
+                    comm.reset_arena()?;
                     Ok(total / bench.iters.max(1) as f64)
                 });
                 cluster.check_stalled()?;

@@ -110,7 +110,7 @@ fn measure(
         }
         comm.barrier_with(SETTLE)?;
         check_result(comm, bench, a, size, (&send, &recv))?;
-        comm.reset_arena();
+        comm.reset_arena()?;
         Ok((pure / iters as f64, 0.0))
     }))?;
     let work = Duration::from_nanos(pure as u64);
@@ -129,7 +129,7 @@ fn measure(
         }
         comm.barrier_with(SETTLE)?;
         check_result(comm, bench, a, size, (&send, &recv))?;
-        comm.reset_arena();
+        comm.reset_arena()?;
         Ok((compute / iters as f64, total / iters as f64))
     }))?;
     Ok((pure, compute, total))

@@ -129,7 +129,7 @@ pub fn soak(
                 }
             }
             comm.barrier()?;
-            comm.reset_arena();
+            comm.reset_arena()?;
             Ok(())
         });
         cluster.check_stalled()?;

@@ -187,12 +187,33 @@ impl Comm {
     }
 
     /// Free every user allocation of the arena (all ranks together; the
-    /// communicator's own buffers stay). Not while a non-blocking or
-    /// persistent collective is in flight: its NICs may still write the
+    /// communicator's own buffers stay). Refused, with nothing freed, while
+    /// a non-blocking or persistent collective is in flight
+    /// ([`Error::CollectiveInFlight`]): its NICs may still write the
     /// buffers being freed (complete it, or drop it, first).
-    pub fn reset_arena(&self) {
+    ///
+    /// ```
+    /// # use railcoll_emu::{Cluster, ClusterConfig};
+    /// # let cluster = Cluster::new(ClusterConfig::default())?;
+    /// # let out = cluster.run(|comm| -> Result<(), railcoll_host::Error> {
+    /// let send = comm.alloc(64)?;
+    /// let recv = comm.alloc(64 * comm.size())?;
+    /// let request = comm.iallgather(&send, &recv)?;
+    /// assert!(comm.reset_arena().is_err(), "the all-gather may still write recv");
+    /// request.wait()?;
+    /// comm.reset_arena()?; // send and recv are gone; the next alloc reuses them
+    /// # Ok(())
+    /// # });
+    /// # for r in out { r??; }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reset_arena(&self) -> Result<(), Error> {
+        if let Some(name) = self.coll.exec.in_flight.get() {
+            return Err(Error::CollectiveInFlight(name));
+        }
         self.ep.reset_arena();
         self.coll.forget_scratch();
+        Ok(())
     }
 
     /// Copy `data` into the local arena at `buf + offset`.
@@ -384,6 +405,9 @@ impl Comm {
 
     /// Broadcast `buf` (the same symmetric buffer on every rank) from
     /// `root` with the tuned algorithm (`smp` where no rule applies).
+    /// Under either buffer contract a broadcast writes a rank's `buf` only
+    /// after that rank has entered the call (by construction, proved for
+    /// every broadcast), so broadcasts follow each other with no barrier.
     pub fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
         self.together(|c| c.broadcast(buf, root))
     }
@@ -413,8 +437,9 @@ impl Comm {
     // --- Schedule collectives (see `crate::sched`) ----------------------
 
     /// Gather `send` (one block) of every rank into `recv` (one block per
-    /// rank, in rank order) on `root`, with the tuned algorithm. See the
-    /// buffer contract in [`crate::sched`].
+    /// rank, in rank order) on `root`, with the tuned algorithm. `recv`
+    /// holds `size() * send.len()` bytes on every rank (only the root's is
+    /// written). Buffers: as [`Comm::allgather`]'s.
     pub fn gather(&self, send: &SymBuffer, recv: &SymBuffer, root: usize) -> Result<(), Error> {
         self.together(|c| c.gather(send, recv, root))
     }
@@ -432,6 +457,39 @@ impl Comm {
 
     /// All-gather `send` (one block) of every rank into `recv` of every
     /// rank (one block per rank, in rank order), with the tuned algorithm.
+    ///
+    /// Buffers (the same rules for every collective call): `recv` holds at
+    /// least `size() * send.len()` bytes, or the call is
+    /// [`Error::OutOfBounds`] here and a revoke on the other ranks. Under
+    /// the default MPI contract ([`CommConfig::contract`](crate::CommConfig::contract)) the call
+    /// writes this rank's buffers only after this rank has entered it, and
+    /// nobody touches them once it has returned: read the result, rewrite
+    /// `send` and call again on the same buffers, with no barrier. Under
+    /// [`BufferContract::Shmem`](crate::BufferContract::Shmem), calls whose buffers overlap need a
+    /// barrier between them. A non-blocking call's buffers are the
+    /// collective's until its request completes.
+    ///
+    /// ```
+    /// # use railcoll_emu::{Cluster, ClusterConfig};
+    /// # let cluster = Cluster::new(ClusterConfig::default())?;
+    /// # let results = cluster.run(|comm| -> Result<(), railcoll_host::Error> {
+    /// let (n, me) = (comm.size(), comm.rank() as u64);
+    /// let send = comm.alloc(8)?;
+    /// let recv = comm.alloc(8 * n)?;
+    /// let mut got = vec![0u8; 8 * n];
+    /// for round in 0..3u64 {
+    ///     comm.write_local(&send, 0, &(100 * round + me).to_le_bytes())?;
+    ///     comm.allgather(&send, &recv)?; // no barrier between the rounds
+    ///     comm.read_local(&recv, 0, &mut got)?;
+    ///     for (r, block) in got.chunks(8).enumerate() {
+    ///         assert_eq!(block, (100 * round + r as u64).to_le_bytes());
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # });
+    /// # for r in results { r??; }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn allgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
         self.together(|c| c.allgather(send, recv))
     }
@@ -447,7 +505,8 @@ impl Comm {
     }
 
     /// All-to-all: block `j` of `send` (N equal blocks) goes to block
-    /// `rank` of rank `j`'s `recv`, with the tuned algorithm.
+    /// `rank` of rank `j`'s `recv`, with the tuned algorithm. Buffers: as
+    /// [`Comm::allgather`]'s.
     pub fn alltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
         self.together(|c| c.alltoall(send, recv))
     }

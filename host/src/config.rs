@@ -32,6 +32,9 @@ pub struct CommConfig {
     /// instead of wrong data or a hang. Two puts and a wait per call; on
     /// by default in debug builds.
     pub check: bool,
+    /// When a collective may write another rank's buffers: the MPI
+    /// contract (the default) or the faster SHMEM-style one.
+    pub contract: BufferContract,
     /// Default rail policy for puts and gets.
     pub policy: RailPolicy,
     /// log2 of command ring entries per rail.
@@ -48,8 +51,64 @@ impl CommConfig {
             job_key: 0x5241_494c,
             instance: 0,
             check: cfg!(debug_assertions),
+            contract: BufferContract::Mpi,
             policy: RailPolicy::default(),
             cq_log2: 8,
+        }
+    }
+}
+
+/// When a collective call may write a rank's buffers: what a program must
+/// do between two calls whose buffers overlap. docs/performance.md
+/// measures both.
+///
+/// ```
+/// use railcoll_host::topology::Shape;
+/// use railcoll_host::{BufferContract, CommConfig, Placement};
+///
+/// let shape = Shape::new(2, 1, 1, 1, Placement::Block).expect("a valid shape");
+/// let mut cfg = CommConfig::new(shape, 0);
+/// assert_eq!(cfg.contract, BufferContract::Mpi);
+/// // The program separates overlapping calls with barriers itself:
+/// cfg.contract = BufferContract::Shmem;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BufferContract {
+    /// MPI's: a rank's buffers are written only after it has entered the
+    /// call, and nobody touches them once it has returned, so calls may
+    /// follow each other on the same buffers with no barrier. Each rank
+    /// tells the ranks that write to it that it has entered (the
+    /// readiness guard, `sched::persist`), one small message per writer,
+    /// where the algorithm could otherwise write early (a broadcast never
+    /// does, and is not guarded).
+    #[default]
+    Mpi,
+    /// SHMEM's (and libelan's): a call may write another rank's buffers
+    /// as soon as any rank has entered it, so calls whose buffers overlap
+    /// must be separated by a barrier (or their data may be overwritten
+    /// before it is read). No readiness messages.
+    Shmem,
+}
+
+impl BufferContract {
+    /// Its name on the command line and in records (`mpi`, `shmem`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferContract::Mpi => "mpi",
+            BufferContract::Shmem => "shmem",
+        }
+    }
+}
+
+impl std::str::FromStr for BufferContract {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "mpi" => Ok(BufferContract::Mpi),
+            "shmem" => Ok(BufferContract::Shmem),
+            other => Err(crate::error::Error::Config(format!(
+                "unknown buffer contract {other:?}: mpi or shmem"
+            ))),
         }
     }
 }

@@ -58,7 +58,7 @@ pub mod stripe;
 pub mod topology;
 
 pub use comm::Comm;
-pub use config::CommConfig;
+pub use config::{BufferContract, CommConfig};
 pub use endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };

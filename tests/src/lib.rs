@@ -227,7 +227,7 @@ pub mod coll {
         }
         // Every rank's buffers are free again before the next case.
         comm.barrier().map_err(|e| e.to_string())?;
-        comm.reset_arena();
+        comm.reset_arena().map_err(|e| e.to_string())?;
         Ok(())
     }
 }

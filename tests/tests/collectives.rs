@@ -278,7 +278,7 @@ fn tuned_calls_run_back_to_back() {
             comm.gather(&send, &recv, n - 1)
                 .map_err(|e| e.to_string())?;
             comm.barrier().map_err(|e| e.to_string())?;
-            comm.reset_arena();
+            comm.reset_arena().map_err(|e| e.to_string())?;
         }
         Ok(())
     });

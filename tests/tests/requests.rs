@@ -8,9 +8,13 @@
 //! - an offloaded collective completes while every rank's host is away
 //!   (blocked on something unrelated in threads mode, computing in
 //!   modeled mode); the host-driven form of the same algorithm does not
-//!   (modeled mode, where that is deterministic);
-//! - one collective in flight per communicator: a second start is a typed
-//!   error, and nothing is lost by it.
+//!   (modeled mode, where that is deterministic). Under the SHMEM buffer
+//!   contract: under MPI's, the readiness waits before the chained puts
+//!   are the host's, and a host away leaves them unarmed (the NICs
+//!   cannot yet wait for readiness themselves);
+//! - one collective in flight per communicator: a second start, or
+//!   freeing the arena under it, is a typed error, and nothing is lost by
+//!   it.
 //!
 //! Polling with `test` and completing with `wait` on every algorithm and
 //! shape is in `collectives.rs` (the call form rotates over its cases).
@@ -121,7 +125,7 @@ fn persistent_collectives_restart_a_thousand_times_on_changing_data() {
             started += p.starts();
             drop(p);
             comm.barrier().map_err(|e| e.to_string())?;
-            comm.reset_arena();
+            comm.reset_arena().map_err(|e| e.to_string())?;
         }
         Ok(started)
     });
@@ -150,6 +154,7 @@ const ON_THE_NICS: [(usize, usize, Algorithm, Choice); 2] = [
 
 fn one_rail_cluster(nodes: usize, ranks_per_node: usize) -> railcoll_emu::Cluster {
     railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+        contract: railcoll_host::BufferContract::Shmem,
         shape: railcoll_tests::shape(nodes, ranks_per_node, 1, 1, Placement::Block),
         mode: railcoll_tests::mode(),
         arena_size: 1 << 20,
@@ -277,7 +282,7 @@ fn computing_hosts(nodes: usize, rpn: usize, drives: [Choice; 2]) {
             req.wait().map_err(|e| e.to_string())?;
             check_output(comm, Collective::Allgather, &recv, RING_BYTES, 0, 0)?;
             comm.barrier().map_err(|e| e.to_string())?;
-            comm.reset_arena();
+            comm.reset_arena().map_err(|e| e.to_string())?;
             Ok(landed)
         });
         for (rank, r) in results.into_iter().enumerate() {
@@ -310,6 +315,18 @@ fn a_second_collective_while_one_is_in_flight_is_refused_and_nothing_is_lost() {
         match comm.ibarrier() {
             Err(Error::CollectiveInFlight(_)) => {}
             other => return Err(format!("an ibarrier during an all-gather: {other:?}")),
+        }
+        // Freeing the arena under it is refused, and frees nothing: the
+        // next allocation lies past the all-gather's buffers.
+        match comm.reset_arena() {
+            Err(Error::CollectiveInFlight(_)) => {}
+            other => return Err(format!("an arena reset during an all-gather: {other:?}")),
+        }
+        let after = comm.alloc(64).map_err(|e| e.to_string())?;
+        if after.offset() < recv.offset() + recv.len() {
+            return Err(format!(
+                "a refused reset freed the all-gather's buffers: {after:?} overlaps {recv:?}"
+            ));
         }
         while !req.test().map_err(|e| e.to_string())? {
             if railcoll_tests::mode() == Mode::Threads {

@@ -483,7 +483,7 @@ fn every_algorithm_persistent_verifies() {
                     let root = if c.rooted() { checked % n } else { 0 };
                     checked += 1;
                     let mut p = Params::new(c, a, shape, root, bytes).with_choice(choice);
-                    p.persistent = true;
+                    p.guarded = true;
                     let set = match generate(&p) {
                         Ok(set) => set,
                         Err(e) => {
@@ -511,7 +511,7 @@ fn an_unguarded_set_started_back_to_back_is_refused() {
     let shape = Shape::new(4, 1, 1, 1, Placement::Block).expect("shape");
     let p = Params::new(Collective::Allgather, Algorithm::Ring, shape, 0, 64);
     let mut set = generate(&p).expect("ring");
-    set.params.persistent = true;
+    set.params.guarded = true;
     let v = verify::verify(&set, &Budget::default()).expect_err("unguarded");
     assert!(
         v.to_string().contains("before rank") && v.to_string().contains("has started"),

@@ -180,10 +180,15 @@ pub struct ScheduleArgs {
     /// Hockney per-rail bandwidth, MB/s.
     #[arg(long, default_value_t = 900.0)]
     pub bandwidth: f64,
-    /// The set a persistent collective runs: with the readiness guard
-    /// that lets its starts follow each other with no barrier.
+    /// The set a persistent collective runs: guarded under either buffer
+    /// contract, so that its starts follow each other with no barrier.
     #[arg(long)]
     pub persistent: bool,
+    /// The buffer contract the set is for: `mpi` (the library's default:
+    /// with the readiness guard wherever the algorithm could write a rank
+    /// that has not entered) or `shmem` (as the papers describe it).
+    #[arg(long, default_value = "mpi", value_parser = |s: &str| s.parse::<railcoll_host::BufferContract>().map_err(|e| e.to_string()))]
+    pub contract: railcoll_host::BufferContract,
     /// Also print the rank's program NIC by NIC: the blocks the host writes
     /// ahead, the events it arms and what each does, the chain blocks held.
     #[arg(long)]
@@ -376,6 +381,13 @@ pub struct FaultArgs {
     /// after the timed calls instead).
     #[arg(long)]
     pub check: bool,
+    /// The buffer contract of every communicator: `mpi` (the library's
+    /// default: calls may follow each other on the same buffers, at the
+    /// cost of a readiness message per writer where an algorithm could
+    /// write early) or `shmem` (no readiness messages; calls whose
+    /// buffers overlap need a barrier between them, or data is lost).
+    #[arg(long, default_value = "mpi", value_parser = |s: &str| s.parse::<railcoll_host::BufferContract>().map_err(|e| e.to_string()))]
+    pub contract: railcoll_host::BufferContract,
 }
 
 /// A watchdog's time: a time, and not zero (a wait that may make no
@@ -398,6 +410,7 @@ impl FaultArgs {
             retry_limit: self.retry_limit,
             wait_timeout: self.watchdog,
             check: self.check,
+            contract: self.contract,
             ..cfg
         }
     }
@@ -772,7 +785,7 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
     };
     let mut params =
         Params::new(args.collective, algo.algorithm, shape, args.root, args.size).with_choice(algo);
-    params.persistent = args.persistent;
+    params.guarded = args.persistent || args.contract == railcoll_host::BufferContract::Mpi;
     let set = generate(&params)?;
     let budget = Budget::default();
     // An `@nic` choice: what moved onto the NICs.
@@ -828,10 +841,19 @@ fn run_schedule_show(args: &ScheduleArgs) -> Result<(), CliError> {
         if let Some(line) = &moved {
             writeln!(out, "{line}")?;
         }
-        if args.persistent {
+        let readiness = set.ranks.iter().flat_map(|r| &r.steps);
+        let readiness = readiness
+            .filter(|s| matches!(s.op, railcoll_host::sched::Op::Ready { .. }))
+            .count();
+        if readiness > 0 {
             writeln!(
                 out,
-                "# persistent: every rank first tells the ranks that touch its buffers it has started (readiness notices), and waits for its own before touching anyone's"
+                "# guarded ({}): every rank first tells the ranks that touch its buffers it has entered the call ({readiness} readiness notices), and waits for theirs before touching anyone's",
+                if args.persistent {
+                    "persistent"
+                } else {
+                    "the MPI buffer contract"
+                }
             )?;
         }
         match verify(&set, &budget) {

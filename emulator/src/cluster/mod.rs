@@ -113,6 +113,9 @@ pub struct ClusterConfig {
     /// (`--check`): they verify every receive buffer after the timed calls
     /// instead.
     pub check: bool,
+    /// Every communicator's buffer contract ([`CommConfig::contract`];
+    /// default: MPI's).
+    pub contract: railcoll_host::BufferContract,
 }
 
 /// How the emulator runs.
@@ -175,6 +178,7 @@ impl Default for ClusterConfig {
             retransmit_timeout: None,
             retry_limit: None,
             check: cfg!(debug_assertions),
+            contract: railcoll_host::BufferContract::Mpi,
         }
     }
 }
@@ -677,6 +681,7 @@ impl Cluster {
             cq_log2: self.cfg.cq_log2,
             instance,
             check: self.cfg.check,
+            contract: self.cfg.contract,
             ..CommConfig::new(self.shape, rank)
         }
     }

@@ -51,6 +51,13 @@ pub(crate) struct CollBuffers {
     pub(crate) notices: SymBuffer,
     /// The argument check's slots ([`super::check`]), when it is on.
     pub(crate) checks: Option<SymBuffer>,
+    /// The number of the last guarded call this rank entered (the
+    /// readiness guard, `sched::persist`): node peers read it here, and
+    /// it is what readiness notices carry.
+    pub(crate) entered: SymBuffer,
+    /// Readiness words: one per rank, where a rank on another node writes
+    /// the number of the last guarded call it entered.
+    pub(crate) ready_words: SymBuffer,
 }
 
 impl CollBuffers {
@@ -68,6 +75,8 @@ impl CollBuffers {
                 true => Some(ep.alloc_aligned(CHECK_LEN, 64)?),
                 false => None,
             },
+            entered: ep.alloc_aligned(8, 64)?,
+            ready_words: ep.alloc_aligned(size * 8, 64)?,
         })
     }
 }
@@ -89,6 +98,8 @@ pub(crate) struct CollSeq {
     pub(crate) switch_avoid_until: Cell<u32>,
     /// Collective calls the argument check has seen.
     pub(crate) checked_calls: Cell<u64>,
+    /// Guarded calls entered (the readiness guard's numbers).
+    pub(crate) entered: Cell<u64>,
 }
 
 /// Schedules a communicator caches (persistent collectives reuse theirs).

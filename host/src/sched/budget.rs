@@ -210,7 +210,7 @@ pub fn chain_peak(schedule: &Schedule, params: &Params) -> ChainPeak {
                     to[rail_of(usize::from(*into))] += 1;
                 }
             }
-            Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } => {
+            Op::HwBcast { .. } | Op::WordPut { .. } | Op::QueueSend { .. } | Op::Ready { .. } => {
                 book.hold(i, None);
                 continue;
             }

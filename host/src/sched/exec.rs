@@ -34,6 +34,7 @@ use crate::arena::SymBuffer;
 use crate::coll::state::{CACHE_LIMIT, Coll, Progress};
 use crate::driver::Feeds;
 use crate::endpoint::{ArmedWait, Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
+use crate::env::{WordTest, WordWatch};
 use crate::shm::BcastCursor;
 use railcoll_fw::abi::error::ErrorCode;
 use railcoll_mem::dma_mem::DmaMemory;
@@ -119,6 +120,8 @@ pub(crate) struct Run<'e> {
     pending: Pending<'e>,
     handles: Outstanding<PutHandle<'e>>,
     numbers: BarrierNumbers,
+    /// This call's number among the guarded calls (0: not guarded).
+    entered: u64,
 }
 
 impl std::fmt::Debug for Run<'_> {
@@ -170,7 +173,7 @@ impl<'a> Coll<'a> {
     }
 
     /// The parameters of `collective` with `algorithm` on this
-    /// communicator's shape.
+    /// communicator's shape, guarded under the MPI buffer contract.
     fn params(
         &self,
         collective: Collective,
@@ -178,14 +181,16 @@ impl<'a> Coll<'a> {
         block_bytes: usize,
         root: usize,
     ) -> Params {
-        Params::new(
+        let mut params = Params::new(
             collective,
             algorithm.algorithm,
             self.config().shape,
             root,
             block_bytes,
         )
-        .with_choice(algorithm)
+        .with_choice(algorithm);
+        params.guarded = self.config().contract == crate::config::BufferContract::Mpi;
+        params
     }
 
     /// The schedules of `params` (cached), this communicator's striping
@@ -285,7 +290,8 @@ impl<'a> Coll<'a> {
 
     /// The schedule set of `collective` on these buffers: `algorithm`, or
     /// the tuned one where `None` (a barrier's buffers are ignored);
-    /// guarded for back-to-back starts if `persistent`.
+    /// guarded for back-to-back starts if `persistent` (and under the MPI
+    /// buffer contract, always).
     pub(crate) fn set_for(
         &self,
         collective: Collective,
@@ -304,7 +310,7 @@ impl<'a> Coll<'a> {
             None => self.tuned_algorithm(collective, block)?,
         };
         let mut params = self.params(collective, algorithm, block, root);
-        params.persistent = persistent;
+        params.guarded |= persistent;
         self.schedule_for(params)
     }
 
@@ -378,6 +384,7 @@ impl<'a> Coll<'a> {
             return Err(n.into_error());
         }
         self.check_arguments(p)?;
+        let entered = if p.guarded { self.enter()? } else { 0 };
         let parity = (self.st.exec.calls.get() % 2) as usize;
         if set.counters > 0 || set.scratch_blocks > 0 {
             self.prepare(&set, parity)?;
@@ -400,6 +407,55 @@ impl<'a> Coll<'a> {
             pending: Pending::None,
             handles: Outstanding::new(steps),
             numbers: BarrierNumbers::default(),
+            entered,
+        })
+    }
+
+    /// Enter a guarded call: take its number and publish it in this
+    /// rank's `entered` word (before any readiness notice tells anyone).
+    fn enter(&self) -> Result<u64, Error> {
+        let number = self.st.seq.entered.get().wrapping_add(1);
+        self.st.seq.entered.set(number);
+        self.wait_arc().observer().before_shared_write();
+        self.local_memory(&self.st.bufs.entered)?
+            .store_u64(0, number, std::sync::atomic::Ordering::Release)
+            .map_err(mem_err)?;
+        Ok(number)
+    }
+
+    /// Readiness notice to `to`, which touches this rank's buffers: a
+    /// word put of this rank's number into its slot of `to`'s readiness
+    /// words across nodes; a wake-up on the node (`to` reads the number
+    /// here). `None`: nothing to wait for.
+    fn ready(&self, to: usize) -> Result<Option<PutHandle<'a>>, Error> {
+        let (to_node, to_local) = self.topology().locate(to)?;
+        if to_node == self.node() {
+            self.wait_arc().wake_local(to_local);
+            return Ok(None);
+        }
+        let bufs = &self.st.bufs;
+        let dst = bufs.ready_words.slice(self.rank() * 8, 8)?;
+        let opts = TransferOptions {
+            wake: true,
+            ..TransferOptions::default()
+        };
+        self.ep.put_with(&bufs.entered, to, &dst, opts).map(Some)
+    }
+
+    /// Where rank `from`'s readiness for call `number` shows: its own
+    /// `entered` word on this node, its readiness word here otherwise.
+    fn readiness(&self, from: usize, number: u64) -> Result<WordWatch, Error> {
+        let bufs = &self.st.bufs;
+        let (mem, offset) = if self.topology().locate(from)?.0 == self.node() {
+            (self.peer_memory(from)?, bufs.entered.offset())
+        } else {
+            (self.local_memory(&bufs.ready_words)?, from * 8)
+        };
+        Ok(WordWatch {
+            mem,
+            offset,
+            mask: u64::MAX,
+            test: WordTest::Reaches(number),
         })
     }
 
@@ -599,6 +655,15 @@ impl<'a> Coll<'a> {
             Op::WordWait { words, slot } => {
                 let number = run.numbers.get(Numbers::Words(*words))?;
                 self.word_wait(*words, *slot as usize, number, how)?;
+            }
+            Op::Ready { to } => {
+                if let Some(h) = self.ready(*to as usize)? {
+                    run.handles.hold(i, h);
+                }
+            }
+            Op::AwaitReady { from } => {
+                let watch = self.readiness(*from as usize, run.entered)?;
+                self.await_words(how, &[watch])?;
             }
             Op::QueueSend { to } => {
                 let h = self.queue_number(*to as usize)?;

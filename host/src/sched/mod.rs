@@ -25,14 +25,16 @@
 //!   papers' closed forms;
 //! - [`sim`]: the discrete-event replay both of those are built on.
 //!
-//! Contract of every collective (as OpenSHMEM's): on entry, every rank's
-//! `send`, `recv` and the communicator's scratch may be written by any
-//! rank that has entered the same call; a program that reads or rewrites
-//! a collective's buffers and then runs another collective on them must
-//! separate the two with a barrier (the benchmarks do, as \[QA08\]'s did).
-//! On return, nobody touches the rank's buffers any more (verified). A
-//! persistent collective's set carries the readiness guard of [`persist`]
-//! instead, so its starts need no barrier between them.
+//! Contract of every collective: under the MPI buffer contract (the
+//! default, [`crate::config::BufferContract`]) a rank's `send`, `recv`
+//! and scratch are written only after it has entered the call, every set
+//! that could write earlier carrying the readiness guard of [`persist`];
+//! under the SHMEM contract, on entry they may be written by any rank
+//! that has entered the same call, and a program that reads or rewrites a
+//! collective's buffers and then runs another collective on them must
+//! separate the two with a barrier. Under both, on return nobody touches
+//! the rank's buffers any more (verified), and a persistent collective's
+//! set is guarded, so its starts need no barrier between them.
 //!
 //! Submodules: [`algo`] (names), [`budget`] (what a schedule takes from
 //! the NICs, proved before posting), [`catalogue`] (one entry per algorithm:
@@ -40,7 +42,7 @@
 //! [`offload`] (puts moved onto the NICs as chained puts; `counted`,
 //! crate-private, first turns barrier words and node flags into
 //! destination counters for it), [`persist`]
-//! (the readiness guard of persistent collectives), [`request`]
+//! (the readiness guard), [`request`]
 //! (non-blocking and persistent collectives),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
 
@@ -325,6 +327,23 @@ pub enum Op {
         /// The word (the partner's id in the group).
         slot: u32,
     },
+    /// Readiness ([`persist`]): tell rank `to`, which touches this rank's
+    /// buffers in this call, that this rank has entered the call. On
+    /// another node an RDMA write of the call's number into this rank's
+    /// word of `to`'s readiness words (non-blocking, like a put); on this
+    /// node a wake-up (`to` reads the number in this rank's memory).
+    Ready {
+        /// The rank that touches this rank's buffers.
+        to: Rank,
+    },
+    /// Readiness ([`persist`]): wait until rank `from`, whose buffers this
+    /// rank touches in this call, has entered the call (its number
+    /// reaches this call's, `>=`: a rank already in a later call has
+    /// entered this one).
+    AwaitReady {
+        /// The rank whose buffers this rank touches.
+        from: Rank,
+    },
     /// Queued DMA (QDMA) of the barrier number into rank `to`'s barrier
     /// input queue [ELAN-SEM §4.4]. Non-blocking, like a put.
     QueueSend {
@@ -436,10 +455,11 @@ pub struct Params {
     pub stripe_threshold: usize,
     /// Host-driven, or compiled onto the NICs ([`offload`]).
     pub drive: Drive,
-    /// Started back to back as a persistent collective: guarded so that no
-    /// rank touches the buffers of a rank that has not started yet
-    /// ([`persist::guard`]).
-    pub persistent: bool,
+    /// Guarded so that no rank touches the buffers of a rank that has not
+    /// entered the call yet ([`persist::guard`]): what the MPI buffer
+    /// contract and every persistent collective need to run back to back
+    /// on the same buffers.
+    pub guarded: bool,
     /// Entries of each NIC's sibling FIFO the compiled program may fill
     /// with relays (`Budget::peer_fifo`; what the communicator's NICs
     /// report, 0 where they have no sibling path: then nothing is relayed).
@@ -474,7 +494,7 @@ impl Params {
             block_bytes,
             stripe_threshold: stripe::DEFAULT_STRIPE_THRESHOLD,
             drive: Drive::Host,
-            persistent: false,
+            guarded: false,
             peer_fifo: budget::Budget::default().peer_fifo,
             feeds: budget::Budget::default().feeds,
             counters: budget::Budget::default().counters,
@@ -748,7 +768,7 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
     let mut set = generate::run(
         &Params {
             drive: Drive::Host,
-            persistent: false,
+            guarded: false,
             root,
             ..*params
         },
@@ -758,8 +778,7 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
         let budget = budget::Budget {
             peer_fifo: params.peer_fifo,
             feeds: params.feeds,
-            // The readiness guard of a persistent set takes one more.
-            counters: params.counters.saturating_sub(u16::from(params.persistent)),
+            counters: params.counters,
             chain_queue: params.chain_queue,
             ..budget::Budget::default()
         };
@@ -774,9 +793,14 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
     // chained put that touches another rank, so every NIC-started put is
     // after the readiness it needs (compiled after the guard, a put
     // chained on a later counter would no longer wait for it).
-    if params.persistent {
-        set = persist::guard(&set)?;
-        set.params.persistent = true;
+    if params.guarded {
+        // A broadcast never writes a rank that has not entered (the
+        // verifier's rule 10 holds for every one), and a barrier writes
+        // nothing: neither needs the guard's replay.
+        if !matches!(params.collective, Collective::Bcast | Collective::Barrier) {
+            set = persist::guard(&set)?;
+        }
+        set.params.guarded = true;
     }
     Ok(set)
 }
@@ -864,6 +888,8 @@ impl Op {
             Op::BarrierNumber(_) => "barrier number",
             Op::WordPut { .. } => "barrier word put",
             Op::WordWait { .. } => "wait for a barrier word",
+            Op::Ready { .. } => "readiness notice",
+            Op::AwaitReady { .. } => "wait for readiness",
             Op::QueueSend { .. } => "queued send",
             Op::QueueRecv { .. } => "queued receive",
             Op::NodeArrive => "node barrier arrival",
@@ -962,6 +988,8 @@ impl fmt::Display for Op {
             Op::WordWait { words, slot } => {
                 write!(f, "wait     {words} word {slot} reaches the number")
             }
+            Op::Ready { to } => write!(f, "ready    tell rank {to} this rank entered the call"),
+            Op::AwaitReady { from } => write!(f, "wait     rank {from} entered the call"),
             Op::QueueSend { to } => write!(f, "qdma     number -> rank {to}'s barrier queue"),
             Op::QueueRecv { from } => {
                 write!(f, "qrecv    rank {from}'s number from the barrier queue")

@@ -131,7 +131,9 @@ pub fn moved(set: &ScheduleSet) -> Moved {
                 m.host_puts += 1;
                 m.host_posts += 1;
             }
-            Op::WordPut { .. } | Op::QueueSend { .. } | Op::HwBcast { .. } => m.host_posts += 1,
+            Op::WordPut { .. } | Op::QueueSend { .. } | Op::HwBcast { .. } | Op::Ready { .. } => {
+                m.host_posts += 1
+            }
             _ => {}
         }
     }

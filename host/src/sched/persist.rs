@@ -1,42 +1,53 @@
-//! Schedules for persistent collectives started back to back
-//! [MPI4 §6.13]: the readiness guard.
+//! The readiness guard: schedules that may run back to back on the same
+//! buffers with no barrier between them (the MPI buffer contract, and
+//! every persistent collective [MPI4 §6.13]).
 //!
-//! A one-shot collective lives by the buffer contract (a call may write
-//! another rank's buffers from the moment any rank enters it, so calls
-//! whose buffers overlap are separated by a barrier). A persistent
-//! collective is started again and again on the same buffers, with the
-//! caller reading the results and writing new data between starts, and no
-//! barrier: a rank one start ahead must not touch the buffers of a rank
-//! that has not started yet. [`guard`] makes a set safe for that:
+//! Under the SHMEM-style contract a call may write another rank's buffers
+//! from the moment any rank enters it, so calls whose buffers overlap are
+//! separated by a barrier. Under the MPI contract (the default,
+//! [`crate::config::BufferContract`]) a rank's buffers are written only
+//! after it has entered the call, so a rank one call ahead never touches
+//! the buffers of a rank still reading the last call's results. [`guard`]
+//! makes a set keep that promise:
 //!
-//! - every rank, first thing, tells each rank that touches its buffers
-//!   (a put into them, a node peer's copy from or into them, a chained
-//!   put armed by it) that it has started: a zero-length put setting the
-//!   toucher's readiness counter across nodes, a raise of its readiness
-//!   flag on the node;
-//! - every rank waits for all of those notices before its first step
-//!   that touches another rank's buffers.
+//! - on entering the call, every rank takes the call's number (the
+//!   communicator counts guarded calls; every rank runs the same calls in
+//!   the same order, so the numbers agree) and writes it to its own
+//!   `entered` word;
+//! - first thing, it tells each rank that touches its buffers (a put into
+//!   them, a node peer's copy from or into them, a chained put armed by
+//!   it) that it has entered: [`Op::Ready`], an RDMA write of the number
+//!   into its slot of the toucher's readiness words across nodes, a
+//!   wake-up on the node (the peer reads the number in this rank's
+//!   memory);
+//! - before its first step that touches another rank's buffers it waits,
+//!   [`Op::AwaitReady`], until each rank it touches has a number that
+//!   reaches this call's.
 //!
-//! The other half, that nobody touches a rank's buffers once it has
-//! returned, every set already has: the verifier proves it for every set
-//! (its rule 9), so the caller may read and rewrite them as soon as `wait`
-//! returns. Counters and scratch alternate between two sets on
-//! consecutive starts, and a guarded rank can be at most one start ahead
-//! of any rank whose buffers it touches, so they never mix.
+//! Numbers only grow and a wait compares with `>=`, so nothing is counted
+//! or reset: a notice can never be taken for another call's, whatever
+//! collectives are mixed, and a rank already in a later call has entered
+//! this one. The other half, that nobody touches a rank's buffers once it
+//! has returned, every set already has: the verifier proves it for every
+//! set (its rule 9), so the caller may read and rewrite them as soon as
+//! the call returns.
 //!
-//! The guard runs last, on the set as it will execute (after the offload
-//! compiler): a chained put's access starts when its NIC fires it, which
-//! is after the host armed it, which is after the readiness waits. Guarding
-//! first and compiling after would be wrong: a put chained on a later
-//! counter no longer waits for the readiness the host waited for.
+//! A set in which no rank can touch another before that one has entered
+//! (every broadcast, which promises it by construction; a barrier, which
+//! touches nothing) is left as it is: the verifier's rule 10 is what the
+//! guard would add. The guard runs last, on the set as it will execute
+//! (after the offload compiler): a chained put's access starts when its
+//! NIC fires it, which is after the host armed it, which is after the
+//! readiness waits. Guarding first and compiling after would be wrong: a
+//! put chained on a later counter no longer waits for the readiness the
+//! host waited for.
 
 use std::collections::BTreeSet;
 
-use super::budget::SCHED_FLAGS;
 use super::*;
 
-/// `set` with readiness notices and waits (see the module doc). A set in
-/// which no rank touches another's buffers (a barrier) is returned as is.
+/// `set` with readiness notices and waits (see the module doc). A set
+/// that already touches only ranks that have entered is returned as is.
 pub fn guard(set: &ScheduleSet) -> Result<ScheduleSet, Error> {
     let replay = sim::replay(set, &sim::Untimed);
     if let Some(f) = replay.faults.first() {
@@ -44,6 +55,9 @@ pub fn guard(set: &ScheduleSet) -> Result<ScheduleSet, Error> {
             "cannot guard a set that does not replay: rank {}, step {}: {}",
             f.rank, f.step, f.what
         )));
+    }
+    if verify::starts_before_touches(set, &replay) {
+        return Ok(set.clone());
     }
     let n = set.ranks.len();
     // For each rank: the ranks whose buffers it touches, and its first
@@ -55,59 +69,16 @@ pub fn guard(set: &ScheduleSet) -> Result<ScheduleSet, Error> {
         touched[w].insert(a.mem.rank as usize);
         first_touch[w] = Some(first_touch[w].map_or(a.step, |s| s.min(a.step)));
     }
-    if touched.iter().all(BTreeSet::is_empty) {
-        return Ok(set.clone());
-    }
-    let counter: Counter = set.counters;
-    let flag: Flag = set.flags;
-    if usize::from(flag) >= SCHED_FLAGS {
-        return Err(Error::Config(format!(
-            "a persistent {} {} needs one more shm flag than the {SCHED_FLAGS} there are",
-            set.params.collective,
-            set.params.algorithm.name()
-        )));
-    }
-    let topo = set.params.shape.topology;
-    let node_of = |r: usize| topo.locate(r).map(|(node, _)| node);
     let mut guarded = set.clone();
     for (r, schedule) in guarded.ranks.iter_mut().enumerate() {
-        let mut notices = Vec::new();
-        for w in (0..n).filter(|&w| touched[w].contains(&r)) {
-            let op = if node_of(w)? == node_of(r)? {
-                Op::Signal {
-                    to: w as Rank,
-                    flag,
-                }
-            } else {
-                let nothing = Region::new(Buf::Recv, 0, 0);
-                Op::Put {
-                    to: w as Rank,
-                    src: nothing,
-                    dst: nothing,
-                    lane: Lane::Rail(0),
-                    signal: Some(counter),
-                }
-            };
-            notices.push(op);
-        }
-        let mut waits = Vec::new();
-        let (mut peers, mut remote) = (false, false);
-        for &t in &touched[r] {
-            if node_of(t)? == node_of(r)? {
-                peers = true;
-            } else {
-                remote = true;
-            }
-        }
-        if remote {
-            waits.push(Op::Wait {
-                counter,
-                arrivals: [0; MAX_RAILS],
-            });
-        }
-        if peers {
-            waits.push(Op::WaitFlag { flag, count: 0 });
-        }
+        let notices = (0..n)
+            .filter(|&w| touched[w].contains(&r))
+            .map(|w| Op::Ready { to: w as Rank })
+            .collect();
+        let waits = touched[r]
+            .iter()
+            .map(|&t| Op::AwaitReady { from: t as Rank })
+            .collect();
         let at = first_touch[r].unwrap_or(0) as usize;
         schedule.steps = insert(&schedule.steps, notices, at, waits);
     }

@@ -215,6 +215,8 @@ pub enum Notice {
     Release,
     /// The node broadcast's data is in the node segment.
     Bcast,
+    /// This rank entered the call ([`Op::Ready`]).
+    Ready(Rank),
 }
 
 impl fmt::Display for Notice {
@@ -226,6 +228,7 @@ impl fmt::Display for Notice {
             Notice::Arrive => f.write_str("a node barrier arrival"),
             Notice::Release => f.write_str("the node barrier release"),
             Notice::Bcast => f.write_str("a node broadcast's data"),
+            Notice::Ready(from) => write!(f, "rank {from}'s readiness"),
         }
     }
 }

@@ -29,9 +29,9 @@
 //!    another rank makes to them (a put into them, a node peer's copy
 //!    from or into them) is over before that rank returns, so the caller
 //!    may reuse them at once;
-//! 10. (persistent sets, started back to back on the same buffers, and
-//!     every broadcast, which promises that for one-shot calls too) no
-//!     rank touches another's buffers before that rank has started: its
+//! 10. (guarded sets, which run back to back on the same buffers, and
+//!     every broadcast, which promises that under either buffer contract)
+//!     no rank touches another's buffers before that rank has started: its
 //!     first step happens before every such access ([`super::persist`]).
 
 use std::collections::HashMap;
@@ -211,7 +211,7 @@ pub fn verify(set: &ScheduleSet, budget: &Budget) -> Result<Report, Violation> {
     returns_its_buffers(set, &replay, &anc)?;
     // A broadcast promises it for every call: it runs back to back on
     // buffers rewritten in between, with no barrier.
-    if p.persistent || p.collective == Collective::Bcast {
+    if p.guarded || p.collective == Collective::Bcast {
         touches_only_started_ranks(set, &replay, &anc)?;
     }
     Ok(Report {
@@ -499,6 +499,17 @@ fn returns_its_buffers(
         }
     }
     Ok(())
+}
+
+/// Whether `set` (replayed as `replay`) keeps rule 10 as it is: no rank
+/// touches another's buffers before that rank's first step (what the
+/// readiness guard of [`super::persist`] would otherwise add).
+pub(crate) fn starts_before_touches(set: &ScheduleSet, replay: &Replay) -> bool {
+    if replay.accesses.iter().all(|a| a.mem.rank == a.rank) {
+        return true;
+    }
+    let anc = Ancestors::new(replay);
+    touches_only_started_ranks(set, replay, &anc).is_ok()
 }
 
 fn touches_only_started_ranks(

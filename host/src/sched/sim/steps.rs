@@ -199,6 +199,27 @@ impl<T: Timing> Sim<'_, T> {
                     self.message(r, s, node, to as usize);
                     self.ranks[r].clock += self.t.post();
                 }
+                // Readiness: a message across nodes (a word write), a
+                // flag's worth on the node (the peer reads this rank's
+                // number in its memory).
+                Op::Ready { to } => {
+                    let to = to as usize;
+                    let node = self.step_node(r, s, dep_nodes);
+                    if self.same_node(r, to) {
+                        self.notify_peer(to, Notice::Ready(r as Rank), node, None);
+                    } else {
+                        self.message(r, s, node, to);
+                        self.ranks[r].clock += self.t.post();
+                    }
+                }
+                Op::AwaitReady { from } => {
+                    if self
+                        .consume(r, s, dep_nodes, Notice::Ready(from), 1)
+                        .is_none()
+                    {
+                        return;
+                    }
+                }
                 Op::WordWait { words, slot } => {
                     let notice = Notice::Word(words, slot);
                     if self.consume(r, s, dep_nodes, notice, 1).is_none() {

@@ -210,6 +210,9 @@ impl<T: Timing> Sim<'_, T> {
                 Op::QueueSend { .. } => {
                     self.notify(to, Notice::Queue(rec.from), node, None);
                 }
+                Op::Ready { .. } => {
+                    self.notify(to, Notice::Ready(rec.from), node, None);
+                }
                 _ => {}
             }
             self.wake(from);
