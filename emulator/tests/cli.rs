@@ -1006,3 +1006,77 @@ fn watchdog_reports_name_the_failed_nics_and_the_faults_once() {
         }
     }
 }
+
+/// A termination signal at any moment of a run that writes a CSV and a
+/// plot leaves both old files or both new ones, and no hidden `.partial`
+/// file: the outputs are staged and renamed with SIGINT, SIGTERM and
+/// SIGHUP held off (a signal's default action ends the process without
+/// unwinding, so nothing else could remove a staged file). The kills land
+/// at spread moments of the run, the last ones in or after its writing.
+#[test]
+fn a_signal_while_outputs_are_written_leaves_old_or_new_never_a_mix() {
+    let dir = temp_dir("signal");
+    let (csv, svg) = (dir.join("out.csv"), dir.join("out.svg"));
+    let run = |sizes: &str| {
+        Command::new(env!("CARGO_BIN_EXE_railcoll"))
+            .args([
+                "sweep",
+                "allgather",
+                "--nodes",
+                "2",
+                "--ranks-per-node",
+                "1",
+            ])
+            .args(["--algo", "direct,ring", "--sizes", sizes, "-q"])
+            .arg("--csv")
+            .arg(&csv)
+            .arg("--plot")
+            .arg(&svg)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn railcoll")
+    };
+    let write_old = || {
+        let status = run("8,64").wait().expect("wait");
+        assert!(status.success());
+        (
+            std::fs::read(&csv).expect("old csv"),
+            std::fs::read(&svg).expect("old svg"),
+        )
+    };
+    let started = std::time::Instant::now();
+    let (old_csv, old_svg) = write_old();
+    let whole = started.elapsed();
+    let mut news = 0;
+    for k in 0..16u32 {
+        let mut child = run("8,128");
+        std::thread::sleep(whole * k / 12);
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait().expect("wait");
+        let left: Vec<String> = std::fs::read_dir(&dir)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("partial"))
+            .collect();
+        assert!(left.is_empty(), "kill {k}: left behind {left:?}");
+        let csv_new = std::fs::read(&csv).expect("csv") != old_csv;
+        let svg_new = std::fs::read(&svg).expect("svg") != old_svg;
+        assert_eq!(
+            csv_new, svg_new,
+            "kill {k}: a new CSV beside an old plot, or the reverse"
+        );
+        if csv_new {
+            news += 1;
+            let _ = write_old();
+        }
+    }
+    // The last kills come after the run had time to finish.
+    assert!(
+        news > 0,
+        "no run got as far as writing: the kills came too early"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

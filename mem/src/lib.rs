@@ -12,6 +12,8 @@
 //!   segments), and returning a range's pages to zero them.
 //! - [`regio`]: register access ([`regio::RegisterIo`]), with a volatile
 //!   MMIO implementation for a real BAR.
+//! - [`signals`]: termination signals deferred around a step that must
+//!   not be cut in half (a command's outputs moved into place together).
 //!
 //! Every `unsafe` block carries a `// SAFETY:` argument (clippy's
 //! `undocumented_unsafe_blocks` is denied workspace-wide) and
@@ -20,6 +22,7 @@
 pub mod dma_mem;
 pub mod mmap;
 pub mod regio;
+pub mod signals;
 
 pub use dma_mem::{DmaMemory, OutOfRange};
 pub use mmap::SharedMapping;

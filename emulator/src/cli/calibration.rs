@@ -277,12 +277,15 @@ pub(super) fn run_validate(args: &ValidateArgs) -> Result<(), CliError> {
     // The figure is drawn and committed before the report is printed: a
     // figure that cannot be drawn fails the command with nothing written.
     if let Some(f) = plot_file {
-        let target = f.target().display().to_string();
-        plot::render_validation(&v, &f)?;
-        f.commit()?;
-        if !quiet {
-            eprintln!("# wrote {target}");
-        }
+        crate::workbench::write_outputs(|| -> Result<(), CliError> {
+            let target = f.target().display().to_string();
+            plot::render_validation(&v, &f)?;
+            f.commit()?;
+            if !quiet {
+                eprintln!("# wrote {target}");
+            }
+            Ok(())
+        })?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {

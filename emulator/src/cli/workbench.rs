@@ -388,20 +388,23 @@ pub(super) fn run_sweep(args: &SweepArgs) -> Result<(), CliError> {
     )?;
     let sweeps = run_specs(&specs, args.quiet)?;
     // Every output staged before any is committed: a plot that cannot be
-    // drawn leaves no CSV either.
-    if let Some(f) = &csv_file {
-        f.stage(sweep::csv(&sweeps).as_bytes())?;
-    }
-    if let Some(f) = &plot_file {
-        plot::render(&sweeps, f)?;
-    }
-    for f in [csv_file, plot_file].into_iter().flatten() {
-        let target = f.target().display().to_string();
-        f.commit()?;
-        if !args.quiet {
-            eprintln!("# wrote {target}");
+    // drawn leaves no CSV either; a signal meanwhile waits for the end.
+    crate::workbench::write_outputs(|| -> Result<(), CliError> {
+        if let Some(f) = &csv_file {
+            f.stage(sweep::csv(&sweeps).as_bytes())?;
         }
-    }
+        if let Some(f) = &plot_file {
+            plot::render(&sweeps, f)?;
+        }
+        for f in [csv_file, plot_file].into_iter().flatten() {
+            let target = f.target().display().to_string();
+            f.commit()?;
+            if !args.quiet {
+                eprintln!("# wrote {target}");
+            }
+        }
+        Ok(())
+    })?;
     let mut out = std::io::stdout().lock();
     let result = if args.json {
         out.write_all(sweep::json(&sweeps).as_bytes())

@@ -19,7 +19,8 @@
 //! Contract: nothing here writes a partial file. Outputs are checked for
 //! writability before any work runs, leaving nothing on disk while it
 //! runs, and are renamed into place complete, a command's outputs
-//! together once all of them are ready ([`PendingFile`]).
+//! together once all of them are ready ([`PendingFile`]), with the
+//! termination signals held off meanwhile ([`write_outputs`]).
 
 pub mod calibrate;
 pub mod config;
@@ -140,6 +141,10 @@ pub enum OutputError {
         /// Its message.
         reason: String,
     },
+    /// The termination signals could not be held off while the outputs
+    /// are written (nothing was written).
+    #[error("cannot hold off termination signals while writing the outputs: {0}")]
+    Signals(std::io::Error),
 }
 
 impl OutputError {
@@ -444,6 +449,18 @@ pub fn distinct_outputs(outputs: &[(&'static str, &Path)]) -> Result<(), OutputE
     Ok(())
 }
 
+/// Run `step`, which stages and commits a command's outputs, with SIGINT,
+/// SIGTERM and SIGHUP held off until it ends
+/// ([`railcoll_mem::signals`]): an interrupted command then leaves every
+/// new file or none, never a mixed old/new pair or a hidden `.partial`
+/// file (a signal's default action ends the process without unwinding,
+/// so no `Drop` would remove one).
+pub fn write_outputs<T, E: From<OutputError>>(step: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    let _deferred =
+        railcoll_mem::signals::defer_termination().map_err(|e| E::from(OutputError::Signals(e)))?;
+    step()
+}
+
 impl PendingFile {
     /// Reserve `target`; the error is one line naming the path and why.
     pub fn create(target: &Path) -> Result<Self, OutputError> {
@@ -462,12 +479,16 @@ impl PendingFile {
             name.to_string_lossy(),
             std::process::id()
         ));
-        std::fs::File::create(&temp)
-            .and_then(|_| std::fs::remove_file(&temp))
-            .map_err(|source| OutputError::Reserve {
-                path: target.to_path_buf(),
-                source,
-            })?;
+        // The probe file exists for an instant: a signal then would leave
+        // it behind, so it waits.
+        write_outputs(|| {
+            std::fs::File::create(&temp)
+                .and_then(|_| std::fs::remove_file(&temp))
+                .map_err(|source| OutputError::Reserve {
+                    path: target.to_path_buf(),
+                    source,
+                })
+        })?;
         Ok(Self {
             target: target.to_path_buf(),
             temp,
@@ -491,10 +512,12 @@ impl PendingFile {
     }
 
     /// Stage `bytes` and move them into place at once (a command's only
-    /// output).
+    /// output), the termination signals held off meanwhile.
     pub fn write(self, bytes: &[u8]) -> Result<(), OutputError> {
-        self.stage(bytes)?;
-        self.commit()
+        write_outputs(|| {
+            self.stage(bytes)?;
+            self.commit()
+        })
     }
 
     /// Move the staged file into place.
