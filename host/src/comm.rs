@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use crate::arena::SymBuffer;
-use crate::coll::state::{Coll, CollState};
+use crate::coll::state::{Coll, CollState, Progress};
 use crate::config::CommConfig;
 use crate::device::Device;
 use crate::driver::NicError;
@@ -52,8 +52,11 @@ impl std::fmt::Debug for Comm {
 
 impl Drop for Comm {
     fn drop(&mut self) {
-        // Closing runs on a revoked communicator too (the endpoint's drop
-        // detaches its contexts, waiting for the mailbox).
+        // Collectives still in flight (a leaked request's) complete
+        // first: the NICs may still use their buffers. Closing runs on a
+        // revoked communicator too (the endpoint's drop detaches its
+        // contexts, waiting for the mailbox).
+        let _ = self.coll().progress(None, Progress::Block);
         self.coll.notice_wait.disarm();
     }
 }
@@ -208,7 +211,10 @@ impl Comm {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reset_arena(&self) -> Result<(), Error> {
-        if let Some(name) = self.coll.exec.in_flight.get() {
+        // Whatever in flight can end without waiting ends first.
+        let coll = self.coll();
+        coll.together(|| coll.progress(None, Progress::Poll))?;
+        if let Some(name) = self.coll.exec.in_flight.running() {
             return Err(Error::CollectiveInFlight(name));
         }
         self.ep.reset_arena();

@@ -124,6 +124,16 @@ pub struct TransferOptions {
 #[must_use = "a transfer is only known complete once its handle is waited on"]
 pub struct PutHandle<'e> {
     ep: &'e Endpoint,
+    posted: Posted,
+}
+
+/// A tracked operation in flight, owned with no borrow of its endpoint:
+/// what a run the communicator keeps (a request, even one leaked with
+/// `mem::forget`) holds. Settled through the endpoint that posted it
+/// ([`Endpoint::settle`]); whoever holds one settles it before the buffers
+/// it names are reused (nothing does it on drop).
+#[derive(Debug, Default)]
+pub(crate) struct Posted {
     parts: Vec<Completion>,
     layout: Vec<Part>,
     done: bool,
@@ -132,53 +142,34 @@ pub struct PutHandle<'e> {
 impl PutHandle<'_> {
     /// Block until complete; the first NIC error of any part is returned.
     pub fn wait(mut self) -> Result<(), Error> {
-        self.finish()
-    }
-
-    /// Block until complete, keeping the handle (for holders that cannot
-    /// give it up, such as a resumable run).
-    pub(crate) fn wait_in_place(&mut self) -> Result<(), Error> {
-        self.finish()
+        self.ep.settle(&mut self.posted, true).unwrap_or(Ok(()))
     }
 
     /// Complete without blocking? `None` while in flight.
     pub fn test(&mut self) -> Option<Result<(), Error>> {
-        if self.done {
-            return Some(Ok(()));
-        }
-        // Complete: `finish` releases what the parts took and reports how
-        // they ended.
-        let _complete = self.ep.driver.borrow().test_completions(&self.parts)?;
-        Some(self.finish())
+        self.ep.settle(&mut self.posted, false)
     }
 
     /// How the transfer was split over rails.
     pub fn parts(&self) -> &[Part] {
-        &self.layout
+        &self.posted.layout
     }
 
-    fn finish(&mut self) -> Result<(), Error> {
-        if self.done {
-            return Ok(());
-        }
-        self.done = true;
-        let result = self.ep.driver.borrow().wait_completions(&self.parts);
-        let mut driver = self.ep.driver.borrow_mut();
-        // A part that never completed (a timeout) may still be armed on
-        // its NIC, with a COPY of its chain blocks: its events and blocks
-        // are kept out of the pools rather than reused under it.
-        for c in &self.parts {
-            if driver.test_completion(c).is_some() {
-                driver.release(c);
-            }
-        }
-        result
+    /// The operation, for a holder that keeps it beyond this borrow (its
+    /// completion is then the holder's to settle).
+    pub(crate) fn into_posted(mut self) -> Posted {
+        // What the handle's drop then settles: nothing.
+        let settled = Posted {
+            done: true,
+            ..Posted::default()
+        };
+        std::mem::replace(&mut self.posted, settled)
     }
 }
 
 impl Drop for PutHandle<'_> {
     fn drop(&mut self) {
-        let _ = self.finish();
+        let _ = self.ep.settle(&mut self.posted, true);
     }
 }
 
@@ -503,6 +494,30 @@ impl Endpoint {
         self.driver.borrow().free_chain_blocks()
     }
 
+    /// Settle `posted`: `Some` once complete (blocking until then if
+    /// `block`), with the first NIC error of any part; `None` while in
+    /// flight. Complete, what the parts took goes back to the pools; a part
+    /// that never completed (a timeout) may still be armed on its NIC,
+    /// with a COPY of its chain blocks, so its events and blocks are kept
+    /// out of the pools rather than reused under it.
+    pub(crate) fn settle(&self, posted: &mut Posted, block: bool) -> Option<Result<(), Error>> {
+        if posted.done {
+            return Some(Ok(()));
+        }
+        if !block {
+            let _complete = self.driver.borrow().test_completions(&posted.parts)?;
+        }
+        posted.done = true;
+        let result = self.driver.borrow().wait_completions(&posted.parts);
+        let mut driver = self.driver.borrow_mut();
+        for c in &posted.parts {
+            if driver.test_completion(c).is_some() {
+                driver.release(c);
+            }
+        }
+        Some(result)
+    }
+
     /// Post `posts` (all or nothing) and return the handle of their
     /// completions; `layout` is how the caller split the data over rails.
     fn post(&self, posts: &[Post], layout: Vec<Part>) -> Result<PutHandle<'_>, Error> {
@@ -512,9 +527,11 @@ impl Endpoint {
             .post_tracked(posts, self.rank() as u32)?;
         Ok(PutHandle {
             ep: self,
-            parts,
-            layout,
-            done: false,
+            posted: Posted {
+                parts,
+                layout,
+                done: false,
+            },
         })
     }
 
@@ -861,7 +878,7 @@ impl Endpoint {
             }
         };
         let mut lent_iter = lent.iter();
-        for (i, c) in handle.parts.iter_mut().enumerate() {
+        for (i, c) in handle.posted.parts.iter_mut().enumerate() {
             if i != lead
                 && let Some(&(_, ev)) = lent_iter.next()
             {

@@ -125,10 +125,11 @@ pub enum Error {
     /// "not complete" instead); a public call never returns it.
     #[error("not ready yet: a non-blocking call would have to wait")]
     WouldBlock,
-    /// A collective was started while this communicator's earlier
-    /// non-blocking or persistent collective is still in flight (one at a
-    /// time: complete it with `wait` or `test` first).
-    #[error("a collective is already in flight on this communicator ({0}): complete it first")]
+    /// Refused because a collective is still in flight: a persistent
+    /// collective started again while its last start is active, or the
+    /// arena freed under a collective whose NICs may still write it
+    /// (complete it with `wait` or `test` first). Nothing was done.
+    #[error("a collective is still in flight on this communicator ({0}): complete it first")]
     CollectiveInFlight(&'static str),
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]

@@ -63,7 +63,7 @@ pub use endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
 pub use error::{CheckField, CheckValue, Error, Mismatch, RevokeCause, TuningProblem};
-pub use sched::request::{Persistent, Request};
+pub use sched::request::{Persistent, Request, test_all, wait_all, wait_any};
 pub use sched::{Algorithm, Choice, Collective, Drive};
 pub use stripe::RailPolicy;
 pub use topology::{Placement, Topology};

@@ -6,8 +6,9 @@
 //!
 //! The suite's mode ([`railcoll_tests::mode`]) runs them: the README's
 //! test command runs this file in threads mode and again in modeled mode.
-//! `RAILCOLL_FAULT_CASES=N` sets the collectives per test (default 48;
-//! docs/reliability.md reports runs of 1000). The determinism checks run
+//! `RAILCOLL_FAULT_CASES=N` sets the collectives per test (default 96,
+//! enough packets that at 0.1 % corruption both headers and payloads are
+//! hit in both modes; docs/reliability.md reports runs of 1000). The determinism checks run
 //! in modeled mode whatever the suite's mode: the same seed must give the
 //! same trace hash with faults on.
 
@@ -27,7 +28,7 @@ fn cases_per_test() -> usize {
     std::env::var("RAILCOLL_FAULT_CASES")
         .ok()
         .map(|v| v.parse().expect("RAILCOLL_FAULT_CASES: a number"))
-        .unwrap_or(48)
+        .unwrap_or(96)
 }
 
 /// A random shape of up to 16 ranks, `min_rails`-3 rails.

@@ -215,6 +215,7 @@ const HOST_LAYERS: &[&[&str]] = &[
         "sched::offload",
         "sched::persist",
         "sched::request",
+        "sched::run",
         "sched::sim",
         "sched::sim::steps",
         "sched::sim::transfers",

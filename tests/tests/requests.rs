@@ -12,9 +12,11 @@
 //!   contract: under MPI's, the readiness waits before the chained puts
 //!   are the host's, and a host away leaves them unarmed (the NICs
 //!   cannot yet wait for readiness themselves);
-//! - one collective in flight per communicator: a second start, or
-//!   freeing the arena under it, is a typed error, and nothing is lost by
-//!   it.
+//! - eight collectives of mixed kinds in flight at once, completed in an
+//!   order of each rank's own (`wait`, `wait_any`, `test_all`); a request
+//!   leaked with `mem::forget` locks nothing; freeing the arena under a
+//!   collective in flight, or starting a persistent collective that is
+//!   still active, is a typed error, and nothing is lost by it.
 //!
 //! Polling with `test` and completing with `wait` on every algorithm and
 //! shape is in `collectives.rs` (the call form rotates over its cases).
@@ -298,8 +300,147 @@ fn computing_hosts(nodes: usize, rpn: usize, drives: [Choice; 2]) {
     }
 }
 
+/// The inputs of request `k` of the eight-request test, written before
+/// it starts: its collective, root and buffers.
+struct Started<'c> {
+    c: Collective,
+    root: usize,
+    recv: railcoll_host::arena::SymBuffer,
+    request: Option<railcoll_host::Request<'c>>,
+}
+
+/// Start eight non-blocking collectives of mixed kinds on their own
+/// buffers (two all-gathers, two all-to-alls, a gather, a broadcast, two
+/// barriers), with roots rotating.
+fn start_eight(comm: &Comm, bytes: usize, start: usize) -> Result<Vec<Started<'_>>, Error> {
+    let (n, me) = (comm.size(), comm.rank());
+    let kinds = [
+        Collective::Allgather,
+        Collective::Alltoall,
+        Collective::Gather,
+        Collective::Barrier,
+        Collective::Bcast,
+        Collective::Allgather,
+        Collective::Alltoall,
+        Collective::Barrier,
+    ];
+    let mut out = Vec::new();
+    for (k, &c) in kinds.iter().enumerate() {
+        let root = (k * 3 + start) % n;
+        let tag = start * 8 + k;
+        let recv = comm.alloc(n * bytes)?;
+        let request = match c {
+            Collective::Allgather | Collective::Gather => {
+                let send = comm.alloc(bytes)?;
+                comm.write_local(&send, 0, &data(me, tag, 0, bytes))?;
+                if c == Collective::Gather {
+                    comm.igather(&send, &recv, root)?
+                } else {
+                    comm.iallgather(&send, &recv)?
+                }
+            }
+            Collective::Alltoall => {
+                let send = comm.alloc(n * bytes)?;
+                for j in 0..n {
+                    comm.write_local(&send, j * bytes, &data(me, tag, j, bytes))?;
+                }
+                comm.ialltoall(&send, &recv)?
+            }
+            Collective::Bcast => {
+                if me == root {
+                    comm.write_local(&recv, 0, &data(root, tag, 0, bytes))?;
+                }
+                comm.ibcast(&recv.slice(0, bytes)?, root)?
+            }
+            Collective::Barrier => comm.ibarrier()?,
+        };
+        out.push(Started {
+            c,
+            root,
+            recv,
+            request: Some(request),
+        });
+    }
+    Ok(out)
+}
+
+/// Eight collectives of mixed kinds in flight at once on every rank,
+/// completed in an order of each rank's own (seeded, different on every
+/// rank): by `wait` one at a time, by `wait_any`, or by polling
+/// `test_all`; every output byte for byte.
 #[test]
-fn a_second_collective_while_one_is_in_flight_is_refused_and_nothing_is_lost() {
+fn eight_collectives_in_flight_complete_in_any_order() {
+    let cluster = railcoll_tests::cluster(2, 2, 2, 4 << 20);
+    let bytes = 96;
+    let results = cluster.run(|comm| -> Result<(), String> {
+        let me = comm.rank();
+        for (round, how) in ["wait", "wait_any", "test_all"].iter().enumerate() {
+            let mut started = start_eight(comm, bytes, round).map_err(|e| e.to_string())?;
+            match *how {
+                "wait" => {
+                    // A permutation of this rank's own.
+                    let mut order: Vec<usize> = (0..started.len()).collect();
+                    let mut x = (me as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) + round as u64;
+                    for i in (1..order.len()).rev() {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        order.swap(i, (x % (i as u64 + 1)) as usize);
+                    }
+                    for k in order {
+                        let r = started[k].request.take().ok_or("waited twice")?;
+                        r.wait().map_err(|e| format!("request {k}: {e}"))?;
+                    }
+                }
+                "wait_any" => {
+                    let mut requests: Vec<_> = started
+                        .iter_mut()
+                        .filter_map(|s| s.request.take())
+                        .collect();
+                    let mut seen = 0;
+                    while railcoll_host::wait_any(&mut requests)
+                        .map_err(|e| e.to_string())?
+                        .is_some()
+                    {
+                        seen += 1;
+                    }
+                    if seen != 8 {
+                        return Err(format!("wait_any completed {seen} of 8"));
+                    }
+                }
+                _ => {
+                    let mut requests: Vec<_> = started
+                        .iter_mut()
+                        .filter_map(|s| s.request.take())
+                        .collect();
+                    while !railcoll_host::test_all(&mut requests).map_err(|e| e.to_string())? {
+                        if railcoll_tests::mode() == Mode::Threads {
+                            std::thread::sleep(Duration::from_micros(20));
+                        } else {
+                            comm.compute(Duration::from_micros(1));
+                        }
+                    }
+                    railcoll_host::wait_all(requests).map_err(|e| e.to_string())?;
+                }
+            }
+            for (k, s) in started.iter().enumerate() {
+                check_output(comm, s.c, &s.recv, bytes, s.root, round * 8 + k)
+                    .map_err(|e| format!("{how}: request {k}: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        r.expect("started")
+            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+}
+
+/// A request leaked with `mem::forget` locks nothing: later collectives
+/// run, complete it on the way, and its output is right; the arena can be
+/// freed once it is over.
+#[test]
+fn a_leaked_request_locks_nothing() {
     let cluster = railcoll_tests::cluster(2, 2, 2, 1 << 20);
     let results = cluster.run(|comm| -> Result<(), String> {
         let (n, me) = (comm.size(), comm.rank());
@@ -307,35 +448,63 @@ fn a_second_collective_while_one_is_in_flight_is_refused_and_nothing_is_lost() {
         let recv = comm.alloc(n * 64).map_err(|e| e.to_string())?;
         comm.write_local(&send, 0, &data(me, 0, 0, 64))
             .map_err(|e| e.to_string())?;
-        let mut req = comm.iallgather(&send, &recv).map_err(|e| e.to_string())?;
-        match comm.barrier() {
-            Err(Error::CollectiveInFlight(_)) => {}
-            other => return Err(format!("a barrier during an all-gather: {other:?}")),
-        }
-        match comm.ibarrier() {
-            Err(Error::CollectiveInFlight(_)) => {}
-            other => return Err(format!("an ibarrier during an all-gather: {other:?}")),
-        }
-        // Freeing the arena under it is refused, and frees nothing: the
-        // next allocation lies past the all-gather's buffers.
-        match comm.reset_arena() {
-            Err(Error::CollectiveInFlight(_)) => {}
-            other => return Err(format!("an arena reset during an all-gather: {other:?}")),
-        }
-        let after = comm.alloc(64).map_err(|e| e.to_string())?;
-        if after.offset() < recv.offset() + recv.len() {
-            return Err(format!(
-                "a refused reset freed the all-gather's buffers: {after:?} overlaps {recv:?}"
-            ));
-        }
-        while !req.test().map_err(|e| e.to_string())? {
-            if railcoll_tests::mode() == Mode::Threads {
-                std::thread::sleep(Duration::from_micros(20));
-            }
-        }
+        let leaked = comm.iallgather(&send, &recv).map_err(|e| e.to_string())?;
+        std::mem::forget(leaked);
+        let send2 = comm.alloc(64).map_err(|e| e.to_string())?;
+        let recv2 = comm.alloc(n * 64).map_err(|e| e.to_string())?;
+        comm.write_local(&send2, 0, &data(me, 1, 0, 64))
+            .map_err(|e| e.to_string())?;
+        comm.allgather(&send2, &recv2).map_err(|e| e.to_string())?;
+        check_output(comm, Collective::Allgather, &recv2, 64, 0, 1)?;
+        // A barrier's steps run in start order: the leaked all-gather is
+        // over on this rank once it returns.
+        comm.barrier().map_err(|e| e.to_string())?;
         check_output(comm, Collective::Allgather, &recv, 64, 0, 0)?;
-        // Free again: a persistent barrier started twice in a row is
-        // refused while active, and runs after `wait`.
+        comm.ibarrier()
+            .and_then(|r| r.wait())
+            .map_err(|e| e.to_string())?;
+        comm.reset_arena().map_err(|e| e.to_string())
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        r.expect("started")
+            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+    }
+}
+
+/// Freeing the arena under a collective in flight is refused and frees
+/// nothing; a persistent collective started while its last start is
+/// active is refused; nothing is lost by either.
+#[test]
+fn what_would_lose_data_in_flight_is_refused() {
+    let cluster = railcoll_tests::cluster(2, 2, 2, 1 << 20);
+    let results = cluster.run(|comm| -> Result<(), String> {
+        let (n, me) = (comm.size(), comm.rank());
+        let send = comm.alloc(64).map_err(|e| e.to_string())?;
+        let recv = comm.alloc(n * 64).map_err(|e| e.to_string())?;
+        comm.write_local(&send, 0, &data(me, 0, 0, 64))
+            .map_err(|e| e.to_string())?;
+        // Rank 0 starts first and tries at once: the all-gather cannot be
+        // over before the others have entered it.
+        if me != 0 {
+            comm.compute(Duration::from_millis(50));
+        }
+        let req = comm.iallgather(&send, &recv).map_err(|e| e.to_string())?;
+        if me == 0 {
+            match comm.reset_arena() {
+                Err(Error::CollectiveInFlight(_)) => {}
+                other => return Err(format!("an arena reset during an all-gather: {other:?}")),
+            }
+            let after = comm.alloc(64).map_err(|e| e.to_string())?;
+            if after.offset() < recv.offset() + recv.len() {
+                return Err(format!(
+                    "a refused reset freed the all-gather's buffers: {after:?} overlaps {recv:?}"
+                ));
+            }
+        } else {
+            comm.alloc(64).map_err(|e| e.to_string())?; // symmetric
+        }
+        req.wait().map_err(|e| e.to_string())?;
+        check_output(comm, Collective::Allgather, &recv, 64, 0, 0)?;
         let mut b = comm.barrier_init().map_err(|e| e.to_string())?;
         b.start().map_err(|e| e.to_string())?;
         match b.start() {
@@ -349,60 +518,7 @@ fn a_second_collective_while_one_is_in_flight_is_refused_and_nothing_is_lost() {
             return Err(format!("{} starts counted", b.starts()));
         }
         drop(b);
-        comm.ibarrier()
-            .and_then(|r| r.wait())
-            .map_err(|e| e.to_string())
-    });
-    for (rank, r) in results.into_iter().enumerate() {
-        r.expect("started")
-            .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
-    }
-}
-
-/// A request stays active until its rank sees it complete, even when the
-/// run finished inside its start: on one rank every barrier finishes in
-/// its first poll, and a second start or another collective must still be
-/// refused until `test` or `wait`. (Before, that depended on timing: a
-/// rank whose barrier happened to finish inside `start` accepted a second
-/// start the others refused, ran one barrier more, and the next barrier
-/// hung on every other rank.)
-#[test]
-fn a_request_finished_inside_its_start_is_active_until_seen_complete() {
-    let cluster = railcoll_tests::cluster(1, 1, 1, 1 << 20);
-    let results = cluster.run(|comm| -> Result<(), String> {
-        let mut b = comm.barrier_init().map_err(|e| e.to_string())?;
-        b.start().map_err(|e| e.to_string())?;
-        match b.start() {
-            Err(Error::CollectiveInFlight(_)) => {}
-            other => return Err(format!("a second start before wait: {other:?}")),
-        }
-        match comm.barrier() {
-            Err(Error::CollectiveInFlight(_)) => {}
-            other => return Err(format!("a barrier before wait: {other:?}")),
-        }
-        if !b.test().map_err(|e| e.to_string())? {
-            return Err("a one-rank barrier not complete at its first test".into());
-        }
-        b.start().map_err(|e| format!("a start after test: {e}"))?;
-        b.wait().map_err(|e| e.to_string())?;
-        if b.starts() != 2 {
-            return Err(format!("{} starts counted", b.starts()));
-        }
-        drop(b);
-        let send = comm.alloc(64).map_err(|e| e.to_string())?;
-        let recv = comm.alloc(64).map_err(|e| e.to_string())?;
-        let req = comm.iallgather(&send, &recv).map_err(|e| e.to_string())?;
-        match comm.ibarrier() {
-            Err(Error::CollectiveInFlight(_)) => {}
-            other => {
-                return Err(format!(
-                    "an ibarrier before the all-gather's wait: {other:?}"
-                ));
-            }
-        }
-        req.wait().map_err(|e| e.to_string())?;
-        comm.barrier()
-            .map_err(|e| format!("a barrier after wait: {e}"))
+        comm.reset_arena().map_err(|e| e.to_string())
     });
     for (rank, r) in results.into_iter().enumerate() {
         r.expect("started")

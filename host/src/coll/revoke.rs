@@ -13,9 +13,10 @@
 //!   the [`RevokeCause`]) to its own notice record and puts it to every
 //!   other rank's, and returns its own error (also when another rank's
 //!   notice came first: a call every rank got wrong returns each rank its
-//!   own error). A call refused because another collective is still in
-//!   flight (`Error::CollectiveInFlight`) is not a failure: nothing of it
-//!   began, and the caller calls it again once the other completed.
+//!   own error). A call refused because a collective is still in flight
+//!   (`Error::CollectiveInFlight`: a persistent start, an arena reset) is
+//!   not a failure: nothing of it began, and the caller calls it again
+//!   once the other completed.
 //! - Every wait of a rank goes through its [`crate::env::NoticeWait`], armed with the
 //!   rank's notice word: once a notice lands, the wait gives up, and the
 //!   call it was part of returns [`Error::Revoked`] naming the rank that

@@ -120,9 +120,8 @@ pub(crate) struct ExecState {
     pub(crate) cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
     /// The table plain calls choose algorithms by, from the configuration.
     pub(crate) tuning: Arc<TuningTable>,
-    /// The non-blocking or persistent collective in flight, by algorithm
-    /// name (one at a time: its counters and scratch are the next call's).
-    pub(crate) in_flight: Cell<Option<&'static str>>,
+    /// The collectives in flight, oldest first (`sched::request`).
+    pub(crate) in_flight: crate::sched::run::InFlight,
 }
 
 impl ExecState {
@@ -135,7 +134,7 @@ impl ExecState {
             peers: RefCell::new(vec![None; locals]),
             cache: RefCell::new(HashMap::new()),
             tuning,
-            in_flight: Cell::new(None),
+            in_flight: Default::default(),
         }
     }
 }

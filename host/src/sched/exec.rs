@@ -28,12 +28,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::budget::Outstanding;
+use super::run::{BarrierNumbers, Pending, Run};
 use super::tuning::TuningTable;
 use super::*;
 use crate::arena::SymBuffer;
 use crate::coll::state::{CACHE_LIMIT, Coll, Progress};
 use crate::driver::Feeds;
-use crate::endpoint::{ArmedWait, Arrivals, ChainedPut, DestEvent, PutHandle, TransferOptions};
+use crate::endpoint::{Arrivals, ChainedPut, Posted, PutHandle, TransferOptions};
 use crate::env::{WordTest, WordWatch};
 use crate::shm::BcastCursor;
 use railcoll_fw::abi::error::ErrorCode;
@@ -57,102 +58,6 @@ fn shared_schedule(params: &Params) -> Result<Arc<ScheduleSet>, Error> {
     }
     map.insert(*params, Arc::downgrade(&set));
     Ok(set)
-}
-
-/// This call's barrier numbers, set by the schedule's
-/// [`Op::BarrierNumber`] steps.
-#[derive(Debug, Default)]
-struct BarrierNumbers {
-    flat: Option<u64>,
-    masters: Option<u64>,
-    queue: Option<u64>,
-}
-
-impl BarrierNumbers {
-    fn slot(&mut self, which: Numbers) -> &mut Option<u64> {
-        match which {
-            Numbers::Words(Words::Flat) => &mut self.flat,
-            Numbers::Words(Words::Masters) => &mut self.masters,
-            Numbers::Queue => &mut self.queue,
-        }
-    }
-
-    fn set(&mut self, which: Numbers, number: u64) {
-        *self.slot(which) = Some(number);
-    }
-
-    fn get(&mut self, which: Numbers) -> Result<u64, Error> {
-        self.slot(which).ok_or_else(|| {
-            Error::Config(format!(
-                "a schedule waits for a {which:?} barrier number it never took"
-            ))
-        })
-    }
-}
-
-/// A step's half-done part, kept between polls of a run.
-enum Pending<'e> {
-    /// Nothing begun.
-    None,
-    /// A counter armed for its arrivals.
-    Arrivals(ArmedWait),
-    /// The switch barrier's arrival, posted.
-    Switch(PutHandle<'e>),
-    /// The switch barrier, run without the switch.
-    WithoutSwitch,
-    /// The node barrier's epoch, taken.
-    NodeArrive,
-    /// The node broadcast, this far.
-    NodeBcast(BcastCursor),
-}
-
-/// One rank's run of a schedule set, resumable: what [`Coll::advance`]
-/// needs to go on from where it stopped.
-pub(crate) struct Run<'e> {
-    set: Arc<ScheduleSet>,
-    send: SymBuffer,
-    recv: SymBuffer,
-    scratch: SymBuffer,
-    events: Vec<DestEvent>,
-    my_socket: usize,
-    /// The first step not done.
-    next: usize,
-    pending: Pending<'e>,
-    handles: Outstanding<PutHandle<'e>>,
-    numbers: BarrierNumbers,
-    /// This call's number among the guarded calls (0: not guarded).
-    entered: u64,
-}
-
-impl std::fmt::Debug for Run<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Run")
-            .field("algorithm", &self.set.params.choice().name())
-            .field("next", &self.next)
-            .finish()
-    }
-}
-
-impl Run<'_> {
-    fn region(&self, r: &Region) -> Result<SymBuffer, Error> {
-        let base = match r.buf {
-            Buf::Send => &self.send,
-            Buf::Recv => &self.recv,
-            Buf::Scratch => &self.scratch,
-        };
-        region_of(base, r, self.set.params.block_bytes)
-    }
-
-    fn event(&self, c: Counter) -> Result<DestEvent, Error> {
-        self.events
-            .get(usize::from(c))
-            .copied()
-            .ok_or(Error::EventsExhausted("schedule counter"))
-    }
-}
-
-fn region_of(base: &SymBuffer, r: &Region, block: usize) -> Result<SymBuffer, Error> {
-    base.slice(r.block as usize * block, r.count as usize * block)
 }
 
 fn mem_err(e: railcoll_mem::dma_mem::OutOfRange) -> Error {
@@ -335,24 +240,20 @@ impl<'a> Coll<'a> {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        let mut run = self.start_run(Arc::clone(set), send, recv)?;
-        let done = self.advance(&mut run, Progress::Block)?;
-        debug_assert!(done, "a blocking run ends complete");
-        Ok(())
+        self.run_to_completion(Arc::clone(set), send, recv)
     }
 
     /// Begin this rank's part of `set` on `send` and `recv`: check the
-    /// buffers, take this call's counters and scratch. Nothing is posted
-    /// until [`Coll::advance`].
+    /// buffers, take this call's counters and scratch (completing the
+    /// collective in flight that holds them first), and the counter pool
+    /// and scratch set it took, if any. Nothing is posted until
+    /// [`Coll::advance_gated`].
     pub(crate) fn start_run(
         &self,
         set: Arc<ScheduleSet>,
         send: &SymBuffer,
         recv: &SymBuffer,
-    ) -> Result<Run<'a>, Error> {
-        if let Some(name) = self.st.exec.in_flight.get() {
-            return Err(Error::CollectiveInFlight(name));
-        }
+    ) -> Result<(Run, Option<usize>), Error> {
         let p = &set.params;
         let b = p.block_bytes;
         let me = self.rank();
@@ -386,7 +287,9 @@ impl<'a> Coll<'a> {
         self.check_arguments(p)?;
         let entered = if p.guarded { self.enter()? } else { 0 };
         let parity = (self.st.exec.calls.get() % 2) as usize;
-        if set.counters > 0 || set.scratch_blocks > 0 {
+        let slot = (set.counters > 0 || set.scratch_blocks > 0).then_some(parity);
+        if slot.is_some() {
+            self.free_slot(parity)?;
             self.prepare(&set, parity)?;
             self.st
                 .exec
@@ -396,7 +299,7 @@ impl<'a> Coll<'a> {
         let events = self.st.exec.events.borrow()[parity].clone();
         let scratch = self.st.exec.scratch.borrow()[parity].unwrap_or(self.st.bufs.scratch);
         let my_socket = p.shape.socket_of(self.topology().locate(me)?.1);
-        Ok(Run {
+        let run = Run {
             set,
             send: *send,
             recv: *recv,
@@ -408,7 +311,8 @@ impl<'a> Coll<'a> {
             handles: Outstanding::new(steps),
             numbers: BarrierNumbers::default(),
             entered,
-        })
+        };
+        Ok((run, slot))
     }
 
     /// Enter a guarded call: take its number and publish it in this
@@ -461,9 +365,17 @@ impl<'a> Coll<'a> {
 
     /// Run `run`'s steps from where it stands: `Block` waits for what each
     /// step needs and returns complete; `Poll` goes as far as it can
-    /// without waiting (`Ok(false)`: not complete yet). An error leaves the
-    /// run, and the communicator's collectives, unusable.
-    pub(crate) fn advance(&self, run: &mut Run<'a>, how: Progress) -> Result<bool, Error> {
+    /// without waiting (`Ok(false)`: not complete yet). With `older_open`
+    /// (an earlier collective of the communicator is in flight), it stops
+    /// before a step that uses the communicator's sequential state, which
+    /// every rank must take in start order. An error leaves the run, and
+    /// the communicator's collectives, unusable.
+    pub(crate) fn advance_gated(
+        &self,
+        run: &mut Run,
+        how: Progress,
+        older_open: bool,
+    ) -> Result<bool, Error> {
         let set = Arc::clone(&run.set);
         let me = self.rank();
         let sched = set.rank(me).ok_or(Error::RankOutOfRange {
@@ -471,15 +383,19 @@ impl<'a> Coll<'a> {
             size: set.ranks.len(),
         })?;
         let hook = self.wait_arc();
-        let settle = |h: &mut PutHandle<'_>| -> Result<bool, Error> {
-            match how {
-                Progress::Block => h.wait_in_place().map(|()| true),
-                Progress::Poll => h.test().transpose().map(|done| done.is_some()),
+        let ep = self.ep;
+        let settle = |h: &mut Posted| -> Result<bool, Error> {
+            match ep.settle(h, how == Progress::Block) {
+                Some(r) => r.map(|()| true),
+                None => Ok(false),
             }
         };
         while let Some(step) = sched.steps.get(run.next) {
             let i = run.next;
             hook.observer().at_step(i as u32, step.op.kind());
+            if older_open && step.op.sequential() {
+                return Ok(false);
+            }
             if !run.handles.release_after(&step.after, settle)? {
                 return Ok(false);
             }
@@ -495,15 +411,29 @@ impl<'a> Coll<'a> {
         run.handles.release_all(settle)
     }
 
+    /// Let go of `run` after an error: wait for what it posted (the NICs
+    /// may still use its buffers), whatever became of it.
+    pub(crate) fn abandon(&self, mut run: Run) {
+        let ep = self.ep;
+        let mut settle = |h: &mut Posted| -> Result<bool, Error> {
+            let _ = ep.settle(h, true);
+            Ok(true)
+        };
+        if let Pending::Switch(h) = &mut run.pending {
+            let _ = settle(h);
+        }
+        let _ = run.handles.release_all(&mut settle);
+    }
+
     /// Step `i` of `run`: done (`Ok`), or, polling, not yet
     /// ([`Error::WouldBlock`], with what it began kept in `run.pending`).
     fn step(
         &self,
-        run: &mut Run<'a>,
+        run: &mut Run,
         i: usize,
         op: &Op,
         how: Progress,
-        settle: impl Fn(&mut PutHandle<'_>) -> Result<bool, Error> + Copy,
+        settle: impl Fn(&mut Posted) -> Result<bool, Error> + Copy,
     ) -> Result<(), Error> {
         let p = &run.set.params;
         let hook = self.wait_arc();
@@ -526,7 +456,7 @@ impl<'a> Coll<'a> {
                 let h =
                     self.ep
                         .put_with(&run.region(src)?, *to as usize, &run.region(dst)?, opts)?;
-                run.handles.hold(i, h);
+                run.handles.hold(i, h.into_posted());
             }
             Op::ChainPut {
                 trigger,
@@ -558,7 +488,7 @@ impl<'a> Coll<'a> {
                     done: Feeds::new(&pairs(done)?)?,
                 };
                 let h = self.ep.chain_put(&chain)?;
-                run.handles.hold(i, h);
+                run.handles.hold(i, h.into_posted());
             }
             Op::Relay {
                 counter,
@@ -574,7 +504,7 @@ impl<'a> Coll<'a> {
                     run.event(*into)?,
                     usize::from(*to),
                 )?;
-                run.handles.hold(i, h);
+                run.handles.hold(i, h.into_posted());
             }
             Op::Wait { counter, arrivals } => {
                 if matches!(run.pending, Pending::None) {
@@ -650,7 +580,7 @@ impl<'a> Coll<'a> {
             }
             Op::WordPut { to, words, slot } => {
                 let h = self.word_put(*words, *to as usize, *slot as usize)?;
-                run.handles.hold(i, h);
+                run.handles.hold(i, h.into_posted());
             }
             Op::WordWait { words, slot } => {
                 let number = run.numbers.get(Numbers::Words(*words))?;
@@ -658,7 +588,7 @@ impl<'a> Coll<'a> {
             }
             Op::Ready { to } => {
                 if let Some(h) = self.ready(*to as usize)? {
-                    run.handles.hold(i, h);
+                    run.handles.hold(i, h.into_posted());
                 }
             }
             Op::AwaitReady { from } => {
@@ -667,7 +597,7 @@ impl<'a> Coll<'a> {
             }
             Op::QueueSend { to } => {
                 let h = self.queue_number(*to as usize)?;
-                run.handles.hold(i, h);
+                run.handles.hold(i, h.into_posted());
             }
             Op::QueueRecv { from } => {
                 let number = run.numbers.get(Numbers::Queue)?;
@@ -684,7 +614,7 @@ impl<'a> Coll<'a> {
             Op::HwBarrier => {
                 if matches!(run.pending, Pending::None) {
                     run.pending = match self.switch_barrier()? {
-                        Some(h) => Pending::Switch(h),
+                        Some(h) => Pending::Switch(h.into_posted()),
                         None => Pending::WithoutSwitch,
                     };
                 }
@@ -722,7 +652,7 @@ impl<'a> Coll<'a> {
                     &run.region(dst)?,
                     signal.map(|c| run.event(c)).transpose()?,
                 )?;
-                run.handles.hold(i, h);
+                run.handles.hold(i, h.into_posted());
             }
         }
         Ok(())

@@ -42,7 +42,8 @@
 //! [`offload`] (puts moved onto the NICs as chained puts; `counted`,
 //! crate-private, first turns barrier words and node flags into
 //! destination counters for it), [`persist`]
-//! (the readiness guard), [`request`]
+//! (the readiness guard), `run` (a rank's resumable run and the table of
+//! collectives in flight, data only), [`request`]
 //! (non-blocking and persistent collectives),
 //! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
 
@@ -56,6 +57,7 @@ pub mod generate;
 pub mod offload;
 pub mod persist;
 pub mod request;
+pub(crate) mod run;
 pub mod sim;
 pub mod tuning;
 pub mod verify;
@@ -872,6 +874,26 @@ impl Op {
             feeds: Vec::new(),
             done: Vec::new(),
         }
+    }
+
+    /// Whether the step uses the communicator's sequential state (barrier
+    /// numbers and words, the barrier queue, node flags, the node barrier
+    /// and broadcast, the switch, a node peer's buffers), which every rank
+    /// must take in the same order: with several collectives in flight,
+    /// only the oldest takes such steps. Puts, chained puts, relays,
+    /// counter waits, local copies and readiness touch only the call's own
+    /// buffers and counters.
+    pub fn sequential(&self) -> bool {
+        !matches!(
+            self,
+            Op::Put { .. }
+                | Op::ChainPut { .. }
+                | Op::Relay { .. }
+                | Op::Wait { .. }
+                | Op::Copy { .. }
+                | Op::Ready { .. }
+                | Op::AwaitReady { .. }
+        )
     }
 
     /// The step's kind in one word.

@@ -1,130 +1,242 @@
-//! Non-blocking and persistent collectives [MPI4 §6.12, §6.13].
+//! Non-blocking and persistent collectives [MPI4 §6.12, §6.13], and the
+//! communicator's table of collectives in flight that every call
+//! progresses.
 //!
 //! `Comm::iallgather` and its siblings start a collective and return a
 //! [`Request`]; `Comm::allgather_init` and its siblings generate (and
 //! prove) a schedule once and return a [`Persistent`] collective that can
 //! be started any number of times. Both run on the executor's resumable
-//! runs (`Coll::advance` in [`super::exec`]):
+//! runs (`Coll::advance_gated` in [`super::exec`]), which the communicator keeps
+//! in its table (`InFlight`, in `sched::run`) until they complete; a request is a
+//! number in that table:
 //!
 //! - starting posts everything that need not wait (puts whose data is
 //!   local, every chained put of an offloaded algorithm: from then on the
 //!   NICs go on by themselves);
-//! - the host-driven part progresses only inside [`Request::test`] and
-//!   [`Request::wait`] (as in MPI libraries without a progress thread):
-//!   `test` takes every step that is ready and returns at the first that
-//!   is not; `wait` blocks through the rest;
+//! - the host-driven parts progress only inside library calls (as in MPI
+//!   libraries without a progress thread): `test` takes every ready step
+//!   of every collective in flight, oldest first, and `wait` blocks
+//!   through the oldest until its own is complete, so waiting for a later
+//!   request never starves an earlier one that another rank needs;
+//! - several may be in flight, completed in any order ([`wait_all`],
+//!   [`wait_any`], [`test_all`]); a blocking collective is one more entry
+//!   of the table. Steps that use the communicator's sequential state
+//!   (barrier numbers, node flags and barriers, the switch, the queue)
+//!   run in start order: a later collective takes one only once every
+//!   earlier one is complete, so every rank takes them in the same order
+//!   whatever order it waits in. Puts, chained puts, counter waits and
+//!   local copies go ahead at once;
+//! - a collective takes one of the two counter pools and scratch sets in
+//!   turn; starting a third that needs one while both are held first
+//!   completes the older holder (the NICs' budget: a typed refusal would
+//!   depend on timing and differ between ranks, this does not);
 //! - completion means what a blocking call's return means: the outputs are
 //!   in place and no rank touches this rank's buffers any more.
 //!
-//! One collective is in flight per communicator at a time: starting
-//! another (blocking or not) before this one completes is
-//! [`Error::CollectiveInFlight`]. Dropping a request or an active
-//! persistent collective completes it (blocking), as dropping a put's
-//! handle does: the NICs and the other ranks may still be using its
-//! buffers. An error leaves the communicator's collectives unusable, as
-//! for a blocking call; the request (or persistent collective) keeps
-//! returning it, so a failed collective never reads as complete.
+//! Dropping a request completes it (blocking), as dropping a put's handle
+//! does. A request leaked with `mem::forget` stays in the table and is
+//! completed by the calls that follow: it locks nothing. An error leaves
+//! the communicator revoked ([`crate::coll`]); a failed request keeps
+//! returning its error, so a failed collective never reads as complete.
 //!
-//! A persistent collective is generated with the readiness guard of
-//! [`super::persist`], so starts may follow each other back to back on
-//! the same buffers with no barrier: the caller reads the outputs and
-//! writes new inputs between `wait` and the next `start`.
+//! A persistent collective's set is guarded ([`super::persist`]), so its
+//! starts may follow each other back to back on the same buffers with no
+//! barrier: the caller reads the outputs and writes new inputs between
+//! `wait` and the next `start`. Starting it while its previous start is
+//! still active is [`Error::CollectiveInFlight`] (MPI's erroneous
+//! program, refused).
 
 use std::sync::Arc;
 
-use super::exec::Run;
+use super::run::{Entry, Run};
 use super::*;
 use crate::arena::SymBuffer;
 use crate::coll::state::{Coll, Progress};
 
-/// A run in flight and the communicator it holds busy; once failed, the
-/// error it failed with (every later `test` or `wait` returns it again:
-/// a failed collective never reads as complete).
-///
-/// The request stays active, and the communicator busy, until the user
-/// sees it complete (`test` returning true, `wait`, or a drop), even if
-/// the run finished inside `start`: whether a run finishes within its
-/// first poll depends on timing and differs between ranks, and what
-/// every rank is allowed to do next (a second start, another
-/// collective) must not.
-struct Active<'c> {
-    coll: Coll<'c>,
-    run: Option<Run<'c>>,
-    failed: Option<Error>,
-    /// The user has seen it complete (the communicator is free again).
-    observed: bool,
-}
+impl<'a> Coll<'a> {
+    /// Put `run` (holding counter pool and scratch set `slot`) in the
+    /// table; its number.
+    fn enqueue(&self, run: Run, slot: Option<usize>, name: &'static str) -> u64 {
+        let table = &self.st.exec.in_flight;
+        let id = table.next.get();
+        table.next.set(id + 1);
+        table.entries.borrow_mut().push_back(Entry {
+            id,
+            name,
+            slot,
+            run: Some(run),
+            outcome: None,
+        });
+        id
+    }
 
-impl<'c> Active<'c> {
-    /// Start `set` and take every step that can go at once.
-    fn start(
-        coll: Coll<'c>,
+    /// Advance the entry at `index` as far as `how` allows; its steps that
+    /// use the communicator's sequential state wait while an older entry is
+    /// in flight. An error is kept as its outcome and returned.
+    fn advance_entry(&self, index: usize, how: Progress) -> Result<(), Error> {
+        let table = &self.st.exec.in_flight;
+        let (run, older_open) = {
+            let mut entries = table.entries.borrow_mut();
+            let older_open = entries.iter().take(index).any(|e| e.outcome.is_none());
+            let Some(entry) = entries.get_mut(index) else {
+                return Ok(());
+            };
+            match entry.run.take() {
+                Some(run) if entry.outcome.is_none() => (run, older_open),
+                other => {
+                    entry.run = other;
+                    return Ok(());
+                }
+            }
+        };
+        let mut run = run;
+        let result = self.advance_gated(&mut run, how, older_open);
+        let mut entries = table.entries.borrow_mut();
+        let Some(entry) = entries.get_mut(index) else {
+            return result.map(|_| ());
+        };
+        match result {
+            Ok(false) => entry.run = Some(run),
+            Ok(true) => entry.outcome = Some(Ok(())),
+            Err(e) => {
+                entry.outcome = Some(Err(e.clone()));
+                drop(entries);
+                self.abandon(run);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Progress the collectives in flight until `target` is over (every
+    /// one, with `None`), or, polling, as far as they go. Each round takes
+    /// every ready step of every entry, oldest first; blocking, it then
+    /// waits through the oldest entry in flight (which no rank's later
+    /// collective can be holding up). `true` once the target is over; an
+    /// error of any entry is this call's.
+    pub(crate) fn progress(&self, target: Option<u64>, how: Progress) -> Result<bool, Error> {
+        let table = &self.st.exec.in_flight;
+        loop {
+            let oldest = table
+                .entries
+                .borrow()
+                .iter()
+                .position(|e| e.outcome.is_none());
+            // The target is the oldest in flight: straight through it, as
+            // a lone collective runs (no poll round first).
+            if how == Progress::Block
+                && let (Some(index), Some(id)) = (oldest, target)
+                && table.entries.borrow()[index].id == id
+            {
+                self.advance_entry(index, Progress::Block)?;
+                continue;
+            }
+            let count = table.entries.borrow().len();
+            for index in 0..count {
+                self.advance_entry(index, Progress::Poll)?;
+            }
+            let over = match target {
+                Some(id) => table.outcome(id).is_some(),
+                None => table.running().is_none(),
+            };
+            if over || how == Progress::Poll {
+                return Ok(over);
+            }
+            let oldest = table
+                .entries
+                .borrow()
+                .iter()
+                .position(|e| e.outcome.is_none());
+            if let Some(index) = oldest {
+                self.advance_entry(index, Progress::Block)?;
+            }
+        }
+    }
+
+    /// Complete whichever collective in flight holds counter pool and
+    /// scratch set `slot`, before a new one takes it.
+    pub(crate) fn free_slot(&self, slot: usize) -> Result<(), Error> {
+        let holder = {
+            let entries = self.st.exec.in_flight.entries.borrow();
+            let holding = entries
+                .iter()
+                .find(|e| e.outcome.is_none() && e.slot == Some(slot));
+            holding.map(|e| e.id)
+        };
+        match holder {
+            Some(id) => self.progress(Some(id), Progress::Block).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    /// Start `set` on `send` and `recv`: its entry in the table, and every
+    /// step that can go at once (`Poll`), or all of it (`Block`).
+    fn start_entry(
+        &self,
         set: Arc<ScheduleSet>,
         send: &SymBuffer,
         recv: &SymBuffer,
-    ) -> Result<Self, Error> {
+        how: Progress,
+    ) -> Result<u64, Error> {
         let name = set.params.choice().name();
-        let run = coll.together(|| coll.start_run(set, send, recv))?;
-        coll.st.exec.in_flight.set(Some(name));
-        let mut active = Self {
-            coll,
-            run: Some(run),
-            failed: None,
-            observed: false,
-        };
-        active.advance(Progress::Poll)?;
-        Ok(active)
+        let (run, slot) = self.start_run(set, send, recv)?;
+        let id = self.enqueue(run, slot, name);
+        if let Err(e) = self.progress(Some(id), how) {
+            // Its own failure is the start's; the request never existed.
+            if matches!(self.st.exec.in_flight.outcome(id), Some(Err(_))) {
+                self.st.exec.in_flight.forget(id);
+            }
+            return Err(e);
+        }
+        Ok(id)
     }
 
-    /// Take the run as far as `how` allows; `true` once it is over. A
-    /// failure is over too: it frees the communicator and is kept.
-    fn advance(&mut self, how: Progress) -> Result<bool, Error> {
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        let Some(run) = self.run.as_mut() else {
-            return Ok(true);
-        };
-        let coll = self.coll;
-        let result = coll.together(|| coll.advance(run, how));
-        if !matches!(result, Ok(false)) {
-            self.run = None;
-        }
-        if let Err(e) = &result {
-            self.failed = Some(e.clone());
-            self.coll.st.exec.in_flight.set(None);
-        }
+    /// Run `set` to completion (a blocking call: one more entry of the
+    /// table, completed before returning).
+    pub(crate) fn run_to_completion(
+        &self,
+        set: Arc<ScheduleSet>,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<(), Error> {
+        let started = self.start_entry(set, send, recv, Progress::Block);
+        let id = started?;
+        let result = self.st.exec.in_flight.outcome(id).unwrap_or(Ok(()));
+        self.st.exec.in_flight.forget(id);
         result
     }
 
-    /// The user's `test`, `wait` or drop: go on as far as `how` allows;
-    /// `true` once complete, and from then on the communicator is free.
-    fn progress(&mut self, how: Progress) -> Result<bool, Error> {
-        let done = self.advance(how)?;
-        if done && !self.observed {
-            self.observed = true;
-            self.coll.st.exec.in_flight.set(None);
-        }
-        Ok(done)
-    }
-}
-
-impl Drop for Active<'_> {
-    fn drop(&mut self) {
-        let _ = self.progress(Progress::Block);
+    /// `id`'s outcome once over, completing it as far as `how` allows;
+    /// `Ok(false)` while in flight.
+    fn request_progress(&self, id: u64, how: Progress) -> Result<bool, Error> {
+        self.together(|| {
+            let table = &self.st.exec.in_flight;
+            // Another entry's error is this call's too (the communicator
+            // is revoked), but `id` keeps its own outcome for later.
+            let progressed = self.progress(Some(id), how);
+            match table.outcome(id) {
+                Some(Ok(())) => Ok(true),
+                Some(Err(e)) => Err(e),
+                None => progressed.map(|_| false),
+            }
+        })
     }
 }
 
 /// A non-blocking collective in flight ([MPI4 §6.12]).
 #[must_use = "a collective is only known complete once its request is tested or waited"]
 pub struct Request<'c> {
-    active: Active<'c>,
+    coll: Coll<'c>,
+    id: u64,
+    /// Its end was seen (and its entry let go).
+    seen: bool,
 }
 
 impl std::fmt::Debug for Request<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Request")
-            .field("run", &self.active.run)
+            .field("id", &self.id)
+            .field("seen", &self.seen)
             .finish()
     }
 }
@@ -136,18 +248,137 @@ impl<'c> Request<'c> {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<Self, Error> {
-        Active::start(coll, set, send, recv).map(|active| Self { active })
+        let id = coll.together(|| coll.start_entry(set, send, recv, Progress::Poll))?;
+        Ok(Self {
+            coll,
+            id,
+            seen: false,
+        })
     }
 
-    /// Take every step that is ready without blocking; `true` once the
-    /// collective is complete on this rank.
+    /// Take every step that is ready, of this collective and of every
+    /// other one in flight on the communicator, without blocking; `true`
+    /// once this one is complete on this rank. An error is returned again
+    /// by every later call.
     pub fn test(&mut self) -> Result<bool, Error> {
-        self.active.progress(Progress::Poll)
+        let done = self.coll.request_progress(self.id, Progress::Poll)?;
+        if done {
+            self.see();
+        }
+        Ok(done)
     }
 
-    /// Block until the collective is complete on this rank.
+    /// Block until the collective is complete on this rank (progressing
+    /// every collective in flight on the communicator meanwhile).
     pub fn wait(mut self) -> Result<(), Error> {
-        self.active.progress(Progress::Block).map(|_| ())
+        let result = self.coll.request_progress(self.id, Progress::Block);
+        if result.is_ok() {
+            self.see();
+        }
+        result.map(|_| ())
+    }
+
+    /// Its end was seen: let go of its entry.
+    fn see(&mut self) {
+        if !self.seen {
+            self.seen = true;
+            self.coll.st.exec.in_flight.forget(self.id);
+        }
+    }
+}
+
+impl Drop for Request<'_> {
+    fn drop(&mut self) {
+        if !self.seen {
+            let _ = self.coll.progress(Some(self.id), Progress::Block);
+            self.coll.st.exec.in_flight.forget(self.id);
+        }
+    }
+}
+
+/// Complete every request of `requests` (in any order: each wait
+/// progresses them all), returning the first error. [MPI4 §3.7.5]
+///
+/// Several collectives in flight on one communicator, each on its own
+/// buffers (a request's buffers are the collective's until it completes):
+///
+/// ```
+/// # use railcoll_emu::{Cluster, ClusterConfig};
+/// # let cluster = Cluster::new(ClusterConfig::default())?;
+/// # let results = cluster.run(|comm| -> Result<(), railcoll_host::Error> {
+/// let n = comm.size();
+/// let (a, all_a) = (comm.alloc(8)?, comm.alloc(8 * n)?);
+/// let (b, all_b) = (comm.alloc(8)?, comm.alloc(8 * n)?);
+/// comm.write_local(&a, 0, &[1; 8])?;
+/// comm.write_local(&b, 0, &[2; 8])?;
+/// let first = comm.iallgather(&a, &all_a)?;
+/// let barrier = comm.ibarrier()?;
+/// let second = comm.iallgather(&b, &all_b)?;
+/// // Completed in another order than started, on every rank alike or not.
+/// railcoll_host::wait_all(vec![second, barrier, first])?;
+/// let mut got = vec![0u8; 8 * n];
+/// comm.read_local(&all_b, 0, &mut got)?;
+/// assert!(got.iter().all(|&x| x == 2));
+/// # Ok(())
+/// # });
+/// # for r in results { r??; }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn wait_all(requests: Vec<Request<'_>>) -> Result<(), Error> {
+    let mut first = Ok(());
+    for r in requests {
+        let result = r.wait();
+        if first.is_ok() {
+            first = result;
+        }
+    }
+    first
+}
+
+/// Complete one request of `requests`, whichever is complete first; its
+/// index (it is removed from `requests`). Polls them all, then blocks
+/// through the communicator's oldest collective, until one is complete.
+/// `None` if `requests` is empty.
+pub fn wait_any(requests: &mut Vec<Request<'_>>) -> Result<Option<usize>, Error> {
+    loop {
+        if requests.is_empty() {
+            return Ok(None);
+        }
+        for i in 0..requests.len() {
+            if requests[i].test()? {
+                let _seen = requests.remove(i);
+                return Ok(Some(i));
+            }
+        }
+        let coll = requests[0].coll;
+        coll.together(|| coll.progress_oldest())?;
+    }
+}
+
+/// Take every ready step of every request of `requests` without blocking;
+/// `true` once all are complete (those complete are then seen).
+pub fn test_all(requests: &mut [Request<'_>]) -> Result<bool, Error> {
+    let mut all = true;
+    for r in requests.iter_mut() {
+        if !r.test()? {
+            all = false;
+        }
+    }
+    Ok(all)
+}
+
+impl Coll<'_> {
+    /// Block through the oldest collective in flight (nothing if none).
+    fn progress_oldest(&self) -> Result<(), Error> {
+        let oldest = {
+            let entries = self.st.exec.in_flight.entries.borrow();
+            let running = entries.iter().find(|e| e.outcome.is_none());
+            running.map(|e| e.id)
+        };
+        match oldest {
+            Some(id) => self.progress(Some(id), Progress::Block).map(|_| ()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -158,7 +389,10 @@ pub struct Persistent<'c> {
     set: Arc<ScheduleSet>,
     send: SymBuffer,
     recv: SymBuffer,
-    active: Option<Active<'c>>,
+    /// The current start, until its end is seen.
+    active: Option<Request<'c>>,
+    /// A start that failed: every later call returns it.
+    failed: Option<Error>,
     starts: u64,
 }
 
@@ -185,6 +419,7 @@ impl<'c> Persistent<'c> {
             send: *send,
             recv: *recv,
             active: None,
+            failed: None,
             starts: 0,
         }
     }
@@ -193,19 +428,20 @@ impl<'c> Persistent<'c> {
     /// times). Not while the previous start is still active; not after a
     /// start failed (its error again).
     pub fn start(&mut self) -> Result<(), Error> {
-        if let Some(e) = self.active.as_ref().and_then(|a| a.failed.clone()) {
-            return Err(e);
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
         }
-        if self.active.as_ref().is_some_and(|a| !a.observed) {
+        if self.active.is_some() {
             return Err(Error::CollectiveInFlight(self.set.params.choice().name()));
         }
-        self.active = None;
-        self.active = Some(Active::start(
-            self.coll,
-            Arc::clone(&self.set),
-            &self.send,
-            &self.recv,
-        )?);
+        let started = Request::start(self.coll, Arc::clone(&self.set), &self.send, &self.recv);
+        match started {
+            Ok(r) => self.active = Some(r),
+            Err(e) => {
+                self.failed = Some(e.clone());
+                return Err(e);
+            }
+        }
         self.starts += 1;
         Ok(())
     }
@@ -213,18 +449,34 @@ impl<'c> Persistent<'c> {
     /// Take every step that is ready without blocking; `true` once the
     /// current start is complete on this rank (or if none is active).
     pub fn test(&mut self) -> Result<bool, Error> {
-        match self.active.as_mut() {
-            Some(a) => a.progress(Progress::Poll),
-            None => Ok(true),
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let Some(r) = self.active.as_mut() else {
+            return Ok(true);
+        };
+        match r.test() {
+            Ok(true) => {
+                self.active = None;
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
+            Err(e) => {
+                self.failed = Some(e.clone());
+                Err(e)
+            }
         }
     }
 
     /// Block until the current start is complete on this rank.
     pub fn wait(&mut self) -> Result<(), Error> {
-        match self.active.as_mut() {
-            Some(a) => a.progress(Progress::Block).map(|_| ()),
-            None => Ok(()),
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
         }
+        let Some(r) = self.active.take() else {
+            return Ok(());
+        };
+        r.wait().inspect_err(|e| self.failed = Some(e.clone()))
     }
 
     /// How many times it was started.
