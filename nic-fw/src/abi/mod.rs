@@ -61,8 +61,12 @@ pub use wire_enum::{Unknown, WireEnum};
 /// `REMOTE_WRITE` too (a forged response wrote completion words); 1.6 a
 /// barrier group has a tag (`HW_BARRIER`'s `tag`, the barrier packets'
 /// `aux2`): a communicator opened over the contexts and nodes of an
-/// earlier one is a new group, not the old one's numbers again.
-pub const ABI_VERSION: u32 = (1 << 16) | 6;
+/// earlier one is a new group, not the old one's numbers again; 1.7 a get
+/// request that finds no free DMA slot is refused for now, as a queued item
+/// a queue cannot take (consumed, the refusal bitmap, the sender's
+/// back-off), instead of nacked: a nack sent the whole window back and
+/// reset the flow's retry count.
+pub const ABI_VERSION: u32 = (1 << 16) | 7;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;

@@ -79,7 +79,8 @@ pub struct Stats {
     pub bad_packets: u64,
     /// Duplicate packets (already applied) re-acknowledged.
     pub duplicates: u64,
-    /// Queued items refused for now (their queue full or not initialised).
+    /// Packets refused for now: queued items (their queue full or not
+    /// initialised), get requests that found no free DMA slot.
     pub packets_refused: u64,
     /// Flows that migrated to the sibling path past their retry limit.
     pub migrations: u64,

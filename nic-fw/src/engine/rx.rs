@@ -27,13 +27,13 @@ enum Verdict {
     /// Rejected, nothing written; consumes the sequence number and is
     /// reported to the sender through the ack's error bitmap.
     Rejected(ErrorCode),
-    /// Not now (no DMA slot for a get): nack, the sender will retry.
-    Retry,
     /// Refused for now (a queued item whose queue is full or not yet
-    /// initialised): consumes the sequence number, nothing written; the
-    /// ack's refusal bitmap tells the sender to send it again, so the
-    /// flow goes on for every other item and context (no head-of-line
-    /// blocking).
+    /// initialised, a get request that finds no free DMA slot): consumes
+    /// the sequence number, nothing written; the ack's refusal bitmap tells
+    /// the sender to send it again after a back-off, so the flow goes on
+    /// for every other packet and context (no head-of-line blocking), and
+    /// its retry count is left alone (a nack would reset it and send the
+    /// whole window back).
     Refused,
 }
 
@@ -181,10 +181,6 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return;
         };
         match verdict {
-            Verdict::Retry => {
-                self.owe_ack(src, true);
-                return;
-            }
             Verdict::Accepted => {
                 flow.err_bits <<= 1;
                 flow.refused_bits <<= 1;
@@ -497,7 +493,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         match checked {
             Ok((src_phys, src_event)) => {
                 if self.dmas_active >= self.dmas.len() {
-                    return Verdict::Retry;
+                    return Verdict::Refused;
                 }
                 let job_key = self.context(ctx).map_or(0, |c| c.job_key);
                 let dma = Dma {
@@ -518,7 +514,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 };
                 match self.install_dma(dma) {
                     Ok(()) => Verdict::Accepted,
-                    Err(_) => Verdict::Retry,
+                    Err(_) => Verdict::Refused,
                 }
             }
             Err(code) => {

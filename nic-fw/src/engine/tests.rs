@@ -558,11 +558,9 @@ fn put_survives_loss_duplication_and_corruption() {
     }
 }
 
-#[test]
-fn get_is_a_put_run_by_the_owner() {
-    let mut net = Net::new(3, 3);
-    let data = pattern(5000, 3);
-    net.fill(2, DATA + 0x800, &data);
+/// Node 0 gets `len` bytes from offset 0x800 of node `vp`'s data into its
+/// own offset 0, completion word 4 written with 9.
+fn get_into_word_4(net: &mut Net, vp: u32, len: u32) {
     net.post(
         0,
         Command::ArmEvent {
@@ -575,8 +573,8 @@ fn get_is_a_put_run_by_the_owner() {
         0,
         Command::Dma(DmaCommand {
             kind: DmaKind::Get,
-            len: 5000,
-            vp: 2,
+            len,
+            vp,
             src_addr: VA_DATA + 0x800,
             dst_addr: VA_DATA,
             src_event: None,
@@ -584,8 +582,61 @@ fn get_is_a_put_run_by_the_owner() {
             wake: false,
         }),
     );
+}
+
+#[test]
+fn get_is_a_put_run_by_the_owner() {
+    let mut net = Net::new(3, 3);
+    let data = pattern(5000, 3);
+    net.fill(2, DATA + 0x800, &data);
+    get_into_word_4(&mut net, 2, 5000);
     net.run(100_000);
     assert_eq!(net.mem(0, DATA, 5000), data);
+    assert_eq!(
+        net.word(0, 4),
+        CompletionWord {
+            value: 9,
+            status: Some(Ok(()))
+        }
+    );
+}
+
+/// A get request that finds every DMA slot of its target busy is refused
+/// for now (ABI 1.7), not nacked: a put sent after it on the same flow
+/// lands while the get waits (a nack would have held the put back as a
+/// gap and sent the whole window again), and the get is sent again after
+/// its back-off and completes once a slot is free.
+#[test]
+fn a_get_that_finds_no_dma_slot_is_refused_and_the_flow_goes_on() {
+    let mut net = Net::new(2, 5);
+    let data = pattern(256, 7);
+    net.fill(1, DATA + 0x800, &data);
+    let later = pattern(64, 9);
+    net.fill(0, DATA + 0x2000, &later);
+    // Every DMA slot of node 1 taken (as by 64 transfers in flight).
+    net.nics[1].dmas_active = crate::abi::MAX_DMAS;
+    get_into_word_4(&mut net, 1, 256);
+    net.post(0, put(1, 0x2000, 0x3000, 64, None, None));
+    net.run_for(200);
+    assert_eq!(
+        net.mem(1, DATA + 0x3000, 64),
+        later,
+        "the later put waited for the get"
+    );
+    assert!(
+        net.nics[1].stats().packets_refused >= 1,
+        "refused, not nacked"
+    );
+    assert_ne!(
+        net.mem(0, DATA, 256),
+        data,
+        "no slot yet: the get is not served"
+    );
+    assert_ne!(net.word(0, 4).value, 9, "nor completed");
+    assert_eq!(net.nics[0].stats().retransmits, 0, "nothing went back");
+    net.nics[1].dmas_active = 0;
+    net.run(100_000);
+    assert_eq!(net.mem(0, DATA, 256), data);
     assert_eq!(
         net.word(0, 4),
         CompletionWord {

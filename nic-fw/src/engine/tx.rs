@@ -283,11 +283,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
     }
 
-    /// The target refused queued DMA `slot`'s item for now: send it again
-    /// (flagged RETRY) after a back-off that doubles with each refusal, from
+    /// The target refused DMA `slot`'s packet for now (a queued item, a get
+    /// request that found no DMA slot): send it again (a queued item
+    /// flagged RETRY) after a back-off that doubles with each refusal, from
     /// timeout/64 up to timeout/8 (short enough that a sender refused many
     /// times is not starved by others still retrying fast). The target
-    /// bounds the wait (its queue wait), so this needs no limit of its own.
+    /// bounds the wait (its queue wait; its DMAs end, freeing slots), so
+    /// this needs no limit of its own.
     fn requeue(&mut self, slot: usize, now: u64) {
         let timeout = self.params.retry_timeout_ns;
         let Some(d) = self.dmas.get_mut(slot) else {
@@ -307,16 +309,17 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         d.next_offset = 0;
     }
 
-    /// May DMA `d`'s next packet go now? A refused queued item waits for
-    /// its back-off, and a queued item waits behind an older refused item
-    /// of its context to the same queue (per-queue FIFO).
+    /// May DMA `d`'s next packet go now? A refused packet (a queued item,
+    /// a get request that found no DMA slot) waits for its back-off, and a
+    /// queued item waits behind an older refused item of its context to
+    /// the same queue (per-queue FIFO).
     pub(super) fn queue_ready(&self, d: &super::Dma, now: u64) -> bool {
-        let Some(queue) = d.queue else {
-            return true;
-        };
         if d.refused && now < d.retry_at {
             return false;
         }
+        let Some(queue) = d.queue else {
+            return true;
+        };
         !self.dmas.iter().any(|o| {
             o.active
                 && o.refused
