@@ -11,10 +11,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def fnv1a(files):
+    return fnv1a_bytes(b"".join((ROOT / f).read_bytes() for f in files))
+
+
+def fnv1a_bytes(data):
     h = 0xcbf29ce484222325
-    for f in files:
-        for byte in (ROOT / f).read_bytes():
-            h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
     return f"{h:016x}"
 
 

@@ -402,9 +402,12 @@ fn the_fidelity_page_was_regenerated_for_this_model() {
 /// The library's built-in tuning table is derived from the model
 /// (`docs/gen/tuning.py`: `railcoll tune --scaling --builtin` on
 /// [QA08]'s platform); it records the fingerprint of the model it was
-/// made from, and a change of the pinned model without regenerating it
-/// fails here, so `tuned` and `best` do not drift apart in the main job's
-/// table unnoticed.
+/// made from (the pinned model, the profile, the fallback rules, the
+/// generator and `tune`'s selection) and a hash of its rules. A change of
+/// any of those without regenerating it, or a rule edited by hand, fails
+/// here, so `tuned` and `best` do not drift apart in the main job's table
+/// unnoticed. CI relies on this rather than regenerating the table (two
+/// minutes of its fifteen).
 #[test]
 fn the_builtin_tuning_table_was_derived_from_this_model() {
     let files = [
@@ -412,12 +415,28 @@ fn the_builtin_tuning_table_was_derived_from_this_model() {
         "emulator/profiles/qsnet2-dual.toml",
         "host/tuning/fallback.toml",
         "docs/gen/tuning.py",
+        "emulator/src/workbench/tune.rs",
     ];
     let want = format!("Model fingerprint `{}`", fingerprint(&files));
+    let table = repo_file("host/tuning/default.toml");
     assert!(
-        repo_file("host/tuning/default.toml").contains(&want),
+        table.contains(&want),
         "host/tuning/default.toml is stale: the model changed since it was derived (want \
          {want}). Regenerate it:\n  cargo build --release -p railcoll-emu && python3 \
          docs/gen/tuning.py"
+    );
+    let rules: String = table
+        .split_inclusive('\n')
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in rules.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let want = format!("Rules hash `{h:016x}`");
+    assert!(
+        table.contains(&want),
+        "host/tuning/default.toml's rules are not the ones derived from the model (want \
+         {want}): regenerate it with docs/gen/tuning.py instead of editing it"
     );
 }

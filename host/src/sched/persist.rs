@@ -32,10 +32,10 @@
 //! set (its rule 9), so the caller may read and rewrite them as soon as
 //! the call returns.
 //!
-//! A set in which no rank can touch another before that one has entered
-//! (every broadcast, which promises it by construction; a barrier, which
-//! touches nothing) is left as it is: the verifier's rule 10 is what the
-//! guard would add. The guard runs last, on the set as it will execute
+//! Broadcasts (which never write a rank that has not entered, by
+//! construction: the verifier's rule 10 holds for every one) and barriers
+//! (which touch nothing) are not guarded; every gather, all-gather and
+//! all-to-all of the catalogue needs it. The guard runs last, on the set as it will execute
 //! (after the offload compiler): a chained put's access starts when its
 //! NIC fires it, which is after the host armed it, which is after the
 //! readiness waits. Guarding first and compiling after would be wrong: a
@@ -46,8 +46,8 @@ use std::collections::BTreeSet;
 
 use super::*;
 
-/// `set` with readiness notices and waits (see the module doc). A set
-/// that already touches only ranks that have entered is returned as is.
+/// `set` with readiness notices and waits (see the module doc). A set in
+/// which no rank touches another's buffers is returned as is.
 pub fn guard(set: &ScheduleSet) -> Result<ScheduleSet, Error> {
     let replay = sim::replay(set, &sim::Untimed);
     if let Some(f) = replay.faults.first() {
@@ -55,9 +55,6 @@ pub fn guard(set: &ScheduleSet) -> Result<ScheduleSet, Error> {
             "cannot guard a set that does not replay: rank {}, step {}: {}",
             f.rank, f.step, f.what
         )));
-    }
-    if verify::starts_before_touches(set, &replay) {
-        return Ok(set.clone());
     }
     let n = set.ranks.len();
     // For each rank: the ranks whose buffers it touches, and its first
@@ -68,6 +65,9 @@ pub fn guard(set: &ScheduleSet) -> Result<ScheduleSet, Error> {
         let w = a.rank as usize;
         touched[w].insert(a.mem.rank as usize);
         first_touch[w] = Some(first_touch[w].map_or(a.step, |s| s.min(a.step)));
+    }
+    if touched.iter().all(BTreeSet::is_empty) {
+        return Ok(set.clone());
     }
     let mut guarded = set.clone();
     for (r, schedule) in guarded.ranks.iter_mut().enumerate() {

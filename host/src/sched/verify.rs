@@ -501,17 +501,6 @@ fn returns_its_buffers(
     Ok(())
 }
 
-/// Whether `set` (replayed as `replay`) keeps rule 10 as it is: no rank
-/// touches another's buffers before that rank's first step (what the
-/// readiness guard of [`super::persist`] would otherwise add).
-pub(crate) fn starts_before_touches(set: &ScheduleSet, replay: &Replay) -> bool {
-    if replay.accesses.iter().all(|a| a.mem.rank == a.rank) {
-        return true;
-    }
-    let anc = Ancestors::new(replay);
-    touches_only_started_ranks(set, replay, &anc).is_ok()
-}
-
 fn touches_only_started_ranks(
     set: &ScheduleSet,
     replay: &Replay,
