@@ -285,7 +285,6 @@ impl<'a> Coll<'a> {
             return Err(n.into_error());
         }
         self.check_arguments(p)?;
-        let entered = if p.guarded { self.enter()? } else { 0 };
         let parity = (self.st.exec.calls.get() % 2) as usize;
         let slot = (set.counters > 0 || set.scratch_blocks > 0).then_some(parity);
         if slot.is_some() {
@@ -296,6 +295,9 @@ impl<'a> Coll<'a> {
                 .calls
                 .set(self.st.exec.calls.get().wrapping_add(1));
         }
+        // Entered only once the counters and scratch are this call's: the
+        // number lets other ranks write them.
+        let entered = if p.guarded { self.enter()? } else { 0 };
         let events = self.st.exec.events.borrow()[parity].clone();
         let scratch = self.st.exec.scratch.borrow()[parity].unwrap_or(self.st.bufs.scratch);
         let my_socket = p.shape.socket_of(self.topology().locate(me)?.1);
