@@ -69,6 +69,14 @@ fn bad_arguments_exit_2_with_one_line_naming_the_problem() {
             "power of two",
         ),
         (vec!["bench", "put", "--nodes", "1"], "at least 2 ranks"),
+        (
+            vec!["sweep", "allgather", "--contract", "mpl"],
+            "mpi or shmem",
+        ),
+        (
+            vec!["schedule", "show", "allgather", "ring", "--contract", "x"],
+            "mpi or shmem",
+        ),
     ] {
         let out = railcoll(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

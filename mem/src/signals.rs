@@ -26,10 +26,9 @@ pub fn defer_termination() -> std::io::Result<Deferred> {
     // SAFETY: an all-zero sigset_t is a valid (empty) value of this plain C
     // type; pthread_sigmask overwrites it below before it is read.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` and `old` are valid, initialised sigset_t values owned
-    // by this frame; pthread_sigmask only reads the first and writes the
-    // second.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+    let (how, new) = (libc::SIG_BLOCK, &set);
+    // SAFETY: `new` and `old` are valid sigset_t values of this frame.
+    let rc = unsafe { libc::pthread_sigmask(how, new, &mut old) };
     if rc != 0 {
         return Err(std::io::Error::from_raw_os_error(rc));
     }
@@ -38,11 +37,10 @@ pub fn defer_termination() -> std::io::Result<Deferred> {
 
 impl Drop for Deferred {
     fn drop(&mut self) {
-        // SAFETY: `self.old` is the mask pthread_sigmask returned when the
-        // guard was made; restoring it reads only that value. A signal
-        // that came meanwhile is delivered now.
-        let _ =
-            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+        // Restoring the old mask delivers a signal that came meanwhile.
+        let (how, old, none) = (libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        // SAFETY: `old` is the mask pthread_sigmask returned for the guard.
+        let _restored = unsafe { libc::pthread_sigmask(how, old, none) };
     }
 }
 

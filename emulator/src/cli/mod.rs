@@ -187,7 +187,7 @@ pub struct ScheduleArgs {
     /// The buffer contract the set is for: `mpi` (the library's default:
     /// with the readiness guard wherever the algorithm could write a rank
     /// that has not entered) or `shmem` (as the papers describe it).
-    #[arg(long, default_value = "mpi", value_parser = |s: &str| s.parse::<railcoll_host::BufferContract>().map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "mpi", value_parser = parse_contract)]
     pub contract: railcoll_host::BufferContract,
     /// Also print the rank's program NIC by NIC: the blocks the host writes
     /// ahead, the events it arms and what each does, the chain blocks held.
@@ -386,8 +386,13 @@ pub struct FaultArgs {
     /// cost of a readiness message per writer where an algorithm could
     /// write early) or `shmem` (no readiness messages; calls whose
     /// buffers overlap need a barrier between them, or data is lost).
-    #[arg(long, default_value = "mpi", value_parser = |s: &str| s.parse::<railcoll_host::BufferContract>().map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "mpi", value_parser = parse_contract)]
     pub contract: railcoll_host::BufferContract,
+}
+
+/// `--contract`: `mpi` or `shmem`.
+fn parse_contract(s: &str) -> Result<railcoll_host::BufferContract, String> {
+    s.parse().map_err(|e: railcoll_host::Error| e.to_string())
 }
 
 /// A watchdog's time: a time, and not zero (a wait that may make no

@@ -75,7 +75,7 @@ impl<'a> Coll<'a> {
     /// in flight. An error is kept as its outcome and returned.
     fn advance_entry(&self, index: usize, how: Progress) -> Result<(), Error> {
         let table = &self.st.exec.in_flight;
-        let (run, older_open) = {
+        let (mut run, older_open) = {
             let mut entries = table.entries.borrow_mut();
             let older_open = entries.iter().take(index).any(|e| e.outcome.is_none());
             let Some(entry) = entries.get_mut(index) else {
@@ -89,7 +89,6 @@ impl<'a> Coll<'a> {
                 }
             }
         };
-        let mut run = run;
         let result = self.advance_gated(&mut run, how, older_open);
         let mut entries = table.entries.borrow_mut();
         let Some(entry) = entries.get_mut(index) else {
@@ -117,37 +116,25 @@ impl<'a> Coll<'a> {
     pub(crate) fn progress(&self, target: Option<u64>, how: Progress) -> Result<bool, Error> {
         let table = &self.st.exec.in_flight;
         loop {
-            let oldest = table
-                .entries
-                .borrow()
-                .iter()
-                .position(|e| e.outcome.is_none());
-            // The target is the oldest in flight: straight through it, as
-            // a lone collective runs (no poll round first).
-            if how == Progress::Block
-                && let (Some(index), Some(id)) = (oldest, target)
-                && table.entries.borrow()[index].id == id
-            {
-                self.advance_entry(index, Progress::Block)?;
-                continue;
+            // A target that is the oldest in flight goes straight through,
+            // as a lone collective runs (no poll round first).
+            let target_first = how == Progress::Block
+                && target.is_some()
+                && table.oldest(|_| true).map(|(_, id, _)| id) == target;
+            if !target_first {
+                let count = table.entries.borrow().len();
+                for index in 0..count {
+                    self.advance_entry(index, Progress::Poll)?;
+                }
+                let over = match target {
+                    Some(id) => table.outcome(id).is_some(),
+                    None => table.running().is_none(),
+                };
+                if over || how == Progress::Poll {
+                    return Ok(over);
+                }
             }
-            let count = table.entries.borrow().len();
-            for index in 0..count {
-                self.advance_entry(index, Progress::Poll)?;
-            }
-            let over = match target {
-                Some(id) => table.outcome(id).is_some(),
-                None => table.running().is_none(),
-            };
-            if over || how == Progress::Poll {
-                return Ok(over);
-            }
-            let oldest = table
-                .entries
-                .borrow()
-                .iter()
-                .position(|e| e.outcome.is_none());
-            if let Some(index) = oldest {
+            if let Some((index, _, _)) = table.oldest(|_| true) {
                 self.advance_entry(index, Progress::Block)?;
             }
         }
@@ -156,15 +143,14 @@ impl<'a> Coll<'a> {
     /// Complete whichever collective in flight holds counter pool and
     /// scratch set `slot`, before a new one takes it.
     pub(crate) fn free_slot(&self, slot: usize) -> Result<(), Error> {
-        let holder = {
-            let entries = self.st.exec.in_flight.entries.borrow();
-            let holding = entries
-                .iter()
-                .find(|e| e.outcome.is_none() && e.slot == Some(slot));
-            holding.map(|e| e.id)
-        };
-        match holder {
-            Some(id) => self.progress(Some(id), Progress::Block).map(|_| ()),
+        self.complete_oldest(|e| e.slot == Some(slot))
+    }
+
+    /// Complete the oldest collective in flight that `holds` accepts
+    /// (nothing if none).
+    fn complete_oldest(&self, holds: impl Fn(&Entry) -> bool) -> Result<(), Error> {
+        match self.st.exec.in_flight.oldest(holds) {
+            Some((_, id, _)) => self.progress(Some(id), Progress::Block).map(|_| ()),
             None => Ok(()),
         }
     }
@@ -199,8 +185,7 @@ impl<'a> Coll<'a> {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        let started = self.start_entry(set, send, recv, Progress::Block);
-        let id = started?;
+        let id = self.start_entry(set, send, recv, Progress::Block)?;
         let result = self.st.exec.in_flight.outcome(id).unwrap_or(Ok(()));
         self.st.exec.in_flight.forget(id);
         result
@@ -351,7 +336,7 @@ pub fn wait_any(requests: &mut Vec<Request<'_>>) -> Result<Option<usize>, Error>
             }
         }
         let coll = requests[0].coll;
-        coll.together(|| coll.progress_oldest())?;
+        coll.together(|| coll.complete_oldest(|_| true))?;
     }
 }
 
@@ -365,21 +350,6 @@ pub fn test_all(requests: &mut [Request<'_>]) -> Result<bool, Error> {
         }
     }
     Ok(all)
-}
-
-impl Coll<'_> {
-    /// Block through the oldest collective in flight (nothing if none).
-    fn progress_oldest(&self) -> Result<(), Error> {
-        let oldest = {
-            let entries = self.st.exec.in_flight.entries.borrow();
-            let running = entries.iter().find(|e| e.outcome.is_none());
-            running.map(|e| e.id)
-        };
-        match oldest {
-            Some(id) => self.progress(Some(id), Progress::Block).map(|_| ()),
-            None => Ok(()),
-        }
-    }
 }
 
 /// A persistent collective ([MPI4 §6.13]): its schedule generated and

@@ -150,8 +150,18 @@ impl InFlight {
 
     /// The oldest collective in flight, by algorithm name.
     pub(crate) fn running(&self) -> Option<&'static str> {
+        self.oldest(|_| true).map(|(_, _, name)| name)
+    }
+
+    /// The oldest collective in flight that `holds` accepts: its index in
+    /// the table, its number and its algorithm's name.
+    pub(crate) fn oldest(
+        &self,
+        holds: impl Fn(&Entry) -> bool,
+    ) -> Option<(usize, u64, &'static str)> {
         let entries = self.entries.borrow();
-        let running = entries.iter().find(|e| e.outcome.is_none());
-        running.map(|e| e.name)
+        let mut running = entries.iter().enumerate();
+        let found = running.find(|(_, e)| e.outcome.is_none() && holds(e));
+        found.map(|(i, e)| (i, e.id, e.name))
     }
 }
