@@ -156,3 +156,43 @@ fn a_modeled_figure_is_the_same_on_a_reused_cluster() {
         assert_eq!(first, later, "per-rank virtual time, fresh and reused");
     }
 }
+
+/// The times of one closure's steps on each rank: from the closure's
+/// start to the end of a barrier, then one tuned 64-byte all-gather, then
+/// one all-to-all.
+fn step_times(c: &Cluster, comm: &Comm) -> [u64; 3] {
+    let n = comm.size();
+    let send = comm.alloc(64 * n).expect("send");
+    let recv = comm.alloc(64 * n).expect("recv");
+    let t0 = clock(c, comm);
+    comm.barrier().expect("barrier");
+    let t1 = clock(c, comm);
+    comm.allgather(&send.slice(0, 64).expect("block"), &recv)
+        .expect("all-gather");
+    let t2 = clock(c, comm);
+    comm.alltoall(&send, &recv).expect("all-to-all");
+    [t1 - t0, t2 - t1, clock(c, comm) - t2]
+}
+
+/// Every step of a later closure takes the virtual time it takes in the
+/// first, on a shape whose ranks each drive their own NIC contexts
+/// (4x4x2). The modeled kernel charged a post for the commands between
+/// the new tail and the one the context's previous owner left, so the
+/// first post of a later closure on each queue was charged 2^20 commands
+/// (an all-gather took 104.9 ms instead of 11.3 us).
+#[test]
+fn every_step_takes_the_same_time_in_a_later_closure() {
+    let c = cluster(4, 4, 2, 1 << 20);
+    let runs: Vec<Vec<[u64; 3]>> = (0..3)
+        .map(|_| {
+            c.run(|comm| step_times(&c, comm))
+                .into_iter()
+                .map(|r| r.expect("rank ran"))
+                .collect()
+        })
+        .collect();
+    if matches!(railcoll_tests::mode(), railcoll_emu::Mode::Modeled) {
+        assert_eq!(runs[0], runs[1], "per-rank step times, closures 0 and 1");
+        assert_eq!(runs[0], runs[2], "per-rank step times, closures 0 and 2");
+    }
+}

@@ -45,8 +45,8 @@ pub(crate) enum Effect {
     },
     /// This node's host memory was written; visible to the host at `at`.
     Touched { at: Ps },
-    /// A NIC-owned register changed at `at`.
-    RegChanged { at: Ps },
+    /// A NIC-owned register at BAR0 `offset` took `value` at `at`.
+    RegChanged { at: Ps, offset: u32, value: u64 },
     /// The host threads of context `ctx` are woken at `at`.
     Wake { ctx: ContextIndex, at: Ps },
     /// A `PEER_SET` word reaches this node's NIC on `rail` at `at` (its
@@ -327,7 +327,11 @@ impl RegisterFile for ModelBoard {
 
     fn reg_write(&mut self, offset: u32, value: u64) {
         self.regs.nic_write(offset, value);
-        self.effects.push(Effect::RegChanged { at: self.cursor });
+        self.effects.push(Effect::RegChanged {
+            at: self.cursor,
+            offset,
+            value,
+        });
     }
 
     fn take_doorbells(&mut self) -> u64 {

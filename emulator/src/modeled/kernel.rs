@@ -115,6 +115,9 @@ struct NicSlot {
     next_poll: Option<Ps>,
     node: usize,
     rail: usize,
+    /// Each context's command-queue tail as last written (by the host's
+    /// posts, or by the NIC at attach): a post is charged for the commands
+    /// between it and the new tail.
     tails: [u64; MAX_CONTEXTS],
 }
 

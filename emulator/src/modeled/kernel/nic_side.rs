@@ -176,8 +176,19 @@ impl Kernel {
                         }
                     }
                 }
-                Effect::Touched { at } | Effect::RegChanged { at } => {
+                Effect::Touched { at } => {
                     touched = Some(touched.map_or(at, |t: Ps| t.max(at)));
+                }
+                Effect::RegChanged { at, offset, value } => {
+                    touched = Some(touched.map_or(at, |t: Ps| t.max(at)));
+                    // An attach restarts the context's command ring at the
+                    // tail it stores: the host's next post counts its
+                    // commands from there, not from the last owner's tail.
+                    if let Some(ctx) = railcoll_fw::abi::regs::CQ_TAIL.context_of(offset)
+                        && let Some(tail) = w.nics[nic].tails.get_mut(ctx as usize)
+                    {
+                        *tail = value;
+                    }
                 }
                 Effect::PeerSet { rail, word, at } => {
                     let target = node * self.rails + usize::from(rail);
