@@ -770,8 +770,8 @@ pub struct RevokeRecord {
     pub barrier_ratio: f64,
 }
 
-/// Measure [`RevokeRecord`] over `rounds` rounds, each on a fresh cluster
-/// of `cfg`: each round times 20 barriers, then a closure in which every rank but
+/// Measure [`RevokeRecord`] over `rounds` rounds on one cluster of
+/// `cfg`: each round times 20 barriers, then a closure in which every rank but
 /// the last waits in an all-gather that the last rank, after 100 us of
 /// its own work, calls with a receive buffer one byte short. Each rank
 /// must return the revoke naming the last rank (anything else fails the
@@ -789,17 +789,15 @@ pub fn revoke_bench(
     let mut revokes = Vec::new();
     let mut barriers = Vec::new();
     let mut ratios = Vec::new();
-    let mut mode = "threads";
+    // One cluster for every round: each round's closures open new
+    // communicators over the contexts the revoked one left, as a program
+    // that recovers does.
+    let cluster = match profile {
+        Some(p) => Cluster::modeled(cfg.clone(), p.clone())?,
+        None => Cluster::new(cfg.clone())?,
+    };
+    let mode = cluster_mode_name(&cluster);
     for _ in 0..rounds.max(1) {
-        // A fresh cluster each round: a modeled all-gather in a later
-        // closure of a reused cluster is slower by about two
-        // retransmission timeouts (issue 27's note), which would be
-        // measured instead of the revoke.
-        let cluster = match profile {
-            Some(p) => Cluster::modeled(cfg.clone(), p.clone())?,
-            None => Cluster::new(cfg.clone())?,
-        };
-        mode = cluster_mode_name(&cluster);
         let per_barrier: Vec<f64> = collect_ranks(cluster.run(|comm| {
             comm.barrier()?;
             let t0 = cluster.now_ns();
