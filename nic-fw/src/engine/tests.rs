@@ -991,6 +991,183 @@ fn a_sibling_set_event_counts_on_the_other_nic() {
     );
 }
 
+/// Context 1 on `node` (a second job's): its ring, error ring and
+/// completion words in memory of their own, its words at the same
+/// virtual address as context 0's.
+const RING_1: u64 = 0x4000;
+const ERRS_1: u64 = 0x5000;
+const WORDS_1: u64 = 0x6000;
+
+impl Net {
+    fn attach_second(&mut self, node: usize) {
+        let nodes = self.nics.len() as u16;
+        let cfg = ContextConfig {
+            ctx: 1,
+            cq_log2: 6,
+            err_log2: 4,
+            perms: QueuePerms::all(),
+            job_key: 0x5678,
+            cq_base: RING_1,
+            err_base: ERRS_1,
+            cap: Capability {
+                low_node: 0,
+                node_count: nodes,
+                ranks_per_node: 1,
+                ctx_base: 1,
+                placement: Placement::Block,
+            },
+        };
+        assert_eq!(
+            self.mailbox(node, MailboxOp::AttachContext, cfg.to_args()),
+            Ok(())
+        );
+        let words = RegionConfig {
+            ctx: 1,
+            slot: 2,
+            perms: RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
+            va: VA_WORDS,
+            len: 0x1000,
+            phys: WORDS_1,
+        };
+        assert_eq!(
+            self.mailbox(node, MailboxOp::MapRegion, words.to_args()),
+            Ok(())
+        );
+    }
+
+    /// Post `cmds` on context 1's ring of `node`, from its start.
+    fn post_second(&mut self, node: usize, cmds: &[Command]) {
+        let hw = self.nics[node].hardware_mut();
+        for (i, cmd) in cmds.iter().enumerate() {
+            hw.write(RING_1 + 64 * i as u64, &cmd.emit(0xc1).to_bytes())
+                .unwrap();
+        }
+        hw.store(regs::ctx_reg(1, regs::CQ_TAIL).unwrap(), cmds.len() as u64);
+        hw.doorbells |= 1 << 1;
+    }
+}
+
+/// Chained commands a context left behind do not run for the next owner
+/// of its index. Context 1's chained sibling set stalls at the head of
+/// the node's chain queue on a full sibling FIFO. Behind it, a COPY of
+/// context 0 injects a put to node 1 and a word write. Context 0 is
+/// detached and attached again by a new owner with the same regions; once
+/// the FIFO drains, context 1's set goes on and neither of context 0's old
+/// commands runs (without the clearing at detach, the put lands in node
+/// 1's arena and the word in the new owner's words), while the new
+/// owner's own command does.
+#[test]
+fn chained_commands_of_a_detached_context_do_not_run_for_the_next_owner() {
+    let mut net = Net::new(2, 14);
+    net.attach_second(0);
+    // The sibling set counts here (the harness's NIC `rail` stands for
+    // the sibling on that rail; context 1 exists there too).
+    net.attach_second(1);
+    net.post_second(
+        1,
+        &[Command::ArmEvent {
+            event: EventId(5),
+            count: 1,
+            action: write_action(5, 55),
+        }],
+    );
+    let sibling_set = Command::SetEvent {
+        event: EventId(5),
+        count: 1,
+        rail: Some(1),
+    };
+    net.fill(0, WORDS_1 + 0x100, &sibling_set.emit(1).to_bytes());
+    let data = pattern(64, 5);
+    net.fill(0, DATA, &data);
+    let old = [
+        put(1, 0, 0x2000, 64, None, None),
+        Command::WriteWord {
+            addr: VA_WORDS + 8 * 12,
+            value: 0xdead,
+        },
+    ];
+    for (i, b) in old.iter().enumerate() {
+        net.fill(0, WORDS + 0x100 + 64 * i as u64, &b.emit(2).to_bytes());
+    }
+    let copy = |blocks: u8| EventAction {
+        kind: ActionKind::Copy {
+            src: VA_WORDS + 0x100,
+            blocks,
+        },
+        wake: false,
+    };
+    net.nics[0].hardware_mut().peer_full = true;
+    net.post_second(
+        0,
+        &[
+            Command::ArmEvent {
+                event: EventId(9),
+                count: 1,
+                action: copy(1),
+            },
+            Command::SetEvent {
+                event: EventId(9),
+                count: 1,
+                rail: None,
+            },
+        ],
+    );
+    net.run_for(1000);
+    net.post(
+        0,
+        Command::ArmEvent {
+            event: EventId(9),
+            count: 1,
+            action: copy(2),
+        },
+    );
+    net.post(
+        0,
+        Command::SetEvent {
+            event: EventId(9),
+            count: 1,
+            rail: None,
+        },
+    );
+    net.run_for(1000);
+    let e = &net.nics[0];
+    assert_eq!(
+        (e.stats().chained, e.chain_tail - e.chain_head),
+        (3, 3),
+        "all three injected, none run"
+    );
+    assert_eq!(
+        net.mailbox(0, MailboxOp::DetachContext, [0, 0, 0, 0]),
+        Ok(())
+    );
+    net.attach(0);
+    net.post(
+        0,
+        Command::WriteWord {
+            addr: VA_WORDS + 8 * 13,
+            value: 0x600d,
+        },
+    );
+    net.nics[0].hardware_mut().peer_full = false;
+    net.run(100_000);
+    assert_eq!(
+        net.mem(1, WORDS_1 + 8 * 5, 8),
+        55u64.to_le_bytes(),
+        "context 1's set went on"
+    );
+    assert_eq!(
+        net.mem(1, DATA + 0x1f00, 0x300),
+        vec![0; 0x300],
+        "node 1's arena around the old put's target"
+    );
+    assert_eq!(net.word(0, 12).value, 0, "the old word write");
+    assert_eq!(net.word(0, 13).value, 0x600d, "the new owner's command ran");
+    assert_eq!(
+        net.nics[0].chain_head, net.nics[0].chain_tail,
+        "chain drained"
+    );
+}
+
 #[test]
 fn malformed_commands_fail_alone_and_the_queue_keeps_going() {
     let mut net = Net::new(2, 8);
