@@ -300,8 +300,8 @@ impl HostObserver for TracingWait {
         self.inner.observer().host_copy(bytes, cross_socket);
     }
 
-    fn idle_poll(&self) {
-        self.inner.observer().idle_poll();
+    fn idle_poll(&self) -> Result<(), WaitTimeout> {
+        self.inner.observer().idle_poll()
     }
 
     fn at_step(&self, step: u32, what: &'static str) {

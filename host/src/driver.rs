@@ -1126,13 +1126,19 @@ impl Driver {
     }
 
     /// Have all of `parts` completed? `None` while one has not (a modeled
-    /// environment lets a poll's worth of time pass); else how they ended.
+    /// environment lets a poll's worth of time pass); else how they ended,
+    /// or `Error::Timeout` if the environment gave the poll up (nothing
+    /// else could complete them: [`HostObserver::idle_poll`]).
+    ///
+    /// [`HostObserver::idle_poll`]: crate::env::HostObserver::idle_poll
     pub fn test_completions(&self, parts: &[Completion]) -> Option<Result<(), Error>> {
         if parts.iter().all(|c| self.test_completion(c).is_some()) {
             Some(self.first_error(parts))
         } else {
-            self.wait.observer().idle_poll();
-            None
+            match self.wait.observer().idle_poll() {
+                Ok(()) => None,
+                Err(e) => Some(Err(e.into())),
+            }
         }
     }
 

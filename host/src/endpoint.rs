@@ -505,7 +505,11 @@ impl Endpoint {
             return Some(Ok(()));
         }
         if !block {
-            let _complete = self.driver.borrow().test_completions(&posted.parts)?;
+            // Complete, or the poll given up (what a wait would have got).
+            let polled = self.driver.borrow().test_completions(&posted.parts)?;
+            if let Err(e @ Error::Timeout(_)) = polled {
+                return Some(Err(e));
+            }
         }
         posted.done = true;
         let result = self.driver.borrow().wait_completions(&posted.parts);
@@ -1155,7 +1159,7 @@ impl Endpoint {
     ) -> Result<Option<QueueItem>, Error> {
         let mem = self.local_memory(&queue.buf)?;
         if !queue_filled(&mem, queue.consumed.get()) {
-            self.driver.borrow().wait_hook().observer().idle_poll();
+            self.driver.borrow().wait_hook().observer().idle_poll()?;
             return Ok(None);
         }
         self.take_item(queue, &mem, out).map(Some)

@@ -137,8 +137,12 @@ pub trait HostObserver: Send + Sync {
     }
     /// A non-blocking test found its operation incomplete. A modeled
     /// environment lets virtual time pass (one poll's cost), so that a rank
-    /// spinning on `test()` sees the operation complete.
-    fn idle_poll(&self) {}
+    /// spinning on `test()` sees the operation complete, and watches it: a
+    /// rank that polls on for what nothing else can still do gets the
+    /// error its wait would have got (`Err`), and the poll fails with it.
+    fn idle_poll(&self) -> Result<(), WaitTimeout> {
+        Ok(())
+    }
     /// The rank is at step `step` (`what`) of a schedule: an environment
     /// with a watchdog names it when the rank is found stuck.
     fn at_step(&self, step: u32, what: &'static str) {

@@ -309,7 +309,8 @@ pub struct NodeShm {
 pub const BCAST_BUFFER: usize = 256 << 10;
 /// Gather slot size per rank (larger blocks run in rounds).
 pub const GATHER_SLOT: usize = 64 << 10;
-/// Schedule flags per local rank (counting flags raised by node peers).
+/// Schedule flags per local rank; each counts the raises of every node
+/// peer apart (a line per flag and peer).
 pub const SCHED_FLAG_LINES: usize = 16;
 
 impl NodeShm {
@@ -319,7 +320,7 @@ impl NodeShm {
             + BCAST_BUFFER
             + locals * GATHER_SLOT
             + locals * LINE
-            + locals * SCHED_FLAG_LINES * LINE
+            + locals * SCHED_FLAG_LINES * locals * LINE
     }
 
     /// Use `mem` (the node segment) as local rank `me` of `locals`.
@@ -530,40 +531,34 @@ impl NodeShm {
         (phys != 0).then(|| (phys - 1, len as usize))
     }
 
-    fn sched_line(&self, local: usize, flag: usize) -> Result<usize, Error> {
-        if local >= self.locals() || flag >= SCHED_FLAG_LINES {
+    /// The line of local rank `local`'s flag `flag` that peer `from`
+    /// raises.
+    fn sched_line(&self, local: usize, flag: usize, from: usize) -> Result<usize, Error> {
+        let locals = self.locals();
+        if local >= locals || from >= locals || flag >= SCHED_FLAG_LINES {
             return Err(Error::Config(format!(
-                "schedule flag {flag} of local rank {local}: the node has {} ranks and {SCHED_FLAG_LINES} flags each",
-                self.locals()
+                "schedule flag {flag} of local rank {local} raised by local rank {from}: the node has {locals} ranks and {SCHED_FLAG_LINES} flags each"
             )));
         }
-        Ok(self.sched_offset + (local * SCHED_FLAG_LINES + flag) * LINE)
+        Ok(self.sched_offset + ((local * SCHED_FLAG_LINES + flag) * locals + from) * LINE)
     }
 
-    /// Raise schedule flag `flag` of local rank `local` by one (Release).
+    /// Raise schedule flag `flag` of local rank `local` by one, as this
+    /// rank (Release).
     pub fn sched_raise(&self, local: usize, flag: usize) -> Result<(), Error> {
-        let at = self.sched_line(local, flag)?;
+        let at = self.sched_line(local, flag, self.me)?;
         self.mem
             .fetch_add_u64(at, 1, std::sync::atomic::Ordering::Release)
             .map(|_| ())
             .map_err(|e| crate::error::out_of_range("the node segment", e))
     }
 
-    /// This rank's schedule flag `flag` (Acquire): how many times it was
-    /// raised since the segment was created (wrapping).
-    pub fn sched_count(&self, flag: usize) -> Result<u64, Error> {
-        let at = self.sched_line(self.me, flag)?;
-        self.mem
-            .load_u64(at, std::sync::atomic::Ordering::Acquire)
-            .map_err(|e| crate::error::out_of_range("the node segment", e))
-    }
-
-    /// A watch that passes once this rank's schedule flag `flag` has been
-    /// raised `target` times (wrapping).
-    pub fn sched_watch(&self, flag: usize, target: u64) -> Result<WordWatch, Error> {
+    /// A watch that passes once local rank `from` has raised this rank's
+    /// schedule flag `flag` `target` times (wrapping).
+    pub fn sched_watch(&self, flag: usize, from: usize, target: u64) -> Result<WordWatch, Error> {
         Ok(WordWatch {
             mem: self.mem.clone(),
-            offset: self.sched_line(self.me, flag)?,
+            offset: self.sched_line(self.me, flag, from)?,
             mask: u64::MAX,
             test: WordTest::Reaches(target),
         })

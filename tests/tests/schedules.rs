@@ -468,9 +468,37 @@ fn a_cycle_of_chained_puts_is_named() {
     );
 }
 
+/// A rank of a guarded set that sets another rank's counter (a put's
+/// signal) before waiting for that rank's readiness: the counter is in the
+/// pool of whatever call that rank is in, which may be an older one still
+/// waiting on it (broadcasts and barriers were not guarded, and their
+/// first puts completed an older gather's wait at its root: found by the
+/// differential fuzzer).
+fn counter_set_before_readiness(set: &railcoll_host::sched::ScheduleSet) -> Option<String> {
+    let topology = set.params.shape.topology;
+    for (me, schedule) in set.ranks.iter().enumerate() {
+        let mut ready = std::collections::BTreeSet::new();
+        for (i, step) in schedule.steps.iter().enumerate() {
+            if let Op::AwaitReady { from } = step.op {
+                ready.insert(from as usize);
+            }
+            let targets = match step.op.counters_set_on(me, &topology) {
+                Ok(t) => t,
+                Err(e) => return Some(format!("rank {me} step {i}: {e}")),
+            };
+            if let Some(t) = targets.iter().find(|t| !ready.contains(*t)) {
+                return Some(format!(
+                    "rank {me} step {i} sets a counter of rank {t} before its readiness"
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// Persistent sets (the readiness guard, host-driven and compiled onto the
 /// NICs) verify on every shape, rule 10 included: no rank touches the
-/// buffers of a rank that has not started.
+/// buffers of a rank that has not started, nor sets its counters.
 #[test]
 fn every_algorithm_persistent_verifies() {
     let mut checked = 0;
@@ -495,6 +523,9 @@ fn every_algorithm_persistent_verifies() {
                         panic!(
                             "persistent {c} {choice} on {shape:?} root {root} block {bytes}: {v}"
                         );
+                    }
+                    if let Some(what) = counter_set_before_readiness(&set) {
+                        panic!("persistent {c} {choice} on {shape:?} root {root}: {what}");
                     }
                 }
             }

@@ -230,3 +230,80 @@ fn ranks_that_disagree_are_named() {
         }
     }
 }
+
+/// A rank that polls with `test` learns of a revoke too. A poll never
+/// waits, so no wait of it sees the notice; each poll now asks for it.
+/// Before, ranks polling an all-gather whose last rank failed polled for
+/// ever (modeled mode: until the watchdog gave the run up; found by the
+/// differential fuzzer).
+#[test]
+fn a_rank_polling_with_test_learns_of_the_revoke() {
+    let c = cluster(4, 1, 2, 1 << 20);
+    let bad = 3;
+    let threads = railcoll_tests::mode() == railcoll_emu::Mode::Threads;
+    let results = c.run(|comm| {
+        let n = comm.size();
+        let first = (|| {
+            let send = comm.alloc(256)?;
+            let recv = comm.alloc(n * 256)?;
+            if comm.rank() == bad {
+                // The others are polling by then.
+                comm.compute(std::time::Duration::from_micros(200));
+                return comm.allgather(&send, &recv.slice(0, n * 256 - 1)?);
+            }
+            let mut r = comm.iallgather(&send, &recv)?;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !r.test()? {
+                if std::time::Instant::now() > deadline {
+                    return Err(Error::Config("still polling after 10 s".into()));
+                }
+                if threads {
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                }
+            }
+            Ok(())
+        })();
+        (first, comm.barrier())
+    });
+    check_failed_together(results, bad, true, "all-gather polled with test");
+}
+
+/// A modeled rank that polls, alone, for what no other rank will do is a
+/// deadlock the watchdog reports, and the poll fails as a wait would
+/// (`Timeout`), not a loop that never ends: polling never handed the
+/// sequencer an action, so its watchdog never looked. Threads mode has no such watchdog for a
+/// program's own poll loop (as in MPI, `test` in a loop is the
+/// program's).
+#[test]
+fn a_modeled_rank_polling_alone_is_reported_as_a_deadlock() {
+    if railcoll_tests::mode() != railcoll_emu::Mode::Modeled {
+        return;
+    }
+    // Without the argument check, whose exchange would block in a wait.
+    let c = railcoll_emu::Cluster::new(railcoll_emu::ClusterConfig {
+        check: false,
+        ..railcoll_tests::cluster_config(2, 1, 1, 1 << 20)
+    })
+    .expect("cluster");
+    let results = c.run(|comm| -> Result<(), Error> {
+        if comm.rank() == 0 {
+            let mut r = comm.ibarrier()?;
+            while !r.test()? {}
+        }
+        Ok(())
+    });
+    // Its poll fails as a wait would have.
+    assert!(
+        matches!(results[0], Ok(Err(Error::Timeout(_)))),
+        "rank 0 returned {:?}",
+        results[0]
+    );
+    let report = c.stall_report().expect("a stall report");
+    assert!(
+        report.contains("rank 0 polls while no event can make progress"),
+        "{report}"
+    );
+    // The cluster is usable again.
+    let again = c.run(|comm| comm.barrier());
+    assert!(again.iter().all(Result::is_ok), "{again:?}");
+}

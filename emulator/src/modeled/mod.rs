@@ -114,8 +114,8 @@ impl HostObserver for ModelWait {
         self.kernel.host_copy(self.rank, bytes, cross_socket);
     }
 
-    fn idle_poll(&self) {
-        self.kernel.idle_poll(self.rank);
+    fn idle_poll(&self) -> Result<(), WaitTimeout> {
+        self.kernel.idle_poll(self.rank).map_err(timeout)
     }
 
     fn at_step(&self, step: u32, what: &'static str) {

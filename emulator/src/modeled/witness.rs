@@ -144,6 +144,12 @@ const LIVELOCK_EVENTS: u64 = 200_000_000;
 /// Virtual time a run may take (from its start) before the watchdog stops it.
 const HORIZON_PS: Ps = 600 * 1_000_000_000_000;
 
+/// Polls a rank may make in a row that find nothing while nothing else is
+/// queued before the watchdog calls it a deadlock (about a millisecond of
+/// virtual polling): only that rank can still change anything, and it
+/// keeps asking for what others would have to do.
+const LONE_POLLS: u64 = 100_000;
+
 /// Reports shown per blocked rank before the rest are only counted.
 const SHOWN_RANKS: usize = 16;
 
@@ -156,6 +162,9 @@ pub(super) struct Watchdog {
     same_time: (Ps, u64),
     /// Time of the last action that moved something (for stall reports).
     last_progress: Ps,
+    /// Idle polls in a row with nothing queued, and the count of committed
+    /// actions when the streak began.
+    lone_polls: (u64, u64),
 }
 
 impl Watchdog {
@@ -166,6 +175,7 @@ impl Watchdog {
             horizon: HORIZON_PS,
             same_time: (0, 0),
             last_progress: 0,
+            lone_polls: (0, 0),
         }
     }
 
@@ -196,6 +206,21 @@ impl Watchdog {
         self.same_time.1 += 1;
         if self.same_time.1 > LIVELOCK_EVENTS {
             self.same_time.1 = 0;
+            return true;
+        }
+        false
+    }
+
+    /// A rank's poll found nothing while no action was queued, `events`
+    /// actions having been committed so far: has it done so too many times
+    /// with nothing committed since? (If so, the count starts over.)
+    pub(super) fn lone_poll(&mut self, events: u64) -> bool {
+        if self.lone_polls.0 != events {
+            self.lone_polls = (events, 0);
+        }
+        self.lone_polls.1 += 1;
+        if self.lone_polls.1 > LONE_POLLS {
+            self.lone_polls.1 = 0;
             return true;
         }
         false

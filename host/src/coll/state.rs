@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::sched::tuning::TuningTable;
 use crate::sched::{Params, ScheduleSet};
 use crate::shm::{NodeShm, SCHED_FLAG_LINES};
+use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_mem::dma_mem::DmaMemory;
 
 /// Bytes of the argument check's slots ([`super::check`]): this rank's
@@ -115,7 +116,9 @@ pub(crate) struct ExecState {
     pub(crate) calls: Cell<u64>,
     /// Two scratch buffers, alternating like the counter pools.
     pub(crate) scratch: RefCell<[Option<SymBuffer>; 2]>,
-    pub(crate) flag_consumed: RefCell<[u64; SCHED_FLAG_LINES]>,
+    /// Raises of each schedule flag taken so far, per node peer that
+    /// raised them.
+    pub(crate) flag_consumed: RefCell<[[u64; MAX_CONTEXTS]; SCHED_FLAG_LINES]>,
     pub(crate) peers: RefCell<Vec<Option<DmaMemory>>>,
     pub(crate) cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
     /// The table plain calls choose algorithms by, from the configuration.
@@ -130,7 +133,7 @@ impl ExecState {
             events: RefCell::new([Vec::new(), Vec::new()]),
             calls: Cell::new(0),
             scratch: RefCell::new([None, None]),
-            flag_consumed: RefCell::new([0; SCHED_FLAG_LINES]),
+            flag_consumed: RefCell::new([[0; MAX_CONTEXTS]; SCHED_FLAG_LINES]),
             peers: RefCell::new(vec![None; locals]),
             cache: RefCell::new(HashMap::new()),
             tuning,
@@ -250,7 +253,7 @@ pub(crate) fn await_ready(
         Progress::Block => Ok(hook.wait_until(ready)?),
         Progress::Poll if ready() => Ok(()),
         Progress::Poll => {
-            hook.observer().idle_poll();
+            hook.observer().idle_poll()?;
             Err(Error::WouldBlock)
         }
     }

@@ -593,14 +593,22 @@ mod tests {
     fn node_set(touch_first: bool) -> ScheduleSet {
         let shape = Shape::new(1, 2, 1, 1, crate::topology::Placement::Block).expect("shape");
         let params = Params::new(Collective::Allgather, Algorithm::SmpDirect, shape, 0, 8);
-        let mut one = vec![step(Op::WaitFlag { flag: 0, count: 0 })];
+        let mut one = vec![step(Op::WaitFlag {
+            flag: 0,
+            count: 0,
+            from: 0,
+        })];
         if touch_first {
             one.push(step(Op::Copy {
                 src: Region::one(Buf::Recv, 0),
                 dst: Region::one(Buf::Scratch, 0),
             }));
         }
-        one.push(step(Op::WaitFlag { flag: 1, count: 0 }));
+        one.push(step(Op::WaitFlag {
+            flag: 1,
+            count: 0,
+            from: 0,
+        }));
         one.push(step(Op::PeerCopy {
             peer: 0,
             dir: PeerDir::Pull,

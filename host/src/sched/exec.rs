@@ -37,6 +37,7 @@ use crate::driver::Feeds;
 use crate::endpoint::{Arrivals, ChainedPut, Posted, PutHandle, TransferOptions};
 use crate::env::{WordTest, WordWatch};
 use crate::shm::BcastCursor;
+use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_fw::abi::error::ErrorCode;
 use railcoll_mem::dma_mem::DmaMemory;
 
@@ -558,24 +559,33 @@ impl<'a> Coll<'a> {
                     .sched_raise(local, usize::from(*flag))?;
                 hook.wake_local(local);
             }
-            Op::WaitFlag { flag, count } => {
-                if *count == 0 {
+            Op::WaitFlag { flag, from, .. } => {
+                if *from == 0 {
                     return Ok(());
                 }
                 let f = usize::from(*flag);
-                // The count is taken only once the raises are in, so a poll
-                // that finds them missing takes nothing.
-                let target = self
+                // Each peer's next raise, counted apart; taken only once
+                // they are all in, so a poll that finds one missing takes
+                // nothing.
+                let taken = *self
                     .st
                     .exec
                     .flag_consumed
                     .borrow()
                     .get(f)
-                    .ok_or(Error::EventsExhausted("schedule flag"))?
-                    .wrapping_add(u64::from(*count));
-                let watch = self.st.shm.borrow().sched_watch(f, target)?;
-                self.await_words(how, &[watch])?;
-                self.st.exec.flag_consumed.borrow_mut()[f] = target;
+                    .ok_or(Error::EventsExhausted("schedule flag"))?;
+                let peers = (0..MAX_CONTEXTS).filter(|&l| from & (1 << l) != 0);
+                let shm = self.st.shm.borrow();
+                let watches = peers
+                    .clone()
+                    .map(|l| shm.sched_watch(f, l, taken[l].wrapping_add(1)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                drop(shm);
+                self.await_words(how, &watches)?;
+                let mut consumed = self.st.exec.flag_consumed.borrow_mut();
+                for l in peers {
+                    consumed[f][l] = taken[l].wrapping_add(1);
+                }
             }
             Op::BarrierNumber(which) => {
                 run.numbers.set(*which, self.next_barrier_number(*which)?);

@@ -297,13 +297,18 @@ pub enum Op {
         /// Flag.
         flag: Flag,
     },
-    /// Block until this rank's `flag` was raised `count` times (filled by
-    /// [`ScheduleSet::seal`]).
+    /// Block until each node peer of `from` has raised this rank's `flag`
+    /// for this call (filled by [`ScheduleSet::seal`]). A flag counts each
+    /// peer's raises apart: with several collectives in flight, a peer
+    /// already in a later call may raise the same flag again, which must
+    /// not stand in for a raise this call still waits for.
     WaitFlag {
         /// Flag.
         flag: Flag,
-        /// Raises.
+        /// Raises (one per peer of `from`).
         count: u32,
+        /// The node peers that raise it, a bit per local rank.
+        from: u16,
     },
     /// Advance this call's barrier number of `numbers` and write it to the
     /// communicator's barrier source word: what [`Op::WordPut`] and
@@ -600,7 +605,7 @@ impl ScheduleSet {
         let threshold = self.params.stripe_threshold;
         let mut incoming: std::collections::HashMap<(usize, Counter), [u32; MAX_RAILS]> =
             std::collections::HashMap::new();
-        let mut raises: std::collections::HashMap<(usize, Flag), u32> =
+        let mut raises: std::collections::HashMap<(usize, Flag), (u32, u16)> =
             std::collections::HashMap::new();
         let mut counters: u16 = 0;
         let mut flags: u8 = 0;
@@ -661,7 +666,16 @@ impl ScheduleSet {
                     }
                     Op::Signal { to, flag } => {
                         flags = flags.max(flag + 1);
-                        *raises.entry((to as usize, flag)).or_default() += 1;
+                        let (_, local) = self.params.shape.topology.locate(me)?;
+                        let bit = 1u16 << local;
+                        let (count, from) = raises.entry((to as usize, flag)).or_default();
+                        if *from & bit != 0 {
+                            return Err(Error::Config(format!(
+                                "rank {me} raises flag {flag} of rank {to} twice in one call"
+                            )));
+                        }
+                        *count += 1;
+                        *from |= bit;
                     }
                     Op::Wait { counter, .. } => counters = counters.max(counter + 1),
                     Op::Relay {
@@ -723,13 +737,13 @@ impl ScheduleSet {
                         let per_rail = incoming.get(&(me, *counter)).copied().unwrap_or_default();
                         *count = per_rail.get(usize::from(*rail)).copied().unwrap_or(0);
                     }
-                    Op::WaitFlag { flag, count } => {
+                    Op::WaitFlag { flag, count, from } => {
                         if !seen_flags.insert(*flag) {
                             return Err(Error::Config(format!(
                                 "rank {me} waits on flag {flag} twice"
                             )));
                         }
-                        *count = raises.get(&(me, *flag)).copied().unwrap_or(0);
+                        (*count, *from) = raises.get(&(me, *flag)).copied().unwrap_or((0, 0));
                     }
                     _ => {}
                 }
@@ -796,12 +810,9 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
     // after the readiness it needs (compiled after the guard, a put
     // chained on a later counter would no longer wait for it).
     if params.guarded {
-        // A broadcast never writes a rank that has not entered (the
-        // verifier's rule 10 holds for every one), and a barrier writes
-        // nothing: neither needs the guard's replay.
-        if !matches!(params.collective, Collective::Bcast | Collective::Barrier) {
-            set = persist::guard(&set)?;
-        }
+        // Broadcasts and barriers too: they write no buffer of a rank that
+        // has not entered, but their puts may set its counters.
+        set = persist::guard(&set)?;
         set.params.guarded = true;
     }
     Ok(set)
@@ -874,6 +885,41 @@ impl Op {
             feeds: Vec::new(),
             done: Vec::new(),
         }
+    }
+
+    /// The other ranks whose destination counters the step, run by rank
+    /// `me` of `topology`, sets (a put's or a chained put's signal; a
+    /// switch broadcast's, at the same local rank of every other node).
+    /// The counters are in the pool of the call each of them is in, which
+    /// may still be an older one ([`persist::guard`] waits for them).
+    pub fn counters_set_on(
+        &self,
+        me: usize,
+        topology: &crate::topology::Topology,
+    ) -> Result<Vec<usize>, Error> {
+        let targets = match *self {
+            Op::Put {
+                to,
+                signal: Some(_),
+                ..
+            }
+            | Op::ChainPut {
+                to,
+                signal: Some(_),
+                ..
+            } => vec![to as usize],
+            Op::HwBcast {
+                signal: Some(_), ..
+            } => {
+                let (node, local) = topology.locate(me)?;
+                (0..topology.nodes())
+                    .filter(|&x| x != node)
+                    .map(|x| topology.rank_of(x, local))
+                    .collect::<Result<_, _>>()?
+            }
+            _ => Vec::new(),
+        };
+        Ok(targets.into_iter().filter(|&t| t != me).collect())
     }
 
     /// Whether the step uses the communicator's sequential state (barrier
@@ -1001,7 +1047,7 @@ impl fmt::Display for Op {
                 PeerDir::Pull => write!(f, "shm copy rank {peer} {remote} -> {local}"),
             },
             Op::Signal { to, flag } => write!(f, "signal   flag f{flag} of rank {to}"),
-            Op::WaitFlag { flag, count } => write!(f, "wait     flag f{flag} x{count}"),
+            Op::WaitFlag { flag, count, .. } => write!(f, "wait     flag f{flag} x{count}"),
             Op::BarrierNumber(Numbers::Words(w)) => write!(f, "number   next {w} barrier number"),
             Op::BarrierNumber(Numbers::Queue) => f.write_str("number   next queued barrier number"),
             Op::WordPut { to, words, slot } => {

@@ -20,9 +20,11 @@
 //!   into its slot of the toucher's readiness words across nodes, a
 //!   wake-up on the node (the peer reads the number in this rank's
 //!   memory);
-//! - before its first step that touches another rank's buffers it waits,
-//!   [`Op::AwaitReady`], until each rank it touches has a number that
-//!   reaches this call's.
+//! - before its first step that touches another rank's buffers, or sets
+//!   one of its counters (a put's signal, with or without bytes), it
+//!   waits, [`Op::AwaitReady`], until each rank it touches has a number
+//!   that reaches this call's. A counter is in the pool of the call its
+//!   rank is in, which may still be an older one.
 //!
 //! Numbers only grow and a wait compares with `>=`, so nothing is counted
 //! or reset: a notice can never be taken for another call's, whatever
@@ -32,10 +34,11 @@
 //! set (its rule 9), so the caller may read and rewrite them as soon as
 //! the call returns.
 //!
-//! Broadcasts (which never write a rank that has not entered, by
-//! construction: the verifier's rule 10 holds for every one) and barriers
-//! (which touch nothing) are not guarded; every gather, all-gather and
-//! all-to-all of the catalogue needs it. The guard runs last, on the set as it will execute
+//! Every set is guarded, broadcasts and barriers too: a broadcast never
+//! writes a rank that has not entered (the verifier's rule 10 holds for
+//! every one), but its puts set counters, as a counted barrier's do (a
+//! set that touches nothing, a host barrier on numbered words, is left as
+//! it is). The guard runs last, on the set as it will execute
 //! (after the offload compiler): a chained put's access starts when its
 //! NIC fires it, which is after the host armed it, which is after the
 //! readiness waits. Guarding first and compiling after would be wrong: a
@@ -61,10 +64,26 @@ pub fn guard(set: &ScheduleSet) -> Result<ScheduleSet, Error> {
     // step that does.
     let mut touched: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
     let mut first_touch: Vec<Option<u32>> = vec![None; n];
+    let mut touch = |w: usize, t: usize, step: u32| {
+        touched[w].insert(t);
+        first_touch[w] = Some(first_touch[w].map_or(step, |s| s.min(step)));
+    };
     for a in replay.accesses.iter().filter(|a| a.mem.rank != a.rank) {
-        let w = a.rank as usize;
-        touched[w].insert(a.mem.rank as usize);
-        first_touch[w] = Some(first_touch[w].map_or(a.step, |s| s.min(a.step)));
+        touch(a.rank as usize, a.mem.rank as usize, a.step);
+    }
+    // A put that sets another rank's counter touches that rank too, even
+    // with no byte: the counter is in the pool of the call the rank is in,
+    // which may still be an older one (a root still waiting in a gather
+    // while the others, done with it, went on to a later call on the same
+    // pool: their sets completed its wait, its data still missing; found by
+    // the differential fuzzer).
+    let topo = set.params.shape.topology;
+    for (w, schedule) in set.ranks.iter().enumerate() {
+        for (i, step) in schedule.steps.iter().enumerate() {
+            for t in step.op.counters_set_on(w, &topo)? {
+                touch(w, t, i as u32);
+            }
+        }
     }
     if touched.iter().all(BTreeSet::is_empty) {
         return Ok(set.clone());

@@ -48,10 +48,11 @@
 
 use std::sync::Arc;
 
-use super::run::{Entry, Run};
+use super::run::{Entry, InFlight, Run};
 use super::*;
 use crate::arena::SymBuffer;
 use crate::coll::state::{Coll, Progress};
+use crate::env::WaitTimeout;
 
 impl<'a> Coll<'a> {
     /// Put `run` (holding counter pool and scratch set `slot`) in the
@@ -89,7 +90,13 @@ impl<'a> Coll<'a> {
                 }
             }
         };
+        // An advance that unwinds (a panic; a modeled rank given up on,
+        // whose stack is unwound) must not leave the entry looking as if
+        // it were still being advanced: every later wait on it (a
+        // request's drop among them) would go round for ever.
+        let unwinding = UnwindGuard { table, index };
         let result = self.advance_gated(&mut run, how, older_open);
+        std::mem::forget(unwinding);
         let mut entries = table.entries.borrow_mut();
         let Some(entry) = entries.get_mut(index) else {
             return result.map(|_| ());
@@ -202,13 +209,24 @@ impl<'a> Coll<'a> {
             match table.outcome(id) {
                 Some(Ok(())) => Ok(true),
                 Some(Err(e)) => Err(e),
-                None => progressed.map(|_| false),
+                // A poll that found nothing to do never waits, so no wait
+                // saw the notice: ask for it here, or a rank polling with
+                // `test` would never learn of a revoke.
+                None => match self.notice() {
+                    Some(n) if progressed.is_ok() && n.rank != self.rank() => Err(n.into_error()),
+                    _ => progressed.map(|_| false),
+                },
             }
         })
     }
 }
 
 /// A non-blocking collective in flight ([MPI4 §6.12]).
+///
+/// Dropping a request completes the collective on this rank (it blocks,
+/// as `wait` does) but has nowhere to return an error: if the
+/// communicator is revoked meanwhile, the collective may have ended
+/// incomplete, which [`Comm::revoked`](crate::Comm::revoked) then tells.
 #[must_use = "a collective is only known complete once its request is tested or waited"]
 pub struct Request<'c> {
     coll: Coll<'c>,
@@ -223,6 +241,24 @@ impl std::fmt::Debug for Request<'_> {
             .field("id", &self.id)
             .field("seen", &self.seen)
             .finish()
+    }
+}
+
+/// Ends the entry at `index` with an error if its advance unwinds (its run
+/// is lost with the unwound frame).
+struct UnwindGuard<'t> {
+    table: &'t InFlight,
+    index: usize,
+}
+
+impl Drop for UnwindGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut entries) = self.table.entries.try_borrow_mut()
+            && let Some(entry) = entries.get_mut(self.index)
+            && entry.outcome.is_none()
+        {
+            entry.outcome = Some(Err(Error::Timeout(WaitTimeout(std::time::Duration::ZERO))));
+        }
     }
 }
 

@@ -7,6 +7,21 @@
 use super::*;
 
 impl Kernel {
+    /// Hand the sequencer the baton until it resumes `rank`; then, did the
+    /// watchdog end its wait? A rank that cannot suspend is unwinding
+    /// after the run was given up on (its drops still wait: a request's
+    /// drop completes it): its waits fail at once.
+    fn suspend(&self, rank: usize) -> Result<(), Stalled> {
+        if !fiber::suspend() {
+            let w = self.lock();
+            let report = w.watchdog.failure().cloned();
+            return Err(Stalled(
+                report.unwrap_or_else(|| "the run was given up on".into()),
+            ));
+        }
+        self.failed(rank)
+    }
+
     /// Did the watchdog end the wait `rank` just came back from?
     pub(super) fn failed(&self, rank: usize) -> Result<(), Stalled> {
         let mut w = self.lock();
@@ -31,8 +46,7 @@ impl Kernel {
             w.ranks.slots[rank].state = RankState::Ready;
             self.push(&mut w, t, rank as u32, Action::RankRun(rank));
         }
-        fiber::suspend();
-        self.failed(rank)
+        self.suspend(rank)
     }
 
     pub(super) fn block(&self, rank: usize, watch: Watch) -> Result<(), Stalled> {
@@ -45,8 +59,7 @@ impl Kernel {
                 self.admin_retry(&mut w, node);
             }
         }
-        fiber::suspend();
-        self.failed(rank)
+        self.suspend(rank)
     }
 
     /// Block `rank` until `ready()`.
@@ -161,12 +174,33 @@ impl Kernel {
     /// `rank` polled something that was not ready: a poll's worth of
     /// virtual time passes (at least 10 ns, so that a spinning rank always
     /// lets the model move).
-    pub(crate) fn idle_poll(&self, rank: usize) {
+    ///
+    /// A rank that polls on while nothing else is queued is the only one
+    /// that could still change anything, and it keeps asking for what
+    /// others would have to do: past the watchdog's count of such polls,
+    /// the run is a deadlock. The blocked ranks' waits fail, and so does
+    /// this poll (`Err`), as a wait would; the rank hands the sequencer the
+    /// baton, which a rank spinning on an empty queue would otherwise
+    /// never do (a rank that polls on regardless is given up on after
+    /// repeated stalls).
+    pub(crate) fn idle_poll(&self, rank: usize) -> Result<(), Stalled> {
         {
             let mut w = self.lock();
             w.ranks.slots[rank].time += self.costs.host_poll.max(10_000);
+            let events = w.stats.events;
+            if w.queue.peek().is_none() && w.watchdog.lone_poll(events) {
+                let why = format!("deadlock: rank {rank} polls while no event can make progress");
+                let report = self.report(&w, &why);
+                self.fail(&mut w, report.clone());
+                let t = w.ranks.slots[rank].time;
+                w.ranks.slots[rank].state = RankState::Ready;
+                self.push(&mut w, t, rank as u32, Action::RankRun(rank));
+                drop(w);
+                self.suspend(rank)?;
+                return Err(Stalled(report));
+            }
         }
-        let _ = self.sync(rank);
+        self.sync(rank)
     }
 
     /// `rank` computes for `d`: its clock moves on by that much, and the

@@ -212,7 +212,14 @@ impl Builder {
     }
 
     fn wait_flag(&mut self, rank: usize, flag: Flag) {
-        self.push(rank, Op::WaitFlag { flag, count: 0 });
+        self.push(
+            rank,
+            Op::WaitFlag {
+                flag,
+                count: 0,
+                from: 0,
+            },
+        );
     }
 
     fn rail(&self, i: usize) -> Lane {

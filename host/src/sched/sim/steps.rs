@@ -150,7 +150,7 @@ impl<T: Timing> Sim<'_, T> {
                     let node = self.step_node(r, s, dep_nodes);
                     self.notify_peer(to, Notice::Flag(flag), node, None);
                 }
-                Op::WaitFlag { flag, count } => {
+                Op::WaitFlag { flag, count, .. } => {
                     let notice = Notice::Flag(flag);
                     if self
                         .consume(r, s, dep_nodes, notice, count as usize)
