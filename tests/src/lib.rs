@@ -4,9 +4,12 @@
 //! Map: [`pattern`] makes verifiable data; [`cluster`] builds small clusters
 //! with the settings tests need (small packets, so that splitting is
 //! exercised); [`coll`] runs one collective call and checks every rank's
-//! output against the MPI definition; [`loom_models`] is the loom models'
+//! output against the MPI definition; [`differential`] is the library's
+//! differential fuzzer (random programs against the definitions);
+//! [`loom_models`] is the loom models'
 //! machinery, shared with the `loom_planted` binary.
 
+pub mod differential;
 pub mod loom_models;
 
 use railcoll_emu::{Cluster, ClusterConfig, Mode};
