@@ -158,19 +158,26 @@ impl fmt::Display for Program {
     }
 }
 
-/// What a program did, summed over its ranks.
+/// What programs did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
-    /// Calls whose output was checked (per rank).
+    /// Closures run.
+    pub closures: u64,
+    /// Calls made (counted once, not per rank).
+    pub calls: u64,
+    /// Outputs checked against the definition (one per rank and call).
     pub checked: u64,
-    /// Of those, started non-blocking or persistent.
+    /// Of those, of calls started non-blocking or persistent.
     pub in_flight: u64,
-    /// Closures that ended with ranks that err, every rank's error typed.
+    /// Closures that ended with ranks that err, every rank's error one
+    /// the fault explains.
     pub failures: u64,
 }
 
 impl std::ops::AddAssign for Tally {
     fn add_assign(&mut self, o: Tally) {
+        self.closures += o.closures;
+        self.calls += o.calls;
         self.checked += o.checked;
         self.in_flight += o.in_flight;
         self.failures += o.failures;
@@ -186,9 +193,16 @@ pub fn run(program: &Program, mode: Mode) -> Result<Tally, String> {
     for closure in 0..program.closures {
         let results = cluster.run(|comm| run_closure(program, closure, comm));
         let mut wrong = Vec::new();
+        let mut closure_tally = Tally::default();
         for (rank, r) in results.into_iter().enumerate() {
             match r {
-                Ok(Ok(t)) => tally += t,
+                Ok(Ok(t)) => {
+                    closure_tally.checked += t.checked;
+                    closure_tally.in_flight += t.in_flight;
+                    // The same on every rank that got that far.
+                    closure_tally.calls = closure_tally.calls.max(t.calls);
+                    closure_tally.failures = closure_tally.failures.max(t.failures);
+                }
                 Ok(Err(w)) => wrong.push(format!("rank {rank}: {w}")),
                 Err(e) => wrong.push(format!("rank {rank} did not run: {e}")),
             }
@@ -199,6 +213,8 @@ pub fn run(program: &Program, mode: Mode) -> Result<Tally, String> {
                 wrong.join("\n  ")
             ));
         }
+        closure_tally.closures = 1;
+        tally += closure_tally;
     }
     Ok(tally)
 }
@@ -628,7 +644,7 @@ fn run_closure(program: &Program, closure: usize, comm: &Comm) -> Result<Tally, 
             // The revoke reached this rank before the faulty call: every
             // later call must fail too.
             match comm.barrier() {
-                Err(e) if plan.explains(&e, false) => cl.tally.failures += 1,
+                Err(e) if plan.explains(&e, false) => cl.tally.failures = 1,
                 other => {
                     return Err(format!(
                         "{plan}: {what} ended by its revoke ({e}), but the barrier after it returned {other:?}"
@@ -730,6 +746,7 @@ fn steps<'c>(
         }
     }
     complete(cl, d, mine, &mut pending, &mut held, &mut busy, true)?;
+    cl.tally.calls = id;
     Ok(id)
 }
 
@@ -895,6 +912,7 @@ fn err_together(cl: &mut Closure<'_>, plan: &FaultPlan, id: u64) -> Result<(), S
             )));
         }
     }
-    cl.tally.failures += 1;
+    cl.tally.failures = 1;
+    cl.tally.calls += 1;
     Ok(())
 }
