@@ -208,8 +208,11 @@ pub fn run(program: &Program, mode: Mode) -> Result<Tally, String> {
             }
         }
         if !wrong.is_empty() {
+            let report = cluster
+                .stall_report()
+                .map_or(String::new(), |r| format!("\n  watchdog: {r}"));
             return Err(format!(
-                "{program}: closure {closure}:\n  {}",
+                "{program}: closure {closure}:\n  {}{report}",
                 wrong.join("\n  ")
             ));
         }

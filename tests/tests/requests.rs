@@ -586,3 +586,45 @@ fn a_later_collective_raising_the_same_node_flag_does_not_complete_an_earlier_on
         );
     }
 }
+
+/// A blocking call's argument check progresses the collectives in flight.
+/// Rank 1 starts a gather to rank 0 (its copy waits for rank 0 to enter)
+/// and calls a barrier; rank 0, later, starts the gather and waits for
+/// it before its barrier, as MPI allows. Rank 1's check waited for rank
+/// 0's signature without progressing the gather, whose copy rank 0 waited
+/// for: a deadlock (found by the differential fuzzer on 4x4x2).
+#[test]
+fn a_blocking_call_progresses_the_collectives_in_flight_while_its_arguments_are_checked() {
+    let cluster = railcoll_tests::cluster(1, 2, 1, 1 << 20);
+    let out = cluster.run(|comm| -> Result<bool, Error> {
+        let (n, me) = (comm.size(), comm.rank());
+        let (send, recv) = (comm.alloc(64)?, comm.alloc(64 * n)?);
+        comm.write_local(&send, 0, &pattern(64, me as u64 + 1))?;
+        if me == 0 {
+            comm.compute(Duration::from_micros(100));
+        }
+        let gather = comm.icollective_with(
+            Collective::Gather,
+            Choice::host(Algorithm::SmpDirect),
+            &send,
+            &recv,
+            0,
+        )?;
+        if me == 1 {
+            comm.barrier()?;
+            gather.wait()?;
+            return Ok(true);
+        }
+        gather.wait()?;
+        comm.barrier()?;
+        let mut got = vec![0u8; 64 * n];
+        comm.read_local(&recv, 0, &mut got)?;
+        Ok((0..n).all(|i| got[i * 64..(i + 1) * 64] == pattern(64, i as u64 + 1)[..]))
+    });
+    for (rank, r) in out.into_iter().enumerate() {
+        assert!(
+            r.expect("ran").expect("no error"),
+            "rank {rank}: the gather's data"
+        );
+    }
+}

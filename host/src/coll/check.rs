@@ -95,7 +95,16 @@ impl Coll<'_> {
         // What a watchdog names if a neighbour never comes (before the
         // schedule's step 0).
         hook.observer().at_step(0, "argument check");
-        hook.wait_words(&[a?, b?])?;
+        let words = [a?, b?];
+        // A neighbour may be held up in an older collective in flight
+        // that needs this rank's progress (a node flag it raises, say):
+        // while one is, complete the oldest rather than wait for the
+        // signatures alone, which would deadlock (found by the
+        // differential fuzzer). This rank's signature is out already.
+        while !words.iter().all(WordWatch::ready) && self.in_flight_open() {
+            self.complete_oldest(|_| true)?;
+        }
+        hook.wait_words(&words)?;
         to_right.wait()?;
         to_left.wait()?;
         for (side, neighbour) in [(0, left), (1, right)] {

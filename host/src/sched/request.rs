@@ -153,9 +153,14 @@ impl<'a> Coll<'a> {
         self.complete_oldest(|e| e.slot == Some(slot))
     }
 
+    /// Whether a collective is in flight on this communicator.
+    pub(crate) fn in_flight_open(&self) -> bool {
+        self.st.exec.in_flight.oldest(|_| true).is_some()
+    }
+
     /// Complete the oldest collective in flight that `holds` accepts
     /// (nothing if none).
-    fn complete_oldest(&self, holds: impl Fn(&Entry) -> bool) -> Result<(), Error> {
+    pub(crate) fn complete_oldest(&self, holds: impl Fn(&Entry) -> bool) -> Result<(), Error> {
         match self.st.exec.in_flight.oldest(holds) {
             Some((_, id, _)) => self.progress(Some(id), Progress::Block).map(|_| ()),
             None => Ok(()),
