@@ -79,14 +79,19 @@ pub enum BufferContract {
     /// follow each other on the same buffers with no barrier. Each rank
     /// tells the ranks that write to it that it has entered (the
     /// readiness guard, `sched::persist`), one small message per writer,
-    /// where the algorithm could otherwise write early (a broadcast never
-    /// does, and is not guarded).
+    /// where the algorithm could otherwise write a rank's buffers or set
+    /// its counters before it entered (a broadcast writes no buffer early,
+    /// but its puts set counters, so it is guarded too).
     #[default]
     Mpi,
-    /// SHMEM's (and libelan's): a call may write another rank's buffers
-    /// as soon as any rank has entered it, so calls whose buffers overlap
-    /// must be separated by a barrier (or their data may be overwritten
-    /// before it is read). No readiness messages.
+    /// SHMEM's (and libelan's): a call may write another rank's buffers,
+    /// and set its counters, as soon as any rank has entered it, so
+    /// consecutive collectives must be separated by a barrier: the ones
+    /// whose buffers overlap (or their data may be overwritten before it
+    /// is read), and any two that set counters, which come from the
+    /// communicator's two pools whatever the buffers (as OpenSHMEM's
+    /// collectives share their `pSync` work arrays). No readiness
+    /// messages.
     Shmem,
 }
 

@@ -41,7 +41,9 @@ use std::time::Duration;
 use railcoll_emu::{Cluster, ClusterConfig, Mode};
 use railcoll_host::arena::SymBuffer;
 use railcoll_host::sched::{Choice, Collective};
-use railcoll_host::{BufferContract, Comm, Error, Persistent, Placement, Request, RevokeCause};
+use railcoll_host::{
+    BufferContract, Comm, Error, Mismatch, Persistent, Placement, Request, RevokeCause,
+};
 
 use crate::{Draw, pattern};
 
@@ -167,7 +169,7 @@ pub struct Tally {
     pub calls: u64,
     /// Outputs checked against the definition (one per rank and call).
     pub checked: u64,
-    /// Of those, of calls started non-blocking or persistent.
+    /// Calls started non-blocking or persistent (one per rank and start).
     pub in_flight: u64,
     /// Closures that ended with ranks that err, every rank's error one
     /// the fault explains.
@@ -266,6 +268,10 @@ struct Closure<'c> {
     contract: BufferContract,
     threads: bool,
     tally: Tally,
+    /// The call each pair was last checked after: its bytes must still be
+    /// there when the pair is next used (nothing writes a rank's buffers
+    /// once its call has returned).
+    verified: [Option<Call>; PAIRS],
 }
 
 /// A request in flight: a non-blocking call, or a persistent one started.
@@ -291,7 +297,13 @@ impl<'c> Closure<'c> {
 
     /// Write `call`'s inputs and sentinel on this rank (SHMEM: between
     /// barriers, that contract's discipline).
-    fn prepare(&self, call: &Call) -> Result<(), Error> {
+    fn prepare(&mut self, call: &Call) -> Result<(), Stop> {
+        self.recheck(call.pair)?;
+        self.write_inputs(call)
+            .map_err(failed(format!("{call}: inputs")))
+    }
+
+    fn write_inputs(&self, call: &Call) -> Result<(), Error> {
         let shmem = self.contract == BufferContract::Shmem;
         if shmem {
             self.comm.barrier()?;
@@ -321,6 +333,25 @@ impl<'c> Closure<'c> {
     /// Check this rank's buffers after `call` completed, against the
     /// definition.
     fn verify(&mut self, call: &Call) -> Result<(), String> {
+        self.compare(call)?;
+        self.tally.checked += 1;
+        self.verified[call.pair] = Some(*call);
+        Ok(())
+    }
+
+    /// Check that the pair `pair` still holds what it held when its last
+    /// call was checked (a late write shows here).
+    fn recheck(&mut self, pair: usize) -> Result<(), String> {
+        match self.verified[pair].take() {
+            Some(last) => self
+                .compare(&last)
+                .map_err(|w| format!("later, before the pair was used again: {w}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Compare this rank's buffers with what `call` leaves in them.
+    fn compare(&self, call: &Call) -> Result<(), String> {
         let (n, me, b) = (self.comm.size(), self.comm.rank(), call.bytes);
         let len = self.pair_bytes;
         let (send, recv) = &self.pairs[call.pair];
@@ -374,7 +405,6 @@ impl<'c> Closure<'c> {
         if let Some(at) = got.iter().zip(&sent).position(|(g, w)| g != w) {
             return Err(format!("{call}: the call changed send byte {at}"));
         }
-        self.tally.checked += 1;
         Ok(())
     }
 
@@ -525,22 +555,38 @@ impl FaultPlan {
         }
     }
 
-    /// Whether `e`, returned by a rank's call at or before the faulty one
-    /// (`own`: the faulty call, on an erring rank), is an error this fault
-    /// explains.
-    fn explains(&self, e: &Error, own: bool) -> bool {
-        let mismatch = self.fault != Fault::ShortRecv;
+    /// Whether `e`, returned by this rank at `stage`, is an error this
+    /// fault explains: a revoke naming an erring rank with the fault's
+    /// cause (a mismatch between ranks one of which errs); a mismatch
+    /// found at the faulty call or the barrier after it (where a skipping
+    /// rank meets the others' call), between ranks one of which errs; a
+    /// short buffer only on an erring rank at the faulty call.
+    fn explains(&self, e: &Error, stage: Stage) -> bool {
+        let erring =
+            |m: &Mismatch| self.erring.contains(&m.ranks.0) || self.erring.contains(&m.ranks.1);
+        let short = self.fault == Fault::ShortRecv;
         match e {
             Error::Revoked { rank, cause } => match cause {
-                RevokeCause::Arguments => !mismatch && self.erring.contains(rank),
-                RevokeCause::Mismatch(_) => mismatch,
+                RevokeCause::Arguments => short && self.erring.contains(rank),
+                RevokeCause::Mismatch(m) => !short && erring(m),
                 _ => false,
             },
-            Error::Mismatch(_) => mismatch,
-            Error::OutOfBounds { .. } => own && !mismatch,
+            Error::Mismatch(m) => !short && stage != Stage::Before && erring(m),
+            Error::OutOfBounds { .. } => short && stage == Stage::Faulty { own: true },
             _ => false,
         }
     }
+}
+
+/// Where in a closure that ends with a fault a rank's error came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// A call before the faulty one (the revoke overtook the rank).
+    Before,
+    /// The faulty call (`own`: on an erring rank).
+    Faulty { own: bool },
+    /// The barrier after it.
+    After,
 }
 
 impl fmt::Display for FaultPlan {
@@ -635,6 +681,7 @@ fn run_closure(program: &Program, closure: usize, comm: &Comm) -> Result<Tally, 
         contract: program.contract,
         threads: railcoll_emu::modeled::kernel::current_rank().is_none(),
         tally: Tally::default(),
+        verified: [None; PAIRS],
     };
     let outcome = steps(&mut cl, program.steps, &mut d, &mut mine).and_then(|id| match &plan {
         Some(plan) => err_together(&mut cl, plan, id + 1),
@@ -643,11 +690,11 @@ fn run_closure(program: &Program, closure: usize, comm: &Comm) -> Result<Tally, 
     match (outcome, &plan) {
         (Ok(()), _) => {}
         (Err(Stop::Wrong(w)), _) => return Err(w),
-        (Err(Stop::Failed(what, e)), Some(plan)) if plan.explains(&e, false) => {
+        (Err(Stop::Failed(what, e)), Some(plan)) if plan.explains(&e, Stage::Before) => {
             // The revoke reached this rank before the faulty call: every
             // later call must fail too.
             match comm.barrier() {
-                Err(e) if plan.explains(&e, false) => cl.tally.failures = 1,
+                Err(e) if plan.explains(&e, Stage::Before) => cl.tally.failures = 1,
                 other => {
                     return Err(format!(
                         "{plan}: {what} ended by its revoke ({e}), but the barrier after it returned {other:?}"
@@ -700,8 +747,7 @@ fn steps<'c>(
             let h = idle[d.below(idle.len())];
             id += 1;
             let call = Call { id, ..held[h].call };
-            cl.prepare(&call)
-                .map_err(failed(format!("{call}: inputs")))?;
+            cl.prepare(&call)?;
             held[h]
                 .p
                 .start()
@@ -731,8 +777,7 @@ fn steps<'c>(
         } else {
             id += 1;
             let call = draw_call(d, comm, id, free[0]);
-            cl.prepare(&call)
-                .map_err(failed(format!("{call}: inputs")))?;
+            cl.prepare(&call)?;
             let nb = d.below(2) == 0;
             if nb && held_pairs < PAIRS - 1 {
                 let req = cl
@@ -749,6 +794,9 @@ fn steps<'c>(
         }
     }
     complete(cl, d, mine, &mut pending, &mut held, &mut busy, true)?;
+    for pair in 0..PAIRS {
+        cl.recheck(pair)?;
+    }
     cl.tally.calls = id;
     Ok(id)
 }
@@ -852,8 +900,7 @@ fn err_together(cl: &mut Closure<'_>, plan: &FaultPlan, id: u64) -> Result<(), S
     let (n, me) = (comm.size(), comm.rank());
     let call = Call { id, ..plan.call };
     let errs = plan.erring.contains(&me);
-    cl.prepare(&call)
-        .map_err(failed(format!("{call}: inputs")))?;
+    cl.prepare(&call)?;
     let (mut bytes, mut root, mut choice) = (call.bytes, call.root, call.choice);
     let short = errs && plan.fault == Fault::ShortRecv;
     if errs {
@@ -891,7 +938,7 @@ fn err_together(cl: &mut Closure<'_>, plan: &FaultPlan, id: u64) -> Result<(), S
         Some(Ok(())) => cl
             .verify(&call)
             .map_err(|w| format!("{plan}: Ok, but {w}"))?,
-        Some(Err(e)) if plan.explains(&e, errs) => failed_here = true,
+        Some(Err(e)) if plan.explains(&e, Stage::Faulty { own: errs }) => failed_here = true,
         Some(Err(e)) => {
             return Err(Stop::Wrong(format!(
                 "{plan}: not an error the fault explains: {e}"
@@ -899,8 +946,7 @@ fn err_together(cl: &mut Closure<'_>, plan: &FaultPlan, id: u64) -> Result<(), S
         }
     }
     match comm.barrier() {
-        Err(e)
-            if plan.explains(&e, false) || (failed_here && matches!(e, Error::Revoked { .. })) => {}
+        Err(e) if plan.explains(&e, Stage::After) => {}
         Err(e) => {
             return Err(Stop::Wrong(format!("{plan}: the barrier after it: {e}")));
         }

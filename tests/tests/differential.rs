@@ -48,7 +48,7 @@ fn random_programs_match_the_definitions() {
         }
     }
     eprintln!(
-        "{programs} programs from seed {first} in {mode:?} mode: {} closures, {} calls ({} outputs checked on the ranks, {} of calls started non-blocking or persistent), {} closures ended by ranks that err, 0 wrong, {:.1} s",
+        "{programs} programs from seed {first} in {mode:?} mode: {} closures, {} calls ({} outputs checked on the ranks, {} non-blocking or persistent starts on the ranks), {} closures ended by ranks that err, 0 wrong, {:.1} s",
         tally.closures,
         tally.calls,
         tally.checked,

@@ -103,6 +103,7 @@ impl Coll<'_> {
         // differential fuzzer). This rank's signature is out already.
         while !words.iter().all(WordWatch::ready) && self.in_flight_open() {
             self.complete_oldest(|_| true)?;
+            hook.observer().at_step(0, "argument check");
         }
         hook.wait_words(&words)?;
         to_right.wait()?;

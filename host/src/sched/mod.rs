@@ -307,7 +307,8 @@ pub enum Op {
         flag: Flag,
         /// Raises (one per peer of `from`).
         count: u32,
-        /// The node peers that raise it, a bit per local rank.
+        /// The node peers that raise it, a bit per local rank (a node has at
+        /// most `MAX_CONTEXTS` ranks, which a `u16` holds).
         from: u16,
     },
     /// Advance this call's barrier number of `numbers` and write it to the
@@ -689,6 +690,7 @@ impl ScheduleSet {
                 }
             }
         }
+        let mut waited = std::collections::HashSet::new();
         for s in &mut self.ranks {
             let me = s.rank as usize;
             // A counter is consumed once: by one wait (every rail), or by
@@ -744,10 +746,18 @@ impl ScheduleSet {
                             )));
                         }
                         (*count, *from) = raises.get(&(me, *flag)).copied().unwrap_or((0, 0));
+                        waited.insert((me, *flag));
                     }
                     _ => {}
                 }
             }
+        }
+        // A raise nobody waits for would leave that raiser's count one
+        // ahead for the rest of the communicator's life.
+        if let Some((to, flag)) = raises.keys().find(|k| !waited.contains(k)) {
+            return Err(Error::Config(format!(
+                "rank {to}'s flag {flag} is raised but never waited for"
+            )));
         }
         debug_assert_eq!(self.ranks.len(), n);
         self.counters = counters;
@@ -859,6 +869,8 @@ impl fmt::Display for Lane {
 pub(crate) fn fmt_signal(signal: Option<Counter>) -> String {
     signal.map_or(String::new(), |c| format!(", signal c{c}"))
 }
+
+const _: () = assert!(railcoll_fw::abi::MAX_CONTEXTS <= 16);
 
 impl Op {
     /// A chained put of `src` into `dst` of rank `to` on `lane`, started by

@@ -216,9 +216,10 @@ impl<'a> Coll<'a> {
                 Some(Err(e)) => Err(e),
                 // A poll that found nothing to do never waits, so no wait
                 // saw the notice: ask for it here, or a rank polling with
-                // `test` would never learn of a revoke.
+                // `test` would never learn of a revoke (its own included,
+                // as `wait` does).
                 None => match self.notice() {
-                    Some(n) if progressed.is_ok() && n.rank != self.rank() => Err(n.into_error()),
+                    Some(n) if progressed.is_ok() => Err(n.into_error()),
                     _ => progressed.map(|_| false),
                 },
             }
