@@ -40,12 +40,11 @@
 //!   untrusted text (profiles, tuning tables, fault specs, study files,
 //!   sizes) and on schedule generation.
 //!
-//! Unsafe code: none, except the fiber switch ([`modeled::fiber`], one
-//! dereference with its SAFETY argument), the one module allowed it. The
-//! raw memory, mappings and registers the emulated NICs are built from
-//! come from `railcoll-mem`.
+//! Unsafe code: none (`forbid`). The raw memory, mappings and registers
+//! the emulated NICs are built from, and the fiber switch of modeled mode
+//! ([`modeled::fiber`], re-exported), come from `railcoll-mem`.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod cli;

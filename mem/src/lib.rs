@@ -1,7 +1,6 @@
 //! railcoll-mem: the unsafe foundation under the host library and the
 //! emulator, kept in one small crate so that the compiler confines it:
-//! `railcoll-host` forbids `unsafe` outright, and the emulator allows it in
-//! one named module only (its fiber switch).
+//! `railcoll-host` and the emulator forbid `unsafe` outright.
 //!
 //! Map of the crate:
 //!
@@ -14,12 +13,15 @@
 //!   MMIO implementation for a real BAR.
 //! - [`signals`]: termination signals deferred around a step that must
 //!   not be cut in half (a command's outputs moved into place together).
+//! - [`fiber`]: the modeled mode's ranks as stackful coroutines, and the
+//!   suspend a wait deep inside the host library calls.
 //!
 //! Every `unsafe` block carries a `// SAFETY:` argument (clippy's
 //! `undocumented_unsafe_blocks` is denied workspace-wide) and
 //! `unsafe_op_in_unsafe_fn` is denied.
 
 pub mod dma_mem;
+pub mod fiber;
 pub mod mmap;
 pub mod regio;
 pub mod signals;

@@ -14,7 +14,7 @@
 //! - `witness`: what observes a run: the trace hash and recording, the
 //!   watchdog and its report, the timeline hookup.
 //! - [`fiber`]: ranks as stackful coroutines on the sequencer's thread
-//!   (the crate's only unsafe code, allowed in that module alone).
+//!   (`railcoll_mem::fiber`, where its one unsafe dereference lives).
 //!
 //! This module's types plug into the host library's seams: [`ModelRegs`]
 //! is a NIC's BAR as the driver sees it (writes are committed at the
@@ -22,9 +22,7 @@
 //! (blocking hands the baton to the sequencer).
 
 pub mod board;
-// The fiber switch: the one exception to the crate's `deny(unsafe_code)`.
-#[allow(unsafe_code)]
-pub mod fiber;
+pub use railcoll_mem::fiber;
 pub mod kernel;
 pub mod profile;
 mod queue;

@@ -7,9 +7,11 @@
 //! nanoseconds ([EMU-ANCH target 3]: "no OS-thread hand-off on the
 //! hot path").
 //!
-//! The one piece of unsafe code: the running fiber's `Yielder` is reached
-//! through a thread-local pointer, because the wait hook that must suspend
-//! is a `'static` trait object that cannot borrow it.
+//! Here, and not in the emulator, for its one piece of unsafe code: the
+//! running fiber's `Yielder` is reached through a thread-local pointer,
+//! because the wait hook that must suspend is a `'static` trait object
+//! that cannot borrow it. The emulator (its modeled mode's sequencer and
+//! ranks) then forbids `unsafe` outright.
 
 use std::cell::Cell;
 
