@@ -7,6 +7,10 @@
 
 use crate::error::Error;
 
+/// Virtual base of every rank's arena on its NICs (the same on all ranks:
+/// symmetric), where the driver maps it.
+pub const ARENA_VA: u64 = 0x1000_0000_0000;
+
 /// A range of the symmetric arena, valid on every rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SymBuffer {
@@ -18,6 +22,12 @@ impl SymBuffer {
     /// Offset in the arena (the same on every rank).
     pub fn offset(&self) -> usize {
         self.offset
+    }
+
+    /// The NIC virtual address of this buffer's byte `at` (the same on
+    /// every rank), what a DMA command names.
+    pub fn va(&self, at: usize) -> u64 {
+        ARENA_VA + (self.offset + at) as u64
     }
 
     /// Length in bytes.

@@ -42,8 +42,7 @@ use crate::error::{Error, out_of_range};
 use crate::topology::Topology;
 use railcoll_mem::regio::RegisterIo;
 
-/// Virtual base of every rank's arena (the same on all ranks: symmetric).
-pub const ARENA_VA: u64 = 0x1000_0000_0000;
+pub use crate::arena::ARENA_VA;
 /// Virtual base of every rank's control region.
 pub const CONTROL_VA: u64 = 0x2000_0000_0000;
 /// Chain command blocks per rank.
@@ -63,8 +62,8 @@ const ERROR_RING: Ring = match Ring::from_log2(ERR_LOG2 as u32) {
     Ok(r) => r,
     Err(_) => Ring::ONE,
 };
-/// Bytes of one error record.
-const ERROR_RECORD_SIZE: usize = 32;
+/// Bytes of one error record (the ABI's layout, `abi::error`).
+const ERROR_RECORD_SIZE: usize = core::mem::size_of::<ErrorRecord>();
 
 /// Read a register the host may read.
 pub fn read_reg<A: HostRead>(io: &dyn RegisterIo, reg: Reg<u64, A>) -> u64 {

@@ -36,9 +36,7 @@ use railcoll_fw::abi::ring::Ring;
 use crate::arena::{DEFAULT_ALIGN, SymAllocator, SymBuffer};
 use crate::config::CommConfig;
 use crate::device::Device;
-use crate::driver::{
-    ARENA_VA, Completion, Driver, DriverConfig, Feeds, MAX_RAILS, NicError, Post, Tracked,
-};
+use crate::driver::{Completion, Driver, DriverConfig, Feeds, MAX_RAILS, NicError, Post, Tracked};
 use crate::env::WaitHook;
 use crate::error::{Error, out_of_range};
 use crate::stripe::{self, Part, RailPolicy};
@@ -666,8 +664,8 @@ impl Endpoint {
             .iter()
             .map(|p| -> Result<Post, Error> {
                 let len = dma_len(p.len)?;
-                let local_va = ARENA_VA + (local.offset() + p.offset) as u64;
-                let remote_va = ARENA_VA + (remote.offset() + p.offset) as u64;
+                let local_va = local.va(p.offset);
+                let remote_va = remote.va(p.offset);
                 let (kind, src_addr, dst_addr, dst_event, wake) = match dir {
                     Direction::Put => (DmaKind::Put, local_va, remote_va, dest, opts.wake),
                     Direction::Get => (DmaKind::Get, remote_va, local_va, None, false),
@@ -793,8 +791,8 @@ impl Endpoint {
                 kind: DmaKind::Put,
                 len: dma_len(part.len)?,
                 vp: dst_rank as u32,
-                src_addr: ARENA_VA + (src.offset() + part.offset) as u64,
-                dst_addr: ARENA_VA + (dst.offset() + part.offset) as u64,
+                src_addr: src.va(part.offset),
+                dst_addr: dst.va(part.offset),
                 src_event: None,
                 dst_event: dst_event.map(|d| d.0),
                 wake: false,
@@ -940,7 +938,7 @@ impl Endpoint {
         self.check_rail(rail)?;
         let len = dma_len(src.len())?;
         self.check_in_arena(src)?;
-        let src_addr = ARENA_VA + src.offset() as u64;
+        let src_addr = src.va(0);
         let command = Command::Dma(DmaCommand {
             kind: DmaKind::Put,
             len,
@@ -969,10 +967,7 @@ impl Endpoint {
         self.check_in_arena(src)?;
         self.check_in_arena(dst)?;
         let high_node = self.switch_span()?;
-        let (src_addr, dst_addr) = (
-            ARENA_VA + src.offset() as u64,
-            ARENA_VA + dst.offset() as u64,
-        );
+        let (src_addr, dst_addr) = (src.va(0), dst.va(0));
         let command = Command::Bcast {
             len,
             low_node: 0,
@@ -1093,7 +1088,7 @@ impl Endpoint {
             slots,
             slot_size: slot_size as u32,
             event: None,
-            base: ARENA_VA + buf.offset() as u64,
+            base: buf.va(0),
         };
         driver.push(0, &cmd, 0)?;
         driver.fence(0)?;
@@ -1126,7 +1121,7 @@ impl Endpoint {
         }
         let len = dma_len(src.len())?;
         self.check_in_arena(src)?;
-        let (index, src_addr) = (queue.index, ARENA_VA + src.offset() as u64);
+        let (index, src_addr) = (queue.index, src.va(0));
         let command = Command::Dma(DmaCommand {
             kind: DmaKind::Queued(index),
             len,
