@@ -139,8 +139,33 @@ pub const ID: Reg<u64, ReadOnly> = Reg::at(0x000);
 pub const VERSION: Reg<u64, ReadOnly> = Reg::at(0x008);
 /// `GEOMETRY`: table sizes, see [`Geometry`].
 pub const GEOMETRY: Reg<u64, ReadOnly> = Reg::at(0x010);
-/// `LOCATION`: bits 15:0 node id, bits 23:16 rail index. Set by the board.
+/// `LOCATION`: bits 15:0 node id, bits 23:16 rail index. Set by the board
+/// ([`Location`]).
 pub const LOCATION: Reg<u64, ReadOnly> = Reg::at(0x018);
+
+/// Where a NIC sits: fixed by the board, reported in [`LOCATION`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    /// Node id (switch port) on the rail.
+    pub node: NodeId,
+    /// Rail index.
+    pub rail: u8,
+}
+
+impl Location {
+    /// The `LOCATION` register's value: bits 15:0 node, 23:16 rail.
+    pub const fn to_reg(&self) -> u64 {
+        (self.node as u64) | ((self.rail as u64) << 16)
+    }
+
+    /// Decode a `LOCATION` value (bits above 23 are ignored).
+    pub const fn from_reg(v: u64) -> Self {
+        Self {
+            node: (v & 0xffff) as NodeId,
+            rail: ((v >> 16) & 0xff) as u8,
+        }
+    }
+}
 /// `CONTROL`: [`Control`] flags.
 pub const CONTROL: Reg<u64, ReadWrite> = Reg::at(0x020);
 /// `STATUS`: [`Status`] flags.
@@ -753,6 +778,21 @@ mod tests {
         assert_eq!(cyclic.locate(3), Some((2, 2)));
         assert_eq!(Capability::from_reg(block.to_reg()), Ok(block));
         assert_eq!(Capability::from_reg(cyclic.to_reg()), Ok(cyclic));
+    }
+
+    #[test]
+    fn location_packs_node_and_rail_as_the_abi_says() {
+        let loc = Location {
+            node: 0xbeef,
+            rail: 3,
+        };
+        assert_eq!(loc.to_reg(), 0x03_beef);
+        assert_eq!(Location::from_reg(loc.to_reg()), loc);
+        // Bits above 23 are not part of it.
+        assert_eq!(
+            Location::from_reg(0xff00_0000 | 0x01_0002),
+            Location { node: 2, rail: 1 }
+        );
     }
 
     #[test]

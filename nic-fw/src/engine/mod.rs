@@ -52,13 +52,7 @@ use hw::{Hardware, Path};
 use zerocopy::IntoBytes;
 
 /// Where this engine sits: fixed by the board, reported in `LOCATION`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Location {
-    /// Node id (switch port) on the rail.
-    pub node: NodeId,
-    /// Rail index.
-    pub rail: u8,
-}
+pub use crate::abi::regs::Location;
 
 /// Counters, for tests and diagnostics (not part of the ABI).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -612,10 +606,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             regs::RESOURCES,
             regs::Resources::this_firmware(peer_fifo).to_reg(),
         );
-        hw.store(
-            regs::LOCATION,
-            (loc.node as u64) | ((loc.rail as u64) << 16),
-        );
+        hw.store(regs::LOCATION, loc.to_reg());
         hw.store(regs::PACKET_SIZE, DEFAULT_PACKET_SIZE as u64);
         hw.store(regs::STATUS, Status::RUNNING.bits());
         Self {
