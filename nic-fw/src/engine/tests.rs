@@ -207,53 +207,52 @@ impl Net {
     /// Attach context 0 on `node` (its ring restarting at 0) and map its
     /// data and completion-word regions.
     fn attach(&mut self, node: usize) {
-        let net = self;
-        let nodes = net.nics.len();
-        net.tails[node] = 0;
-        {
-            let cap = Capability {
+        let nodes = self.nics.len();
+        self.tails[node] = 0;
+        let cfg = ContextConfig {
+            ctx: 0,
+            cq_log2: 6,
+            err_log2: 4,
+            perms: QueuePerms::all(),
+            job_key: 0x1234,
+            cq_base: RING,
+            err_base: ERRS,
+            cap: Capability {
                 low_node: 0,
                 node_count: nodes as u16,
                 ranks_per_node: 1,
                 ctx_base: 0,
                 placement: Placement::Block,
-            };
-            let cfg = ContextConfig {
-                ctx: 0,
-                cq_log2: 6,
-                err_log2: 4,
-                perms: QueuePerms::all(),
-                job_key: 0x1234,
-                cq_base: RING,
-                err_base: ERRS,
-                cap,
-            };
+            },
+        };
+        let data = RegionConfig {
+            ctx: 0,
+            slot: 0,
+            perms: RegionPerms::all(),
+            va: VA_DATA,
+            len: DATA_LEN,
+            phys: DATA,
+        };
+        let words = RegionConfig {
+            ctx: 0,
+            slot: 1,
+            perms: RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
+            va: VA_WORDS,
+            len: 0x1000,
+            phys: WORDS,
+        };
+        self.attach_context(node, &cfg, &[data, words]);
+    }
+
+    /// Attach `cfg` on `node` and map `regions`, each call succeeding.
+    fn attach_context(&mut self, node: usize, cfg: &ContextConfig, regions: &[RegionConfig]) {
+        assert_eq!(
+            self.mailbox(node, MailboxOp::AttachContext, cfg.to_args()),
+            Ok(())
+        );
+        for region in regions {
             assert_eq!(
-                net.mailbox(node, MailboxOp::AttachContext, cfg.to_args()),
-                Ok(())
-            );
-            let data = RegionConfig {
-                ctx: 0,
-                slot: 0,
-                perms: RegionPerms::all(),
-                va: VA_DATA,
-                len: DATA_LEN,
-                phys: DATA,
-            };
-            assert_eq!(
-                net.mailbox(node, MailboxOp::MapRegion, data.to_args()),
-                Ok(())
-            );
-            let words = RegionConfig {
-                ctx: 0,
-                slot: 1,
-                perms: RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
-                va: VA_WORDS,
-                len: 0x1000,
-                phys: WORDS,
-            };
-            assert_eq!(
-                net.mailbox(node, MailboxOp::MapRegion, words.to_args()),
+                self.mailbox(node, MailboxOp::MapRegion, region.to_args()),
                 Ok(())
             );
         }
@@ -1017,10 +1016,6 @@ impl Net {
                 placement: Placement::Block,
             },
         };
-        assert_eq!(
-            self.mailbox(node, MailboxOp::AttachContext, cfg.to_args()),
-            Ok(())
-        );
         let words = RegionConfig {
             ctx: 1,
             slot: 2,
@@ -1029,10 +1024,7 @@ impl Net {
             len: 0x1000,
             phys: WORDS_1,
         };
-        assert_eq!(
-            self.mailbox(node, MailboxOp::MapRegion, words.to_args()),
-            Ok(())
-        );
+        self.attach_context(node, &cfg, &[words]);
     }
 
     /// Post `cmds` on context 1's ring of `node`, from its start.

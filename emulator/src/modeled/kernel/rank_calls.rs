@@ -43,6 +43,16 @@ impl Kernel {
                 w.ranks.slots[rank].time = t;
                 return Ok(());
             }
+        }
+        self.hand_over(rank)
+    }
+
+    /// Queue `rank` to run again at its own time and give the sequencer
+    /// the baton until then.
+    fn hand_over(&self, rank: usize) -> Result<(), Stalled> {
+        {
+            let mut w = self.lock();
+            let t = w.ranks.slots[rank].time.max(w.now);
             w.ranks.slots[rank].state = RankState::Ready;
             self.push(&mut w, t, rank as u32, Action::RankRun(rank));
         }
@@ -192,11 +202,8 @@ impl Kernel {
                 let why = format!("deadlock: rank {rank} polls while no event can make progress");
                 let report = self.report(&w, &why);
                 self.fail(&mut w, report.clone());
-                let t = w.ranks.slots[rank].time;
-                w.ranks.slots[rank].state = RankState::Ready;
-                self.push(&mut w, t, rank as u32, Action::RankRun(rank));
                 drop(w);
-                self.suspend(rank)?;
+                self.hand_over(rank)?;
                 return Err(Stalled(report));
             }
         }
