@@ -64,6 +64,9 @@ pub struct SymAllocator {
     next: usize,
     /// `reset` returns here: what the communicator reserved for itself.
     floor: usize,
+    /// Allocations end at or below here: above are the communicators'
+    /// slots (`crate::comm_slots`), taken from the top down.
+    limit: usize,
 }
 
 /// Default alignment of allocations: a cache line.
@@ -76,6 +79,7 @@ impl SymAllocator {
             size,
             next: 0,
             floor: 0,
+            limit: size,
         }
     }
 
@@ -95,9 +99,9 @@ impl SymAllocator {
                 asked: len,
                 free: 0,
             })?;
-        let free = self.size.saturating_sub(self.next);
+        let free = self.limit.saturating_sub(self.next);
         match start.checked_add(len) {
-            Some(end) if end <= self.size => {
+            Some(end) if end <= self.limit => {
                 self.next = end;
                 Ok(SymBuffer { offset: start, len })
             }
@@ -117,7 +121,26 @@ impl SymAllocator {
 
     /// Bytes not yet allocated.
     pub fn free(&self) -> usize {
-        self.size.saturating_sub(self.next)
+        self.limit.saturating_sub(self.next)
+    }
+
+    /// Where the next allocation would start (before alignment): the
+    /// high-water mark of the allocations.
+    pub fn used(&self) -> usize {
+        self.next
+    }
+
+    /// Allocations may not go beyond `limit` (at most the size; below
+    /// what is allocated, nothing more is).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.min(self.size);
+    }
+
+    /// The range `[offset, offset + len)` of the arena, unchecked against
+    /// the allocations: for a region the caller reserved by other means
+    /// (a communicator slot above the limit).
+    pub(crate) fn region(offset: usize, len: usize) -> SymBuffer {
+        SymBuffer { offset, len }
     }
 
     /// Arena size.

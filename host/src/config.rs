@@ -39,6 +39,12 @@ pub struct CommConfig {
     pub policy: RailPolicy,
     /// log2 of command ring entries per rail.
     pub cq_log2: u8,
+    /// Bytes of the arena each communicator split off this one keeps
+    /// for itself (its slot: reserved buffers, then two scratch halves;
+    /// see `crate::slots`), a multiple of 4096. A split communicator's
+    /// collective whose scratch does not fit is refused
+    /// ([`Error::OverBudget`](crate::Error::OverBudget)).
+    pub comm_reserve: usize,
 }
 
 impl CommConfig {
@@ -54,6 +60,7 @@ impl CommConfig {
             contract: BufferContract::Mpi,
             policy: RailPolicy::default(),
             cq_log2: 8,
+            comm_reserve: 256 << 10,
         }
     }
 }

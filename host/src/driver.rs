@@ -436,6 +436,9 @@ pub struct Driver {
     peer_fifo: u32,
     feeds: u32,
     next_dest_event: u32,
+    /// Destination events at and above this index belong to communicator
+    /// slots (`crate::comm_slots`): the bump allocation stops below.
+    dest_limit: u32,
     /// Generation per (rail, event), for completion words.
     generations: Vec<u64>,
     next_chain_block: usize,
@@ -594,6 +597,7 @@ impl Driver {
             peer_fifo,
             feeds,
             next_dest_event: 0,
+            dest_limit: dest_events,
             generations: vec![0; cfg.rails * events_per_ctx as usize],
             next_chain_block: 0,
             free_chain_blocks: Vec::new(),
@@ -980,9 +984,19 @@ impl Driver {
         }
     }
 
+    /// Destination events: (handed out from the bottom so far, all).
+    pub(crate) fn dest_event_use(&self) -> (u32, u32) {
+        (self.next_dest_event, self.dest_events)
+    }
+
+    /// Bottom-up allocation stops below `limit`.
+    pub(crate) fn set_dest_limit(&mut self, limit: u32) {
+        self.dest_limit = limit;
+    }
+
     /// Allocate the next symmetric destination event index.
     pub fn alloc_dest_event(&mut self) -> Result<EventId, Error> {
-        if self.next_dest_event >= self.dest_events {
+        if self.next_dest_event >= self.dest_limit.min(self.dest_events) {
             return Err(Error::EventsExhausted("destination"));
         }
         let ev = EventId(self.next_dest_event);

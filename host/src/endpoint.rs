@@ -52,6 +52,12 @@ impl DestEvent {
     pub fn id(&self) -> EventId {
         self.0
     }
+
+    /// The destination event at index `id`, reserved by other means (a
+    /// communicator slot, `crate::slots`).
+    pub(crate) fn from_id(id: EventId) -> Self {
+        Self(id)
+    }
 }
 
 /// How many parts will set a destination event on each rail.
@@ -266,8 +272,10 @@ enum Direction {
 pub struct Endpoint {
     cfg: CommConfig,
     node: usize,
-    driver: RefCell<Driver>,
-    alloc: RefCell<SymAllocator>,
+    pub(crate) driver: RefCell<Driver>,
+    pub(crate) alloc: RefCell<SymAllocator>,
+    /// Communicator slots taken (`crate::slots`), one bit each.
+    pub(crate) slots: Cell<u32>,
     round_robin: Cell<usize>,
     /// Next input queue index (symmetric).
     next_queue: Cell<u8>,
@@ -315,6 +323,7 @@ impl Endpoint {
             node,
             driver: RefCell::new(driver),
             alloc: RefCell::new(SymAllocator::new(cfg.arena_size)),
+            slots: Cell::new(0),
             round_robin: Cell::new(0),
             next_queue: Cell::new(0),
         })
@@ -962,15 +971,27 @@ impl Endpoint {
         dst: &SymBuffer,
         dst_event: Option<DestEvent>,
     ) -> Result<PutHandle<'_>, Error> {
+        self.hw_bcast_span_post(self.job_span(), src, dst, dst_event)
+    }
+
+    /// [`Endpoint::hw_bcast_post`] to the nodes `span` (lowest, highest)
+    /// only: a communicator's.
+    pub(crate) fn hw_bcast_span_post(
+        &self,
+        span: (usize, usize),
+        src: &SymBuffer,
+        dst: &SymBuffer,
+        dst_event: Option<DestEvent>,
+    ) -> Result<PutHandle<'_>, Error> {
         Self::check_same_len("the broadcast target", src, dst)?;
         let len = dma_len(src.len())?;
         self.check_in_arena(src)?;
         self.check_in_arena(dst)?;
-        let high_node = self.switch_span()?;
+        let (low_node, high_node) = self.switch_span(span)?;
         let (src_addr, dst_addr) = (src.va(0), dst.va(0));
         let command = Command::Bcast {
             len,
-            low_node: 0,
+            low_node,
             high_node,
             src_addr,
             dst_addr,
@@ -994,9 +1015,20 @@ impl Endpoint {
     /// Post [`Endpoint::hw_barrier`]'s arrival; its handle completes when
     /// every participant has arrived.
     pub fn hw_barrier_post(&self, seq: u32, tag: u32) -> Result<PutHandle<'_>, Error> {
-        let high_node = self.switch_span()?;
+        self.hw_barrier_span_post(self.job_span(), seq, tag)
+    }
+
+    /// [`Endpoint::hw_barrier_post`] among the nodes `span` (lowest,
+    /// highest) only: a communicator's.
+    pub(crate) fn hw_barrier_span_post(
+        &self,
+        span: (usize, usize),
+        seq: u32,
+        tag: u32,
+    ) -> Result<PutHandle<'_>, Error> {
+        let (low_node, high_node) = self.switch_span(span)?;
         let command = Command::HwBarrier {
-            low_node: 0,
+            low_node,
             high_node,
             seq,
             tag,
@@ -1011,12 +1043,18 @@ impl Endpoint {
         )
     }
 
-    /// The highest node id of the job, as the switch's span operations
-    /// take it.
-    fn switch_span(&self) -> Result<u16, Error> {
-        let nodes = self.topology().nodes();
-        u16::try_from(nodes.saturating_sub(1))
-            .map_err(|_| Error::BadShape(format!("{nodes} nodes exceed the switch's node ids")))
+    /// The job's nodes, lowest and highest.
+    fn job_span(&self) -> (usize, usize) {
+        (0, self.topology().nodes().saturating_sub(1))
+    }
+
+    /// Nodes `span` as the switch's span operations take them.
+    fn switch_span(&self, (low, high): (usize, usize)) -> Result<(u16, u16), Error> {
+        let id = |n: usize| {
+            u16::try_from(n)
+                .map_err(|_| Error::BadShape(format!("node {n} exceeds the switch's node ids")))
+        };
+        Ok((id(low)?, id(high)?))
     }
 
     /// The rails whose NIC has flows running through their alternate

@@ -14,7 +14,7 @@
 //! nothing ([`NoObserver`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -309,7 +309,9 @@ impl Waker {
 /// reports the revoke instead.
 pub struct NoticeWait {
     inner: Arc<dyn WaitHook>,
-    notice: OnceLock<WordWatch>,
+    /// The notice of the communicator whose call is running (the job's
+    /// between calls).
+    notice: Mutex<Option<WordWatch>>,
     /// Waits ignore the notice (while this rank sends its own).
     held: AtomicBool,
 }
@@ -317,7 +319,7 @@ pub struct NoticeWait {
 impl std::fmt::Debug for NoticeWait {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NoticeWait")
-            .field("armed", &self.notice.get().is_some())
+            .field("armed", &self.live().is_some())
             .finish()
     }
 }
@@ -327,27 +329,40 @@ impl NoticeWait {
     pub fn new(inner: Arc<dyn WaitHook>) -> Self {
         Self {
             inner,
-            notice: OnceLock::new(),
+            notice: Mutex::new(None),
             held: AtomicBool::new(false),
         }
     }
 
     /// From now on, every wait gives up once `notice` passes its test (the
-    /// first call arms it; later calls change nothing).
+    /// job communicator's notice, armed once at its creation).
     pub fn arm(&self, notice: WordWatch) {
-        let _ = self.notice.set(notice);
+        *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = Some(notice);
+    }
+
+    /// Run `f` with the waits ending on `notice` instead (a call of
+    /// another communicator of the rank: its waits end on its own
+    /// revoke, not on another communicator's).
+    pub fn scoped<T>(&self, notice: &WordWatch, f: impl FnOnce() -> T) -> T {
+        let before = self
+            .notice
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(notice.clone());
+        let out = f();
+        *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = before;
+        out
     }
 
     /// The notice, where it counts now.
-    fn live(&self) -> Option<&WordWatch> {
+    fn live(&self) -> Option<WordWatch> {
+        if self.held.load(Ordering::Relaxed) {
+            return None;
+        }
         self.notice
-            .get()
-            .filter(|_| !self.held.load(Ordering::Relaxed))
-    }
-
-    /// Has the notice been posted?
-    pub fn noticed(&self) -> bool {
-        self.notice.get().is_some_and(WordWatch::ready)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// From now on the notice is ignored: the communicator is being
@@ -395,7 +410,7 @@ impl WaitHook for NoticeWait {
         if notice.ready() {
             return Err(NOTICED);
         }
-        match self.inner.wait_words_or(words, notice)? {
+        match self.inner.wait_words_or(words, &notice)? {
             true => Ok(()),
             false => Err(NOTICED),
         }

@@ -134,6 +134,17 @@ pub enum Error {
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A bug of the library: an invariant it keeps did not hold. Please
+    /// report it with the message.
+    #[error("internal error (a bug of railcoll): {0}")]
+    Internal(String),
+    /// A communicator could not be split off: no slot is free on all of
+    /// its members (each rank holds at most
+    /// [`MAX_SLOTS`](crate::slots::MAX_SLOTS) communicators besides the
+    /// job's, within its arena and destination events), or the split's
+    /// arguments were refused. Nothing was created.
+    #[error("cannot create the communicator: {0}")]
+    Split(String),
     /// The communicator is revoked: a collective failed on rank `rank`
     /// (`cause`), which told every other rank; every collective of every
     /// rank then returns this, promptly, instead of waiting for the rank

@@ -15,7 +15,9 @@
 //!   ([`regio::RegisterIo`]). This crate forbids `unsafe`.
 //! - [`device`]: the device trait (registers, DMA memory, admin lock).
 //! - [`mod@env`]: the wait hook every blocking call goes through.
-//! - [`topology`]: ranks, nodes, placement.
+//! - [`topology`]: ranks, nodes, placement; the shape schedules are made
+//!   for, and how a communicator's ranks sit on its nodes ([`Grouping`]).
+//! - [`group`]: a communicator's members, and the shape derived from them.
 //! - [`arena`]: the symmetric allocator.
 //! - [`stripe`]: how a put is split over rails.
 //! - [`shm`]: the node's shared-memory segment: epoch flags, the flat-tree
@@ -36,9 +38,11 @@
 //! - [`endpoint`]: the RDMA endpoint: put, get, destination events,
 //!   chained puts, queued DMA, the switch's broadcast and barrier, NIC
 //!   error records; no collective state.
-//! - [`comm`]: the public API in one place: `Comm` owns an endpoint and
-//!   the collective state, forwards the RDMA calls and runs the
-//!   collectives.
+//! - [`slots`]: the arena range and destination events a communicator
+//!   split off another keeps for itself.
+//! - [`comm`]: the public API in one place: `Comm` is a communicator's
+//!   collective state over the rank's shared endpoint; it is split
+//!   ([`Comm::split`]), forwards the RDMA calls and runs the collectives.
 //! - [`error`]: typed errors.
 
 #![forbid(unsafe_code)]
@@ -52,21 +56,24 @@ pub mod driver;
 pub mod endpoint;
 pub mod env;
 pub mod error;
+pub mod group;
 pub mod sched;
 pub mod shm;
+pub mod slots;
 pub mod stripe;
 pub mod topology;
 
-pub use comm::Comm;
+pub use comm::{Comm, SplitType};
 pub use config::{BufferContract, CommConfig};
 pub use endpoint::{
     Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
 };
 pub use error::{CheckField, CheckValue, Error, Mismatch, RevokeCause, TuningProblem};
+pub use group::Group;
 pub use sched::request::{Persistent, Request, test_all, wait_all, wait_any};
 pub use sched::{Algorithm, Choice, Collective, Drive};
 pub use stripe::RailPolicy;
-pub use topology::{Placement, Topology};
+pub use topology::{Grouping, Placement, Shape, Topology};
 
 pub use railcoll_mem::{dma_mem, regio};
 

@@ -144,6 +144,41 @@ pub struct Shape {
     pub sockets: usize,
     /// Rails = k ports.
     pub rails: usize,
+    /// How the ranks sit on the nodes: what node-aware and switch
+    /// algorithms may assume.
+    pub grouping: Grouping,
+}
+
+/// How a communicator's ranks sit on its nodes: what the algorithms that
+/// use the node segment or the switch may assume (docs/library.md,
+/// "Communicators").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Grouping {
+    /// As the topology says, and the switch's span operations reach
+    /// exactly its nodes at one context per local index: the whole job,
+    /// and a regular communicator over contiguous nodes whose local
+    /// index `l` is the same NIC context on every node.
+    #[default]
+    Nodes,
+    /// As the topology says (node segment phases work), but the switch
+    /// cannot serve it: its nodes are not contiguous, or a local index is
+    /// a different context on different nodes.
+    NodesWithoutSwitch,
+    /// Irregular (ranks per node differ): scheduled as one rank per
+    /// "node", so only algorithms that need nothing of the shape run.
+    Scattered,
+}
+
+impl Grouping {
+    /// Do the node segment's phases apply (the topology's nodes are real)?
+    pub fn nodes(self) -> bool {
+        self != Grouping::Scattered
+    }
+
+    /// Does the switch serve the communicator?
+    pub fn switch(self) -> bool {
+        self == Grouping::Nodes
+    }
 }
 
 impl Default for Shape {
@@ -159,6 +194,7 @@ impl Default for Shape {
             },
             sockets: 1,
             rails: 2,
+            grouping: Grouping::Nodes,
         }
     }
 }
@@ -185,6 +221,7 @@ impl Shape {
             topology,
             sockets,
             rails,
+            grouping: Grouping::Nodes,
         })
     }
 

@@ -111,6 +111,7 @@ pub fn cluster_config(nodes: usize, rpn: usize, rails: usize, arena: usize) -> C
 /// the fault suite.
 pub mod coll {
     use railcoll_host::Comm;
+    use railcoll_host::arena::SymBuffer;
     use railcoll_host::sched::{Choice, Collective};
 
     use crate::pattern;
@@ -149,6 +150,25 @@ pub mod coll {
     /// Run one case on `comm` and check its output against the MPI
     /// definition, byte for byte.
     pub fn run_case(comm: &Comm, case: Case) -> Result<(), String> {
+        let n = comm.size();
+        let send_blocks = if case.c == Collective::Alltoall { n } else { 1 };
+        let send = comm
+            .alloc(send_blocks * case.bytes)
+            .map_err(|e| e.to_string())?;
+        let recv = comm.alloc(n * case.bytes).map_err(|e| e.to_string())?;
+        run_case_on(comm, case, &send, &recv)?;
+        comm.reset_arena().map_err(|e| e.to_string())
+    }
+
+    /// [`run_case`] on buffers the caller allocated (at least as large as
+    /// the case needs; the job's arena is the caller's to reset): what a
+    /// communicator split off the job's runs on.
+    pub fn run_case_on(
+        comm: &Comm,
+        case: Case,
+        send: &SymBuffer,
+        recv: &SymBuffer,
+    ) -> Result<(), String> {
         let Case {
             c,
             a,
@@ -159,8 +179,10 @@ pub mod coll {
         let n = comm.size();
         let me = comm.rank();
         let send_blocks = if c == Collective::Alltoall { n } else { 1 };
-        let send = comm.alloc(send_blocks * bytes).map_err(|e| e.to_string())?;
-        let recv = comm.alloc(n * bytes).map_err(|e| e.to_string())?;
+        let send = send
+            .slice(0, send_blocks * bytes)
+            .map_err(|e| e.to_string())?;
+        let recv = recv.slice(0, n * bytes).map_err(|e| e.to_string())?;
         for j in 0..send_blocks {
             comm.write_local(&send, j * bytes, &block_of(me, j, bytes))
                 .map_err(|e| e.to_string())?;
@@ -229,8 +251,6 @@ pub mod coll {
             }
         }
         // Every rank's buffers are free again before the next case.
-        comm.barrier().map_err(|e| e.to_string())?;
-        comm.reset_arena().map_err(|e| e.to_string())?;
-        Ok(())
+        comm.barrier().map_err(|e| e.to_string())
     }
 }

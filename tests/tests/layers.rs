@@ -184,12 +184,12 @@ fn no_crate_has_an_import_circle() {
 const HOST_LAYERS: &[&[&str]] = &[
     // Memory and device access, and plain vocabulary.
     &[
-        "error", "env", "device", "topology", "arena", "stripe", "config",
+        "error", "env", "device", "topology", "arena", "stripe", "config", "group",
     ],
     // The node segment and the driver (rings, mailbox, completion words).
     &["shm", "driver"],
     // The RDMA endpoint: no collective state.
-    &["endpoint"],
+    &["endpoint", "slots"],
     // The collective layer.
     &[
         "coll",

@@ -325,6 +325,9 @@ impl Device for EmuDevice {
         }
         let map = railcoll_mem::mmap::SharedMapping::new(len)
             .map_err(|e| DeviceError::Backend(format!("shared segment: {e}")))?;
+        // Segments no communicator holds any more (split ones freed) are
+        // forgotten: the map stays as small as the live segments.
+        segments.retain(|_, w| w.upgrade().is_some());
         segments.insert(key, map.downgrade());
         Ok(map.memory())
     }
@@ -666,6 +669,18 @@ impl Cluster {
                 ps as f64 / 1000.0
             }
         }
+    }
+
+    /// Node segments some communicator still holds, over every node (a
+    /// freed communicator's segment is gone once its last member let go).
+    pub fn live_node_segments(&self) -> usize {
+        self.devices
+            .iter()
+            .map(|d| {
+                let segments = d.segments.lock().unwrap_or_else(|p| p.into_inner());
+                segments.values().filter(|w| w.upgrade().is_some()).count()
+            })
+            .sum()
     }
 
     /// The communicator configuration rank `rank` gets in the next run

@@ -52,14 +52,14 @@ impl Coll<'_> {
         let Some(slots) = self.st.bufs.checks else {
             return Ok(());
         };
-        let n = self.ep.size();
+        let n = self.size();
         if n < 2 {
             return Ok(());
         }
-        let me = self.ep.rank();
+        let me = self.rank();
         let call = self.st.seq.checked_calls.get().wrapping_add(1);
         self.st.seq.checked_calls.set(call);
-        let instance = self.ep.config().instance;
+        let instance = self.st.who.tag;
         let mut mine: Signature = [0; 6];
         for (w, field) in mine.iter_mut().zip(CheckField::ALL) {
             *w = code_of(field, p, instance);
@@ -78,8 +78,12 @@ impl Coll<'_> {
             ..TransferOptions::default()
         };
         // Side 0 holds what the left neighbour sent, side 1 the right's.
-        let to_right = self.ep.put_with(&source, right, &slot(0)?, opts)?;
-        let to_left = self.ep.put_with(&source, left, &slot(1)?, opts)?;
+        let to_right = self
+            .ep
+            .put_with(&source, self.job_rank(right)?, &slot(0)?, opts)?;
+        let to_left = self
+            .ep
+            .put_with(&source, self.job_rank(left)?, &slot(1)?, opts)?;
         let watches = [slot(0)?, slot(1)?]
             .map(|s| self.ep.local_memory(&s))
             .map(|m| {

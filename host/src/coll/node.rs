@@ -41,7 +41,7 @@ impl Coll<'_> {
         cursor: &mut BcastCursor,
         how: Progress,
     ) -> Result<(), Error> {
-        if self.topology().ranks_per_node() == 1 {
+        if self.group().node_size() == 1 {
             return Ok(());
         }
         let mine = self.local_memory(buf)?;
@@ -79,8 +79,8 @@ impl Coll<'_> {
         recv: &SymBuffer,
         root_local: usize,
     ) -> Result<(), Error> {
-        let locals = self.topology().ranks_per_node();
-        let (_, me) = self.topology().locate(self.rank())?;
+        let locals = self.group().node_size();
+        let me = self.group().local();
         if root_local >= locals {
             return Err(Error::RankOutOfRange {
                 rank: root_local,

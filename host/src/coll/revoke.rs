@@ -41,7 +41,7 @@ impl Coll<'_> {
     pub(crate) fn notice(&self) -> Option<Notice> {
         // Every call asks (`Coll::start_run`): one load of the header word
         // while none has come, the record only once one has.
-        if !self.st.notice_wait.noticed() {
+        if !self.st.notice.ready() {
             return None;
         }
         let mut record = [0u8; NOTICE_LEN];
@@ -54,7 +54,8 @@ impl Coll<'_> {
     /// Run `call`, one collective call of this rank, failing together:
     /// see the module documentation.
     pub(crate) fn together<T>(&self, call: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
-        let result = call();
+        // This communicator's waits end on its own notice.
+        let result = self.st.notice_wait.scoped(&self.st.notice, call);
         match result {
             // Not a failure: not ready yet (a poll), or a call refused
             // before it began because another is in flight (the caller
@@ -63,7 +64,7 @@ impl Coll<'_> {
             Err(e) => match self.notice() {
                 // A wait the notice of another rank ended: the revoke is
                 // the call's outcome.
-                Some(n) if n.rank != self.ep.rank() && matches!(e, Error::Timeout(_)) => {
+                Some(n) if n.rank != self.rank() && matches!(e, Error::Timeout(_)) => {
                     Err(n.into_error())
                 }
                 // This rank's own failure, told already (by an inner call:
@@ -84,7 +85,7 @@ impl Coll<'_> {
     /// whose put fails still gets the others').
     fn revoke(&self, cause: RevokeCause) {
         let notice = Notice {
-            rank: self.ep.rank(),
+            rank: self.rank(),
             cause,
         };
         let record = self.st.bufs.notices;
@@ -98,9 +99,12 @@ impl Coll<'_> {
         // Every put posted before any is waited for: the last rank hears
         // one round trip after the first, not n - 1 of them.
         self.st.notice_wait.holding(|| {
-            let puts: Vec<_> = (0..self.ep.size())
+            let puts: Vec<_> = (0..self.size())
                 .filter(|&r| r != notice.rank)
-                .filter_map(|peer| self.ep.put_with(&record, peer, &record, opts).ok())
+                .filter_map(|peer| {
+                    let to = self.job_rank(peer).ok()?;
+                    self.ep.put_with(&record, to, &record, opts).ok()
+                })
                 .collect();
             for h in puts {
                 let _ = h.wait();

@@ -19,9 +19,11 @@ use crate::arena::SymBuffer;
 use crate::endpoint::{DestEvent, Endpoint, InputQueue};
 use crate::env::{NoticeWait, WaitHook, WordWatch};
 use crate::error::Error;
+use crate::group::Group;
 use crate::sched::tuning::TuningTable;
 use crate::sched::{Params, ScheduleSet};
 use crate::shm::{NodeShm, SCHED_FLAG_LINES};
+use crate::slots::Slot;
 use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_mem::dma_mem::DmaMemory;
 
@@ -59,25 +61,39 @@ pub(crate) struct CollBuffers {
     /// Readiness words: one per rank, where a rank on another node writes
     /// the number of the last guarded call it entered.
     pub(crate) ready_words: SymBuffer,
+    /// A split's exchange: this rank's record, and every rank's.
+    pub(crate) split_send: SymBuffer,
+    pub(crate) split_recv: SymBuffer,
 }
 
+/// Bytes of a rank's record in a split's exchange (`crate::comm`'s
+/// `split`): colour, key, free slots, job rank.
+pub(crate) const SPLIT_RECORD: usize = 32;
+
+/// Where a communicator's reserved buffers come from: `(len, align)` to a
+/// buffer.
+pub(crate) type Reserve<'r> = &'r mut dyn FnMut(usize, usize) -> Result<SymBuffer, Error>;
+
 impl CollBuffers {
-    fn reserve(ep: &Endpoint) -> Result<Self, Error> {
-        let size = ep.size();
+    /// Reserve the buffers of a communicator of `size` ranks, in the same
+    /// order on every member.
+    fn reserve(size: usize, check: bool, alloc: Reserve<'_>) -> Result<Self, Error> {
         Ok(Self {
-            flat_words: ep.alloc_aligned(size * 8, 64)?,
-            master_words: ep.alloc_aligned(size * 8, 64)?,
-            barrier_source: ep.alloc_aligned(8, 64)?,
-            scratch: ep.alloc_aligned(0, 64)?,
-            switch_entered: ep.alloc_aligned(8, 64)?,
-            switch_seen: ep.alloc_aligned(8, 64)?,
-            notices: ep.alloc_aligned(super::notice::NOTICE_LEN, 8)?,
-            checks: match ep.config().check {
-                true => Some(ep.alloc_aligned(CHECK_LEN, 64)?),
+            flat_words: alloc(size * 8, 64)?,
+            master_words: alloc(size * 8, 64)?,
+            barrier_source: alloc(8, 64)?,
+            scratch: alloc(0, 64)?,
+            switch_entered: alloc(8, 64)?,
+            switch_seen: alloc(8, 64)?,
+            notices: alloc(super::notice::NOTICE_LEN, 8)?,
+            checks: match check {
+                true => Some(alloc(CHECK_LEN, 64)?),
                 false => None,
             },
-            entered: ep.alloc_aligned(8, 64)?,
-            ready_words: ep.alloc_aligned(size * 8, 64)?,
+            entered: alloc(8, 64)?,
+            ready_words: alloc(size * 8, 64)?,
+            split_send: alloc(SPLIT_RECORD, 64)?,
+            split_recv: alloc(size * SPLIT_RECORD, 64)?,
         })
     }
 }
@@ -142,15 +158,52 @@ impl ExecState {
     }
 }
 
+/// Who a communicator is: its members, and what tells it apart from
+/// every other communicator of the job.
+#[derive(Debug)]
+pub(crate) struct Identity {
+    /// Its members and the shape its schedules use.
+    pub(crate) group: Group,
+    /// The same on every member, different for every communicator of the
+    /// job over time (the job's is 0; a split's derives from its parent's,
+    /// the parent's split count and its lowest member).
+    pub(crate) id: u64,
+    /// Its switch barrier group's tag (docs/abi.md §4.5): the job's
+    /// [`crate::CommConfig::instance`], mixed with `id` for a split one.
+    pub(crate) tag: u32,
+}
+
+/// A communicator split off another: its slot (`crate::slots`) and the
+/// scratch halves of it.
+#[derive(Debug)]
+pub(crate) struct SplitResources {
+    pub(crate) slot: Slot,
+    /// The slot's bytes after the reserved buffers, in two halves (the
+    /// executor's alternating scratch).
+    pub(crate) scratch: [SymBuffer; 2],
+    /// The slot's destination events not yet in the counter pools.
+    pub(crate) spare_events: RefCell<Vec<DestEvent>>,
+    /// The reserve each slot spans (`CommConfig::comm_reserve`).
+    pub(crate) span: usize,
+}
+
 /// Everything a communicator's collectives keep.
 #[derive(Debug)]
 pub(crate) struct CollState {
+    pub(crate) who: Identity,
+    /// `None` for the job's own communicator.
+    pub(crate) split: Option<SplitResources>,
+    /// Splits made of this communicator (each member counts the same).
+    pub(crate) splits: Cell<u64>,
+    /// This communicator's revoke notice word (its waits end on it).
+    pub(crate) notice: WordWatch,
     pub(crate) bufs: CollBuffers,
     pub(crate) seq: CollSeq,
     /// The node's shared segment (intra-node phases).
     pub(crate) shm: RefCell<NodeShm>,
-    /// The send/recv barrier's input queue.
-    pub(crate) barrier_queue: InputQueue,
+    /// The send/recv barrier's input queue (the job's communicator only:
+    /// queue numbers are symmetric only in job order).
+    pub(crate) barrier_queue: Option<InputQueue>,
     /// Barrier messages that arrived before they were waited for.
     pub(crate) unexpected: RefCell<Vec<(usize, u64)>>,
     pub(crate) exec: ExecState,
@@ -159,35 +212,120 @@ pub(crate) struct CollState {
 }
 
 impl CollState {
-    /// Reserve the collectives' buffers and events on `ep` (before any user
-    /// allocation), publish this rank's arena in the node directory of
-    /// `shm`, and create the barrier queue.
-    /// `notice_wait` is the hook `ep` was opened with; it is armed here
-    /// with the notice word.
+    /// The job's own communicator on `ep`: reserve the collectives'
+    /// buffers and events (before any user allocation), publish this
+    /// rank's arena in the node directory of `shm`, and create the barrier
+    /// queue. `notice_wait` is the hook `ep` was opened with; it is armed
+    /// here with the notice word.
     pub(crate) fn new(
         ep: &Endpoint,
         shm: NodeShm,
         tuning: Arc<TuningTable>,
         notice_wait: Arc<NoticeWait>,
     ) -> Result<Self, Error> {
-        let bufs = CollBuffers::reserve(ep)?;
-        notice_wait.arm(super::notice::notice_watch(ep.local_memory(&bufs.notices)?));
+        let group = Group::world(ep.config().shape, ep.rank())?;
+        let bufs = CollBuffers::reserve(group.size(), ep.config().check, &mut |len, align| {
+            ep.alloc_aligned(len, align)
+        })?;
+        let who = Identity {
+            group,
+            id: 0,
+            tag: ep.config().instance,
+        };
+        let mut st = Self::assemble(ep, who, None, bufs, shm, tuning, notice_wait)?;
+        // Every barrier step carries one 8-byte message; a rank can be one
+        // barrier ahead of a partner, so 64 slots never limit progress (a
+        // full queue would only delay a sender).
+        st.barrier_queue = Some(ep.create_queue(64, 8)?);
+        st.notice_wait.arm(st.notice.clone());
+        Ok(st)
+    }
+
+    /// A communicator split off another: `who` its identity, `slot` the
+    /// slot its members agreed on (taken on `ep` here), `shm` its node
+    /// segment.
+    pub(crate) fn split_off(
+        ep: &Endpoint,
+        who: Identity,
+        slot_index: usize,
+        span: usize,
+        shm: NodeShm,
+        tuning: Arc<TuningTable>,
+        notice_wait: Arc<NoticeWait>,
+    ) -> Result<Self, Error> {
+        let slot = ep.take_slot(slot_index, span)?;
+        let region = slot.region;
+        let inner = RefCell::new(crate::arena::SymAllocator::new(region.len()));
+        let carve = |len: usize, align: usize| {
+            inner
+                .borrow_mut()
+                .alloc(len, align)
+                .and_then(|b| region.slice(b.offset(), b.len()))
+        };
+        let reserved = CollBuffers::reserve(who.group.size(), ep.config().check, &mut { carve });
+        let bufs = match reserved {
+            Ok(b) => b,
+            Err(e) => {
+                ep.release_slot(slot_index, span);
+                return Err(Error::Split(format!(
+                    "its buffers for {} ranks do not fit the {span}-byte slot \
+                     (CommConfig::comm_reserve): {e}",
+                    who.group.size()
+                )));
+            }
+        };
+        // What the communicator's words start from: zero (the slot may
+        // hold an earlier communicator's, or user data of before an arena
+        // reset). The split synchronises its members after this.
+        let reserved = inner.borrow().used();
+        if let Err(e) = ep.write_local(&region, 0, &vec![0; reserved]) {
+            ep.release_slot(slot_index, span);
+            return Err(e);
+        }
+        let rest = inner.borrow().free() / 2 / 64 * 64;
+        let scratch = [carve(rest, 64), carve(rest, 64)];
+        let (scratch, spare) = match scratch {
+            [Ok(a), Ok(b)] => ([a, b], slot.events.clone()),
+            _ => ([bufs.scratch, bufs.scratch], slot.events.clone()),
+        };
+        let split = SplitResources {
+            slot,
+            scratch,
+            spare_events: RefCell::new(spare),
+            span,
+        };
+        Self::assemble(ep, who, Some(split), bufs, shm, tuning, notice_wait).inspect_err(|_| {
+            ep.release_slot(slot_index, span);
+        })
+    }
+
+    fn assemble(
+        ep: &Endpoint,
+        who: Identity,
+        split: Option<SplitResources>,
+        bufs: CollBuffers,
+        shm: NodeShm,
+        tuning: Arc<TuningTable>,
+        notice_wait: Arc<NoticeWait>,
+    ) -> Result<Self, Error> {
+        let notice = super::notice::notice_watch(ep.local_memory(&bufs.notices)?);
         {
             let (mem, phys) = ep.arena();
             ep.wait_arc().observer().before_shared_write();
             shm.publish_arena(phys, mem.len())?;
         }
-        // Every barrier step carries one 8-byte message; a rank can be one
-        // barrier ahead of a partner, so 64 slots never limit progress (a
-        // full queue would only delay a sender).
-        let barrier_queue = ep.create_queue(64, 8)?;
+        let locals = who.group.node_size();
         Ok(Self {
+            who,
+            split,
+            splits: Cell::new(0),
+            notice,
             bufs,
             seq: CollSeq::default(),
             shm: RefCell::new(shm),
-            barrier_queue,
+            barrier_queue: None,
             unexpected: RefCell::new(Vec::new()),
-            exec: ExecState::new(ep.topology().ranks_per_node(), tuning),
+            exec: ExecState::new(locals, tuning),
             notice_wait,
         })
     }
@@ -224,18 +362,19 @@ pub(crate) enum Progress {
 }
 
 /// The shm protocol's blocking and waking, through the rank's wait hook.
-pub(crate) struct HookSync {
+pub(crate) struct HookSync<'a> {
     hook: Arc<dyn WaitHook>,
     how: Progress,
+    group: &'a Group,
 }
 
-impl crate::shm::Sync for HookSync {
+impl crate::shm::Sync for HookSync<'_> {
     fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
         await_ready(&*self.hook, self.how, ready)
     }
 
     fn wake(&self, local: usize) {
-        self.hook.wake_local(local);
+        self.hook.wake_local(self.group.job_local(local));
     }
 
     fn before_write(&self) {
@@ -259,9 +398,47 @@ pub(crate) fn await_ready(
     }
 }
 
-impl Coll<'_> {
-    pub(crate) fn hook_sync(&self, how: Progress) -> HookSync {
+impl<'a> Coll<'a> {
+    /// This rank in the communicator (shadows the endpoint's job rank).
+    pub(crate) fn rank(&self) -> usize {
+        self.st.who.group.rank()
+    }
+
+    /// The communicator's size (shadows the endpoint's job size).
+    pub(crate) fn size(&self) -> usize {
+        self.st.who.group.size()
+    }
+
+    /// The communicator's members.
+    pub(crate) fn group(&self) -> &'a Group {
+        &self.st.who.group
+    }
+
+    /// The job rank of communicator rank `rank`: what the endpoint's
+    /// transfers address.
+    pub(crate) fn job_rank(&self, rank: usize) -> Result<usize, Error> {
+        self.st.who.group.job_rank(rank)
+    }
+
+    /// (job node, local index in the communicator) of `rank`.
+    pub(crate) fn locate(&self, rank: usize) -> Result<(usize, usize), Error> {
+        self.st.who.group.locate(rank)
+    }
+
+    /// The send/recv barrier's queue, which only the job's communicator
+    /// has.
+    pub(crate) fn barrier_queue(&self) -> Result<&'a InputQueue, Error> {
+        self.st.barrier_queue.as_ref().ok_or(Error::Unsupported {
+            algorithm: crate::sched::Algorithm::SendRecv.name(),
+            reason: "its input queue is the job communicator's: queue numbers are \
+                     symmetric only in the job's order"
+                .into(),
+        })
+    }
+
+    pub(crate) fn hook_sync(&self, how: Progress) -> HookSync<'a> {
         HookSync {
+            group: self.group(),
             hook: self.wait_arc(),
             how,
         }

@@ -57,7 +57,7 @@ impl<'a> Coll<'a> {
             ..TransferOptions::default()
         };
         self.ep
-            .put_with(&self.st.bufs.barrier_source, to, &dst, opts)
+            .put_with(&self.st.bufs.barrier_source, self.job_rank(to)?, &dst, opts)
     }
 
     /// Poll this rank's word `slot` of `words` until it reaches `number`
@@ -82,7 +82,7 @@ impl<'a> Coll<'a> {
     pub(crate) fn queue_number(&self, to: usize) -> Result<PutHandle<'a>, Error> {
         self.ep.wait_arc().observer().library(LibraryWork::Send);
         self.ep
-            .queue_send(&self.st.barrier_queue, to, &self.st.bufs.barrier_source)
+            .queue_send(self.barrier_queue()?, to, &self.st.bufs.barrier_source)
     }
 
     /// Receive from this rank's barrier queue until `from`'s message with
@@ -105,9 +105,9 @@ impl<'a> Coll<'a> {
         loop {
             let mut word = [0u8; 8];
             let item = match how {
-                Progress::Block => self.queue_recv(&self.st.barrier_queue, &mut word)?,
+                Progress::Block => self.queue_recv(self.barrier_queue()?, &mut word)?,
                 Progress::Poll => self
-                    .try_queue_recv(&self.st.barrier_queue, &mut word)?
+                    .try_queue_recv(self.barrier_queue()?, &mut word)?
                     .ok_or(Error::WouldBlock)?,
             };
             let got = (item.src, u64::from_le_bytes(word));
@@ -138,8 +138,10 @@ impl<'a> Coll<'a> {
         if precedes(seq, until) {
             return Ok(None);
         }
-        let tag = self.ep.config().instance;
-        self.ep.hw_barrier_post(seq, tag).map(Some)
+        let tag = self.st.who.tag;
+        self.ep
+            .hw_barrier_span_post(self.group().node_span(), seq, tag)
+            .map(Some)
     }
 
     /// The current switch barrier failed (`PeerUnreachable`: the switch or
@@ -162,17 +164,21 @@ impl<'a> Coll<'a> {
     /// nothing more from it; and masters may mix the two ways freely.
     pub(crate) fn switch_barrier_without_switch(&self, how: Progress) -> Result<(), Error> {
         let seq = self.st.seq.hw_barrier.get();
-        let topo = self.ep.topology();
+        let topo = self.group().shape().topology;
         let bufs = &self.st.bufs;
         loop {
             let mut all = true;
             for node in 0..topo.nodes() {
                 let master = topo.rank_of(node, 0)?;
-                if master == self.ep.rank() {
+                if master == self.rank() {
                     continue;
                 }
                 self.ep
-                    .get(master, &bufs.switch_entered, &bufs.switch_seen)?
+                    .get(
+                        self.job_rank(master)?,
+                        &bufs.switch_entered,
+                        &bufs.switch_seen,
+                    )?
                     .wait()?;
                 let mut word = [0u8; 8];
                 self.ep.read_local(&bufs.switch_seen, 0, &mut word)?;

@@ -37,6 +37,7 @@ use crate::driver::Feeds;
 use crate::endpoint::{Arrivals, ChainedPut, Posted, PutHandle, TransferOptions};
 use crate::env::{WordTest, WordWatch};
 use crate::shm::BcastCursor;
+use crate::stripe::RailPolicy;
 use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_fw::abi::error::ErrorCode;
 use railcoll_mem::dma_mem::DmaMemory;
@@ -90,7 +91,7 @@ impl<'a> Coll<'a> {
         let mut params = Params::new(
             collective,
             algorithm.algorithm,
-            self.config().shape,
+            self.group().shape(),
             root,
             block_bytes,
         )
@@ -111,22 +112,42 @@ impl<'a> Coll<'a> {
         let limits = self.nic_limits();
         params.peer_fifo = limits.peer_fifo;
         params.feeds = limits.feeds;
-        let nic = budget::Budget::for_nic(limits);
+        let mut nic = budget::Budget::for_nic(limits);
+        if self.st.split.is_some() {
+            // A split communicator's share: its slot's counters.
+            nic.counters = nic.counters.min(crate::slots::SLOT_COUNTERS);
+        }
         params.counters = nic.counters;
         params.chain_queue = nic.chain_queue;
+        if params.algorithm == Algorithm::SendRecv {
+            self.barrier_queue()?;
+        }
         if let Some(s) = self.st.exec.cache.borrow().get(&params) {
             return Ok(Arc::clone(s));
         }
         let set = shared_schedule(&params)?;
         // Proved to fit this communicator's NICs before anything is
         // posted: a set over budget would fail halfway through.
-        budget::fits(&set, &budget::Budget::for_nic(limits)).map_err(|o| Error::OverBudget {
+        budget::fits(&set, &nic).map_err(|o| Error::OverBudget {
             algorithm: params.choice().name(),
             resource: o.resource,
             needed: o.needed,
             available: o.available,
             where_: o.place(),
         })?;
+        if let Some(split) = &self.st.split {
+            let need = set.scratch_blocks as usize * params.block_bytes;
+            let available = split.scratch[0].len();
+            if need > available {
+                return Err(Error::OverBudget {
+                    algorithm: params.choice().name(),
+                    resource: "scratch bytes (the communicator's slot: CommConfig::comm_reserve)",
+                    needed: need as u64,
+                    available: available as u64,
+                    where_: String::new(),
+                });
+            }
+        }
         let mut cache = self.st.exec.cache.borrow_mut();
         if cache.len() >= CACHE_LIMIT {
             cache.clear();
@@ -148,7 +169,7 @@ impl<'a> Coll<'a> {
         collective: Collective,
         block_bytes: usize,
     ) -> Result<Choice, Error> {
-        let shape = self.config().shape;
+        let shape = self.group().shape();
         let table = self.tuning();
         Ok(table.select(collective, block_bytes, &shape, &mut |a| {
             self.schedule(collective, a, block_bytes, 0).is_ok()
@@ -301,7 +322,7 @@ impl<'a> Coll<'a> {
         let entered = if p.guarded { self.enter()? } else { 0 };
         let events = self.st.exec.events.borrow()[parity].clone();
         let scratch = self.st.exec.scratch.borrow()[parity].unwrap_or(self.st.bufs.scratch);
-        let my_socket = p.shape.socket_of(self.topology().locate(me)?.1);
+        let my_socket = p.shape.socket_of(self.locate(me)?.1);
         let run = Run {
             set,
             send: *send,
@@ -335,9 +356,9 @@ impl<'a> Coll<'a> {
     /// words across nodes; a wake-up on the node (`to` reads the number
     /// here). `None`: nothing to wait for.
     fn ready(&self, to: usize) -> Result<Option<PutHandle<'a>>, Error> {
-        let (to_node, to_local) = self.topology().locate(to)?;
+        let (to_node, to_local) = self.locate(to)?;
         if to_node == self.node() {
-            self.wait_arc().wake_local(to_local);
+            self.wait_arc().wake_local(self.group().job_local(to_local));
             return Ok(None);
         }
         let bufs = &self.st.bufs;
@@ -346,14 +367,16 @@ impl<'a> Coll<'a> {
             wake: true,
             ..TransferOptions::default()
         };
-        self.ep.put_with(&bufs.entered, to, &dst, opts).map(Some)
+        self.ep
+            .put_with(&bufs.entered, self.job_rank(to)?, &dst, opts)
+            .map(Some)
     }
 
     /// Where rank `from`'s readiness for call `number` shows: its own
     /// `entered` word on this node, its readiness word here otherwise.
     fn readiness(&self, from: usize, number: u64) -> Result<WordWatch, Error> {
         let bufs = &self.st.bufs;
-        let (mem, offset) = if self.topology().locate(from)?.0 == self.node() {
+        let (mem, offset) = if self.locate(from)?.0 == self.node() {
             (self.peer_memory(from)?, bufs.entered.offset())
         } else {
             (self.local_memory(&bufs.ready_words)?, from * 8)
@@ -451,14 +474,14 @@ impl<'a> Coll<'a> {
                 if !run.handles.make_room(settle)? {
                     return Err(Error::WouldBlock);
                 }
+                let (src, dst) = (run.region(src)?, run.region(dst)?);
                 let opts = TransferOptions {
-                    policy: Some(lane.policy(p.stripe_threshold)),
+                    policy: Some(self.lane_policy(*lane, p, *to, src.len())),
                     dest_event: signal.map(|c| run.event(c)).transpose()?,
                     wake: false,
                 };
-                let h =
-                    self.ep
-                        .put_with(&run.region(src)?, *to as usize, &run.region(dst)?, opts)?;
+                let to = self.job_rank(*to as usize)?;
+                let h = self.ep.put_with(&src, to, &dst, opts)?;
                 run.handles.hold(i, h.into_posted());
             }
             Op::ChainPut {
@@ -478,16 +501,17 @@ impl<'a> Coll<'a> {
                         .map(|f| Ok((run.event(f.into)?.id(), f.rail)))
                         .collect::<Result<Vec<_>, Error>>()
                 };
+                let src = run.region(src)?;
                 let chain = ChainedPut {
                     trigger: run.event(*trigger)?,
                     rail: usize::from(*rail),
                     count: *count,
-                    src: run.region(src)?,
-                    dst_rank: *to as usize,
+                    policy: self.lane_policy(*lane, p, *to, src.len()),
+                    src,
+                    dst_rank: self.job_rank(*to as usize)?,
                     dst: run.region(dst)?,
                     dst_event: signal.map(|c| run.event(c)).transpose()?,
                     feeds: Feeds::new(&pairs(feeds)?)?,
-                    policy: lane.policy(p.stripe_threshold),
                     done: Feeds::new(&pairs(done)?)?,
                 };
                 let h = self.ep.chain_put(&chain)?;
@@ -542,7 +566,7 @@ impl<'a> Coll<'a> {
                 let arena = self.arena().0;
                 let (l, r) = (run.region(local)?, run.region(remote)?);
                 let len = l.len().min(r.len());
-                let peer_socket = p.shape.socket_of(self.topology().locate(*peer as usize)?.1);
+                let peer_socket = p.shape.socket_of(self.locate(*peer as usize)?.1);
                 hook.observer().host_copy(len, peer_socket != run.my_socket);
                 match dir {
                     PeerDir::Push => peer_mem.copy_from(r.offset(), &arena, l.offset(), len),
@@ -551,13 +575,13 @@ impl<'a> Coll<'a> {
                 .map_err(mem_err)?;
             }
             Op::Signal { to, flag } => {
-                let (_, local) = self.topology().locate(*to as usize)?;
+                let (_, local) = self.locate(*to as usize)?;
                 hook.observer().before_shared_write();
                 self.st
                     .shm
                     .borrow()
                     .sched_raise(local, usize::from(*flag))?;
-                hook.wake_local(local);
+                hook.wake_local(self.group().job_local(local));
             }
             Op::WaitFlag { flag, from, .. } => {
                 if *from == 0 {
@@ -649,7 +673,7 @@ impl<'a> Coll<'a> {
                 }
             }
             Op::NodeBcast { root, region: r } => {
-                let (_, root_local) = self.topology().locate(*root as usize)?;
+                let (_, root_local) = self.locate(*root as usize)?;
                 if matches!(run.pending, Pending::None) {
                     run.pending = Pending::NodeBcast(BcastCursor::default());
                 }
@@ -659,7 +683,8 @@ impl<'a> Coll<'a> {
                 }
             }
             Op::HwBcast { src, dst, signal } => {
-                let h = self.ep.hw_bcast_post(
+                let h = self.ep.hw_bcast_span_post(
+                    self.group().node_span(),
                     &run.region(src)?,
                     &run.region(dst)?,
                     signal.map(|c| run.event(c)).transpose()?,
@@ -713,9 +738,21 @@ impl<'a> Coll<'a> {
             let mut pools = self.st.exec.events.borrow_mut();
             for events in pools.iter_mut() {
                 while events.len() < usize::from(set.counters) {
-                    events.push(self.alloc_dest_event()?);
+                    let event =
+                        match &self.st.split {
+                            // A split communicator's pools fill from its slot.
+                            Some(split) => split.spare_events.borrow_mut().pop().ok_or(
+                                Error::EventsExhausted("the communicator slot's destination"),
+                            )?,
+                            None => self.alloc_dest_event()?,
+                        };
+                    events.push(event);
                 }
             }
+        }
+        if let Some(split) = &self.st.split {
+            self.st.exec.scratch.borrow_mut()[parity] = Some(split.scratch[parity]);
+            return Ok(());
         }
         let need = set.scratch_blocks as usize * set.params.block_bytes;
         let mut scratch = self.st.exec.scratch.borrow_mut();
@@ -726,9 +763,23 @@ impl<'a> Coll<'a> {
         Ok(())
     }
 
+    /// The rails a put of `len` bytes on `lane` to `to` takes: those the
+    /// schedule counted its arrivals on. A put too short to stripe goes
+    /// on the rail its two *communicator* ranks pick (`stripe::plan`),
+    /// which the endpoint, numbering by job rank, would pick differently
+    /// on a split communicator.
+    fn lane_policy(&self, lane: Lane, p: &Params, to: u32, len: usize) -> RailPolicy {
+        let policy = lane.policy(p.stripe_threshold);
+        let parts = crate::stripe::plan(policy, p.shape.rails, self.rank(), to as usize, len, 0);
+        match parts.as_slice() {
+            [one] => RailPolicy::Rail(one.rail),
+            _ => policy,
+        }
+    }
+
     /// The arena of node peer `rank`, through the node directory.
     fn peer_memory(&self, rank: usize) -> Result<DmaMemory, Error> {
-        let (node, local) = self.topology().locate(rank)?;
+        let (node, local) = self.locate(rank)?;
         if node != self.node() {
             return Err(Error::Config(format!(
                 "rank {rank} is not on this rank's node: no shared memory with it"

@@ -791,6 +791,15 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
     } else {
         0
     };
+    let grouping = params.shape.grouping;
+    if entry.node_aware && !grouping.nodes() {
+        return Err(Error::Unsupported {
+            algorithm: params.choice().name(),
+            reason: "it works node by node, and the communicator's ranks per node differ \
+                     (or are not numbered by node): only flat algorithms run on it"
+                .into(),
+        });
+    }
     let mut set = generate::run(
         &Params {
             drive: Drive::Host,
@@ -800,6 +809,21 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
         },
         entry.generator,
     )?;
+    let switch_op = set
+        .ranks
+        .iter()
+        .flat_map(|r| &r.steps)
+        .find(|s| matches!(s.op, Op::HwBarrier | Op::HwBcast { .. }));
+    if let (Some(step), false) = (switch_op, grouping.switch()) {
+        return Err(Error::Unsupported {
+            algorithm: params.choice().name(),
+            reason: format!(
+                "its {} needs the switch, which spans contiguous nodes at one NIC context \
+                 per local index, and this communicator's nodes or contexts are not so",
+                step.op.kind()
+            ),
+        });
+    }
     if params.drive.offloaded() {
         let budget = budget::Budget {
             peer_fifo: params.peer_fifo,

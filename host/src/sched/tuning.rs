@@ -268,7 +268,19 @@ impl TuningTable {
                 return a;
             }
         }
-        collective.fallback().into()
+        // The fallback where it runs; on a communicator it does not fit
+        // (a scattered one: no node-aware algorithm), the first of the
+        // catalogue that does.
+        let fallback = collective.fallback().into();
+        if runs(fallback) {
+            return fallback;
+        }
+        collective
+            .algorithms()
+            .into_iter()
+            .map(Choice::from)
+            .find(|&a| runs(a))
+            .unwrap_or(fallback)
     }
 }
 

@@ -1,0 +1,377 @@
+//! Communicators split off the job's (`Comm::split`, `split_type`, `dup`):
+//! every collective and algorithm on communicators split by node, by
+//! socket and by colour (even/odd, a seeded random colour per rank, a
+//! singleton, an irregular set), byte-exact wherever the algorithm accepts
+//! the shape and a worded refusal where it does not; collectives on
+//! disjoint communicators and on nested ones at once; the hardware barrier
+//! on sub-communicators; 1000 split/free cycles leaving the NIC resources
+//! where they were. Threads mode by default, modeled mode under
+//! `RAILCOLL_TEST_MODE=modeled` (CI runs both).
+
+use railcoll_host::arena::SymBuffer;
+use railcoll_host::sched::{Algorithm, Choice, Collective, Drive};
+use railcoll_host::topology::Grouping;
+use railcoll_host::{Comm, Error, Placement, SplitType};
+use railcoll_tests::coll::{Case, Form, run_case_on};
+use railcoll_tests::{Draw, cluster_config, shape};
+
+/// What one split gives the calling rank: its colour (`None`: none).
+type Colour = fn(&Comm) -> Option<u32>;
+
+/// The splits every test shape runs.
+fn splits() -> Vec<(&'static str, Colour)> {
+    vec![
+        ("even/odd", |c| Some(c.rank() as u32 % 2)),
+        ("random", |c| {
+            let mut d = Draw(0x5eed ^ ((c.rank() as u64 + 1) * 0x9e37_79b9));
+            Some(d.below(3) as u32)
+        }),
+        ("singleton", |c| Some(c.rank() as u32)),
+        // Ranks 0, 5, 6 and 11 of 4x4: one, two and one per node.
+        ("irregular", |c| {
+            [0, 5, 6, 11].contains(&c.rank()).then_some(7)
+        }),
+    ]
+}
+
+/// Every collective and algorithm (host-driven and compiled onto the
+/// NICs) on `sub`: byte-exact where the schedule is accepted, and where it
+/// is not, a refusal in words, which a node-aware algorithm on a scattered
+/// communicator must get. Returns (ran, refused).
+fn every_algorithm(
+    sub: &Comm,
+    send: &railcoll_host::arena::SymBuffer,
+    recv: &railcoll_host::arena::SymBuffer,
+    bytes: usize,
+) -> Result<(usize, usize), String> {
+    let grouping = sub.shape().grouping;
+    let (mut ran, mut refused) = (0, 0);
+    for (i, c) in Collective::ALL.into_iter().enumerate() {
+        for (j, a) in c.algorithms().into_iter().enumerate() {
+            for drive in [Drive::Host, Drive::Nic] {
+                let choice = Choice {
+                    algorithm: a,
+                    drive,
+                };
+                let root = (i + j) % sub.size();
+                match sub.schedule(c, choice, bytes, root) {
+                    Ok(_) => {
+                        let form = [Form::Blocking, Form::Wait, Form::Test][(i + j) % 3];
+                        let case = Case {
+                            c,
+                            a: choice,
+                            root,
+                            bytes,
+                            form,
+                        };
+                        run_case_on(sub, case, send, recv)?;
+                        ran += 1;
+                    }
+                    Err(Error::Unsupported { reason, .. }) => {
+                        assert!(!reason.is_empty());
+                        refused += 1;
+                    }
+                    Err(Error::OverBudget { .. }) => refused += 1,
+                    Err(e) => return Err(format!("{c} {choice}: {e}")),
+                }
+                let node_aware =
+                    railcoll_host::sched::catalogue::entry(c, a).is_some_and(|e| e.node_aware);
+                if node_aware && grouping == Grouping::Scattered {
+                    assert!(
+                        sub.schedule(c, choice, bytes, root).is_err(),
+                        "{c} {choice} ran on a scattered communicator"
+                    );
+                }
+            }
+        }
+    }
+    Ok((ran, refused))
+}
+
+/// One split of 4 nodes x 4 ranks (two sockets, two rails) per cluster
+/// run: every collective and algorithm on it, byte-exact or refused in
+/// words, then the tuned calls; returns what ran and was refused.
+fn on_split(split: &'static str) -> (usize, usize) {
+    let mut cfg = cluster_config(4, 4, 2, 16 << 20);
+    cfg.shape = shape(4, 4, 2, 2, Placement::Block);
+    let cluster = railcoll_emu::Cluster::new(cfg).expect("cluster");
+    let bytes = 100;
+    let results = cluster.run(|comm| -> Result<Option<(usize, usize)>, String> {
+        let n = comm.size();
+        let err = |e: Error| e.to_string();
+        // The job's buffers, big enough for any sub-communicator.
+        let send = comm.alloc(n * bytes).map_err(err)?;
+        let recv = comm.alloc(n * bytes).map_err(err)?;
+        let sub = match split {
+            "node" => Some(comm.split_type(SplitType::Node).map_err(err)?),
+            "socket" => Some(comm.split_type(SplitType::Socket).map_err(err)?),
+            _ => {
+                let colour = splits()
+                    .into_iter()
+                    .find(|s| s.0 == split)
+                    .expect("split")
+                    .1;
+                comm.split(colour(comm), -(comm.rank() as i64))
+                    .map_err(err)?
+            }
+        };
+        let counts = match sub {
+            Some(sub) => Some(exercise(split, comm, sub, &send, &recv, bytes)?),
+            None => {
+                assert_eq!(
+                    split, "irregular",
+                    "only the irregular split leaves ranks out"
+                );
+                None
+            }
+        };
+        // Every rank, in the split or not: the job's communicator still
+        // works, and says so byte by byte.
+        let case = Case {
+            c: Collective::Allgather,
+            a: Algorithm::Ring.into(),
+            root: 0,
+            bytes,
+            form: Form::Blocking,
+        };
+        run_case_on(comm, case, &send, &recv)?;
+        Ok(counts)
+    });
+    let results: Vec<_> = results.into_iter().map(|r| r.expect("rank ran")).collect();
+    let errors: Vec<_> = results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_err())
+        .collect();
+    assert!(errors.is_empty(), "{split}: {errors:?}");
+    let counts: Vec<_> = results
+        .into_iter()
+        .filter_map(|r| r.ok().flatten())
+        .collect();
+    assert!(
+        counts.iter().all(|c| c.0 > 0),
+        "{split}: nothing ran on some rank"
+    );
+    counts[0]
+}
+
+/// A member's part of [`on_split`]: the catalogue, then the tuned calls,
+/// then freeing the communicator.
+fn exercise(
+    split: &str,
+    comm: &Comm,
+    sub: Comm,
+    send: &SymBuffer,
+    recv: &SymBuffer,
+    bytes: usize,
+) -> Result<(usize, usize), String> {
+    let err = |e: Error| e.to_string();
+    if !["node", "socket"].contains(&split) {
+        // Numbered by key: here the reverse of the job's order (nodes
+        // come in descending order).
+        let members = sub.group().members();
+        assert!(
+            members.windows(2).all(|w| w[0] > w[1]),
+            "{split}: {members:?}"
+        );
+    }
+    assert_eq!(sub.job_rank(sub.rank()).map_err(err)?, comm.rank());
+    let counts = every_algorithm(&sub, send, recv, bytes)?;
+    // The tuned calls choose among the algorithms that fit.
+    let m = sub.size();
+    let (s8, r8) = (
+        send.slice(0, 8 * m).map_err(err)?,
+        recv.slice(0, 8 * m).map_err(err)?,
+    );
+    sub.barrier().map_err(err)?;
+    sub.allgather(&s8.slice(0, 8).map_err(err)?, &r8)
+        .map_err(err)?;
+    sub.alltoall(&s8, &r8).map_err(err)?;
+    sub.broadcast(&s8, m - 1).map_err(err)?;
+    sub.free().map_err(err)?;
+    Ok(counts)
+}
+
+#[test]
+fn every_collective_on_node_and_socket_communicators() {
+    let node = on_split("node");
+    let socket = on_split("socket");
+    assert!(node.0 > 0 && socket.0 > 0);
+}
+
+#[test]
+fn every_collective_on_colour_communicators() {
+    for (split, _) in splits() {
+        let (ran, refused) = on_split(split);
+        assert!(ran > 0, "{split}");
+        if split == "irregular" {
+            // Only the flat algorithms run there.
+            assert!(refused > 0, "{split}: nothing refused");
+        }
+    }
+}
+
+#[test]
+fn collectives_at_once_on_disjoint_and_nested_communicators() {
+    let cluster = railcoll_emu::Cluster::new(cluster_config(2, 2, 2, 8 << 20)).expect("cluster");
+    let results = cluster.run(|comm| -> Result<(), Error> {
+        let me = comm.rank();
+        let half = comm.split(Some(me as u32 % 2), 0)?.expect("colour");
+        let block = 256;
+        let send = comm.alloc(block)?;
+        let job_recv = comm.alloc(block * comm.size())?;
+        let half_recv = comm.alloc(block * half.size())?;
+        for round in 0..20u8 {
+            let mine = vec![me as u8 ^ round; block];
+            comm.write_local(&send, 0, &mine)?;
+            // One rank in two communicators, a collective in flight on
+            // each; the two halves run theirs at the same time.
+            let on_job = comm.iallgather(&send, &job_recv)?;
+            let on_half = half.iallgather(&send, &half_recv)?;
+            on_half.wait()?;
+            on_job.wait()?;
+            let mut got = vec![0u8; block * comm.size()];
+            comm.read_local(&job_recv, 0, &mut got)?;
+            for (r, b) in got.chunks(block).enumerate() {
+                assert!(b.iter().all(|&x| x == r as u8 ^ round), "job block {r}");
+            }
+            let mut got = vec![0u8; block * half.size()];
+            comm.read_local(&half_recv, 0, &mut got)?;
+            for (r, b) in got.chunks(block).enumerate() {
+                let job = half.job_rank(r)?;
+                assert!(b.iter().all(|&x| x == job as u8 ^ round), "half block {r}");
+            }
+        }
+        half.free()
+    });
+    for r in results {
+        r.expect("rank ran").expect("rank's collectives");
+    }
+}
+
+/// The hardware barrier on sub-communicators the switch serves, checked:
+/// every member's entry word has its round number once the barrier
+/// returns (members come in late, by rank); refused in words on one it
+/// cannot serve.
+#[test]
+fn hardware_barrier_on_sub_communicators() {
+    let mut cfg = cluster_config(4, 2, 1, 4 << 20);
+    cfg.shape = shape(4, 2, 2, 1, Placement::Block);
+    let cluster = railcoll_emu::Cluster::new(cfg).expect("cluster");
+    let results = cluster.run(|comm| -> Result<(), Error> {
+        let word = comm.alloc(8)?;
+        let seen = comm.alloc(8)?;
+        // Local 0s and local 1s: each over all four nodes, one context.
+        let by_socket = comm.split_type(SplitType::Socket)?;
+        assert_eq!(by_socket.shape().grouping, Grouping::Nodes);
+        for round in 1..=6u64 {
+            comm.compute(std::time::Duration::from_micros(
+                30 * by_socket.rank() as u64,
+            ));
+            comm.write_local(&word, 0, &round.to_le_bytes())?;
+            by_socket.barrier_with(Algorithm::Hardware)?;
+            for r in 0..by_socket.size() {
+                comm.get(by_socket.job_rank(r)?, &word, &seen)?.wait()?;
+                let mut got = [0u8; 8];
+                comm.read_local(&seen, 0, &mut got)?;
+                assert!(
+                    u64::from_le_bytes(got) >= round,
+                    "member {r} had not entered {round}"
+                );
+            }
+            by_socket.barrier_with(Algorithm::Hardware)?;
+        }
+        // Ranks 0 and 3: locals 0 and 1, contexts differ: no switch.
+        let skew = comm.split([0, 3].contains(&comm.rank()).then_some(1), 0)?;
+        if let Some(skew) = &skew {
+            assert_eq!(skew.shape().grouping, Grouping::NodesWithoutSwitch);
+            match skew.schedule(Collective::Barrier, Algorithm::Hardware, 0, 0) {
+                Err(Error::Unsupported { reason, .. }) => assert!(reason.contains("switch")),
+                other => panic!("hardware barrier on {:?}: {other:?}", skew.group()),
+            }
+            skew.barrier()?;
+        }
+        drop(skew);
+        by_socket.free()
+    });
+    for r in results {
+        r.expect("rank ran").expect("rank's barriers");
+    }
+}
+
+#[test]
+fn a_thousand_split_free_cycles_leave_the_nics_as_they_were() {
+    let cluster = railcoll_emu::Cluster::new(cluster_config(2, 2, 2, 8 << 20)).expect("cluster");
+    let segments = std::sync::atomic::AtomicUsize::new(usize::MAX);
+    let results = cluster.run(|comm| -> Result<(), Error> {
+        let send = comm.alloc(64)?;
+        let recv = comm.alloc(64 * comm.size())?;
+        let ep = comm.endpoint();
+        let before = (
+            ep.free_chain_blocks(),
+            (0..ep.rails())
+                .map(|r| ep.free_completion_events(r))
+                .sum::<usize>(),
+        );
+        for cycle in 0..1000u32 {
+            let sub = if cycle % 3 == 0 {
+                comm.dup()?
+            } else {
+                comm.split(Some(comm.rank() as u32 % 2), cycle as i64)?
+                    .expect("colour")
+            };
+            if cycle % 50 == 0 {
+                comm.write_local(&send, 0, &[comm.rank() as u8 + cycle as u8; 64])?;
+                sub.allgather(&send, &recv.slice(0, 64 * sub.size())?)?;
+                let mut got = vec![0u8; 64 * sub.size()];
+                comm.read_local(&recv, 0, &mut got)?;
+                for (r, b) in got.chunks(64).enumerate() {
+                    let job = sub.job_rank(r)?;
+                    assert!(b.iter().all(|&x| x == job as u8 + cycle as u8));
+                }
+            }
+            sub.free()?;
+            if cycle == 999 {
+                // Every split communicator's node segment is gone (the
+                // job's two remain); read once every rank freed.
+                comm.barrier()?;
+                if comm.rank() == 0 {
+                    let live = cluster.live_node_segments();
+                    segments.store(live, std::sync::atomic::Ordering::Relaxed);
+                }
+                comm.barrier()?;
+            }
+        }
+        let after = (
+            ep.free_chain_blocks(),
+            (0..ep.rails())
+                .map(|r| ep.free_completion_events(r))
+                .sum::<usize>(),
+        );
+        assert_eq!(before, after, "NIC resources leaked over 1000 cycles");
+        // Every slot is free again: as many communicators at once as the
+        // first time.
+        let mut held = Vec::new();
+        loop {
+            match comm.dup() {
+                Ok(c) => held.push(c),
+                Err(Error::Split(_)) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        assert!(held.len() >= 4, "only {} communicators at once", held.len());
+        while let Some(c) = held.pop() {
+            c.free()?;
+        }
+        Ok(())
+    });
+    let results: Vec<_> = results.into_iter().map(|r| r.expect("rank ran")).collect();
+    for (rank, r) in results.iter().enumerate() {
+        assert!(r.is_ok(), "rank {rank}: {r:?} (all: {results:?})");
+    }
+    assert_eq!(
+        segments.into_inner(),
+        2,
+        "node segments left after 1000 cycles"
+    );
+}
