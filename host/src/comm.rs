@@ -103,6 +103,12 @@ impl Comm {
         wait: Arc<dyn WaitHook>,
     ) -> Result<Self, Error> {
         let (_, local) = cfg.shape.topology.locate(cfg.rank)?;
+        if cfg.comm_reserve == 0 || !cfg.comm_reserve.is_multiple_of(4096) {
+            return Err(Error::Config(format!(
+                "comm_reserve must be a positive multiple of 4096 bytes, got {}",
+                cfg.comm_reserve
+            )));
+        }
         let locals = cfg.shape.topology.ranks_per_node();
         let segment = device.node_segment(u64::from(cfg.job_key), NodeShm::segment_len(locals))?;
         let shm = NodeShm::new(segment, locals, local)?;
@@ -178,17 +184,49 @@ impl Comm {
     /// ```
     pub fn split(&self, colour: Option<u32>, key: i64) -> Result<Option<Comm>, Error> {
         let span = self.ep.config().comm_reserve;
-        let c = self.coll();
-        let records = c.together(|| {
-            let bufs = &self.coll.bufs;
-            let mut mine = [0u8; SPLIT_RECORD];
-            let colour_word = colour.map_or(0, |c| (1 << 32) | u64::from(c));
-            let words = [
+        let colour_word = colour.map_or(0, |c| (1 << 32) | u64::from(c));
+        let records = self
+            .exchange([
                 colour_word,
                 key as u64,
                 u64::from(self.ep.free_slots(span)),
                 self.ep.rank() as u64,
-            ];
+            ])?
+            .into_iter()
+            .map(|w| (w[0], w[1] as i64, w[2] as u32, w[3] as usize))
+            .collect::<Vec<_>>();
+        let number = self.coll.splits.get();
+        self.coll.splits.set(number.wrapping_add(1));
+        // Each member sets its new communicator up; then the parent's
+        // ranks trade how it went, which also synchronises them: no member
+        // puts into another's slot before that one has cleared it (a slot
+        // may hold an earlier communicator's words, or user data of before
+        // an arena reset), and no member frees the new communicator before
+        // every other has its node segment open. A refusal (no slot free
+        // on all the group's members) is the same on every member; a
+        // failure on one member (its node segment, say) fails the split
+        // on all of the group's members, and revokes nothing.
+        let made = self.split_member(colour, number, &records, span);
+        let outcomes = self.exchange([colour_word, u64::from(made.is_ok()), 0, 0])?;
+        let failed = colour.is_some() && outcomes.iter().any(|w| w[0] == colour_word && w[1] == 0);
+        match made {
+            Ok(Some(comm)) if failed => {
+                comm.abandon();
+                Err(Error::Split(
+                    "another member could not set it up (its own call says why)".into(),
+                ))
+            }
+            other => other,
+        }
+    }
+
+    /// All-gather one 32-byte record of four words over this
+    /// communicator (a split's exchange), failing together.
+    fn exchange(&self, words: [u64; 4]) -> Result<Vec<[u64; 4]>, Error> {
+        let c = self.coll();
+        c.together(|| {
+            let bufs = &self.coll.bufs;
+            let mut mine = [0u8; SPLIT_RECORD];
             for (chunk, w) in mine.chunks_mut(8).zip(words) {
                 chunk.copy_from_slice(&w.to_le_bytes());
             }
@@ -199,29 +237,25 @@ impl Comm {
             Ok(all
                 .chunks(SPLIT_RECORD)
                 .map(|r| {
-                    let w = |i: usize| {
+                    let mut w = [0u64; 4];
+                    for (i, word) in w.iter_mut().enumerate() {
                         let mut b = [0u8; 8];
                         b.copy_from_slice(&r[i * 8..i * 8 + 8]);
-                        u64::from_le_bytes(b)
-                    };
-                    (w(0), w(1) as i64, w(2) as u32, w(3) as usize)
+                        *word = u64::from_le_bytes(b);
+                    }
+                    w
                 })
-                .collect::<Vec<_>>())
-        })?;
-        let number = self.coll.splits.get();
-        self.coll.splits.set(number.wrapping_add(1));
-        // Each member sets its new communicator up, then the whole of
-        // this one synchronises: no member puts into another's slot
-        // before that one has cleared it (a slot may hold an earlier
-        // communicator's words, or user data of before an arena reset),
-        // and no member frees the new communicator before every other
-        // has its node segment open.
-        // Whatever came of it here: a refusal (no slot free on all the
-        // group's members) is the same on every member and revokes
-        // nothing; the parent's ranks meet either way.
-        let made = self.split_member(colour, number, &records, span);
-        c.together(|| c.barrier())?;
-        made
+                .collect())
+        })
+    }
+
+    /// Let go of a split communicator no collective ran on (its split
+    /// failed on another member): its slot goes back, with no barrier.
+    fn abandon(&self) {
+        self.closed.set(true);
+        if let Some(split) = &self.coll.split {
+            self.ep.release_slot(split.slot.index, split.span);
+        }
     }
 
     /// This rank's part of [`Comm::split`] once the records are in.
@@ -327,17 +361,18 @@ impl Comm {
             return Ok(());
         }
         let c = self.coll();
-        let done = self
-            .coll
-            .notice_wait
-            .scoped(&self.coll.notice, || c.progress(None, Progress::Block));
+        let done = c.in_scope(|| c.progress(None, Progress::Block));
         // A revoked communicator's members may not all come to a barrier.
         let synced = match (done, self.revoked()) {
             (Ok(_), None) => self.barrier_with(Algorithm::Rdma),
             (Err(e), _) => Err(e),
             (Ok(_), Some(e)) => Err(e),
         };
-        if let Some(split) = &self.coll.split {
+        // The slot goes back only after a clean close: after a failure
+        // or a revoke, NICs may still hold chained puts triggered by its
+        // events and peers may still put into it, so it stays taken (the
+        // rank has one communicator fewer to split off).
+        if let (Some(split), true) = (&self.coll.split, synced.is_ok()) {
             self.ep.release_slot(split.slot.index, split.span);
         }
         synced
@@ -701,7 +736,8 @@ impl Comm {
         recv: &SymBuffer,
         root_local: usize,
     ) -> Result<(), Error> {
-        self.coll().node_gather(send, recv, root_local)
+        let c = self.coll();
+        c.in_scope(|| c.node_gather(send, recv, root_local))
     }
 
     // --- Schedule collectives (see `crate::sched`) ----------------------
@@ -955,7 +991,8 @@ impl Comm {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        self.coll().run_schedule(set, send, recv)
+        let c = self.coll();
+        c.in_scope(|| c.run_schedule(set, send, recv))
     }
 
     /// The shape this communicator runs on (what schedules are generated

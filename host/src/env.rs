@@ -13,8 +13,9 @@
 //! watchdog reports) sees it. Threads mode and real hardware observe
 //! nothing ([`NoObserver`]).
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -309,9 +310,13 @@ impl Waker {
 /// reports the revoke instead.
 pub struct NoticeWait {
     inner: Arc<dyn WaitHook>,
-    /// The notice of the communicator whose call is running (the job's
-    /// between calls).
-    notice: Mutex<Option<WordWatch>>,
+    /// The job communicator's notice.
+    notice: OnceLock<WordWatch>,
+    /// The notice of a split communicator whose call is running, instead
+    /// (`scoped` is set while there is one: a wait of the job's
+    /// communicator takes no lock).
+    scope: Mutex<Option<WordWatch>>,
+    scoped: AtomicBool,
     /// Waits ignore the notice (while this rank sends its own).
     held: AtomicBool,
 }
@@ -329,40 +334,56 @@ impl NoticeWait {
     pub fn new(inner: Arc<dyn WaitHook>) -> Self {
         Self {
             inner,
-            notice: Mutex::new(None),
+            notice: OnceLock::new(),
+            scope: Mutex::new(None),
+            scoped: AtomicBool::new(false),
             held: AtomicBool::new(false),
         }
     }
 
     /// From now on, every wait gives up once `notice` passes its test (the
-    /// job communicator's notice, armed once at its creation).
+    /// job communicator's notice: the first call arms it, later calls
+    /// change nothing).
     pub fn arm(&self, notice: WordWatch) {
-        *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = Some(notice);
+        let _ = self.notice.set(notice);
     }
 
-    /// Run `f` with the waits ending on `notice` instead (a call of
-    /// another communicator of the rank: its waits end on its own
-    /// revoke, not on another communicator's).
+    /// Run `f` with the waits ending on `notice` instead (a call of a
+    /// split communicator: its waits end on its own revoke, not on
+    /// another communicator's).
     pub fn scoped<T>(&self, notice: &WordWatch, f: impl FnOnce() -> T) -> T {
+        /// Puts the earlier scope back, unwinding too.
+        struct Restore<'a>(&'a NoticeWait, Option<WordWatch>, bool);
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                *self.0.scope.lock().unwrap_or_else(|p| p.into_inner()) = self.1.take();
+                self.0.scoped.store(self.2, Ordering::Relaxed);
+            }
+        }
         let before = self
-            .notice
+            .scope
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .replace(notice.clone());
-        let out = f();
-        *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = before;
-        out
+        let was = self.scoped.swap(true, Ordering::Relaxed);
+        let _restore = Restore(self, before, was);
+        f()
     }
 
     /// The notice, where it counts now.
-    fn live(&self) -> Option<WordWatch> {
+    fn live(&self) -> Option<Cow<'_, WordWatch>> {
         if self.held.load(Ordering::Relaxed) {
             return None;
         }
-        self.notice
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        if self.scoped.load(Ordering::Relaxed) {
+            return self
+                .scope
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+                .map(Cow::Owned);
+        }
+        self.notice.get().map(Cow::Borrowed)
     }
 
     /// From now on the notice is ignored: the communicator is being
@@ -375,9 +396,10 @@ impl NoticeWait {
     /// Run `f` with the notice ignored: the waits of a rank posting its
     /// own notice to the others (its own word is set first).
     pub fn holding<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.held.store(true, Ordering::Relaxed);
+        // A disarmed hook stays disarmed after.
+        let before = self.held.swap(true, Ordering::Relaxed);
         let out = f();
-        self.held.store(false, Ordering::Relaxed);
+        self.held.store(before, Ordering::Relaxed);
         out
     }
 }

@@ -156,6 +156,8 @@ impl Group {
 pub struct Switch {
     groups: [Option<Group>; GROUPS],
     clock: u64,
+    /// Arrivals of new groups held because every entry was collecting.
+    held_for_entry: u64,
 }
 
 impl Default for Switch {
@@ -174,7 +176,15 @@ impl Switch {
         Self {
             groups: [None; GROUPS],
             clock: 0,
+            held_for_entry: 0,
         }
+    }
+
+    /// Arrivals of new groups the switch held (answered with a held
+    /// packet, counted when re-announced) because all [`GROUPS`] entries
+    /// were collecting: how often the table's limit was reached.
+    pub fn held_for_entry(&self) -> u64 {
+        self.held_for_entry
     }
 
     /// Route one packet (see the module documentation).
@@ -257,6 +267,7 @@ impl Switch {
                 };
                 // Not yet; the member hears the switch is alive.
                 let Some(victim) = free.or_else(completed).or_else(abandoned) else {
+                    self.held_for_entry = self.held_for_entry.wrapping_add(1);
                     return Forward::HeldOne(b, member);
                 };
                 if let Some(slot) = self.groups.get_mut(victim) {

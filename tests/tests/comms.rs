@@ -71,6 +71,8 @@ fn every_algorithm(
                         assert!(!reason.is_empty());
                         refused += 1;
                     }
+                    // A split communicator's share of the NIC: its slot's
+                    // counters, its part of the chain queue.
                     Err(Error::OverBudget { .. }) => refused += 1,
                     Err(e) => return Err(format!("{c} {choice}: {e}")),
                 }
@@ -78,8 +80,11 @@ fn every_algorithm(
                     railcoll_host::sched::catalogue::entry(c, a).is_some_and(|e| e.node_aware);
                 if node_aware && grouping == Grouping::Scattered {
                     assert!(
-                        sub.schedule(c, choice, bytes, root).is_err(),
-                        "{c} {choice} ran on a scattered communicator"
+                        matches!(
+                            sub.schedule(c, choice, bytes, root),
+                            Err(Error::Unsupported { .. })
+                        ),
+                        "{c} {choice} was not refused in words on a scattered communicator"
                     );
                 }
             }
@@ -183,11 +188,44 @@ fn exercise(
         send.slice(0, 8 * m).map_err(err)?,
         recv.slice(0, 8 * m).map_err(err)?,
     );
+    let me = sub.rank() as u64;
+    let mut got = vec![0u8; 8 * m];
     sub.barrier().map_err(err)?;
+    comm.write_local(&s8, 0, &(1000 + me).to_le_bytes())
+        .map_err(err)?;
     sub.allgather(&s8.slice(0, 8).map_err(err)?, &r8)
         .map_err(err)?;
+    comm.read_local(&r8, 0, &mut got).map_err(err)?;
+    for (r, b) in got.chunks(8).enumerate() {
+        assert_eq!(
+            b,
+            (1000 + r as u64).to_le_bytes(),
+            "{split}: tuned all-gather block {r}"
+        );
+    }
+    for j in 0..m as u64 {
+        comm.write_local(&s8, 8 * j as usize, &(100 * me + j).to_le_bytes())
+            .map_err(err)?;
+    }
     sub.alltoall(&s8, &r8).map_err(err)?;
+    comm.read_local(&r8, 0, &mut got).map_err(err)?;
+    for (r, b) in got.chunks(8).enumerate() {
+        assert_eq!(
+            b,
+            (100 * r as u64 + me).to_le_bytes(),
+            "{split}: tuned all-to-all block {r}"
+        );
+    }
+    sub.barrier().map_err(err)?;
+    comm.write_local(&s8, 0, &(7000 + me).to_le_bytes())
+        .map_err(err)?;
     sub.broadcast(&s8, m - 1).map_err(err)?;
+    comm.read_local(&s8, 0, &mut got[..8]).map_err(err)?;
+    assert_eq!(
+        got[..8],
+        (7000 + m as u64 - 1).to_le_bytes(),
+        "{split}: tuned broadcast"
+    );
     sub.free().map_err(err)?;
     Ok(counts)
 }
@@ -313,6 +351,25 @@ fn a_thousand_split_free_cycles_leave_the_nics_as_they_were() {
                 .map(|r| ep.free_completion_events(r))
                 .sum::<usize>(),
         );
+        // As many communicators at once as the slots allow, before the
+        // cycles and after them: none leaked.
+        let at_once = || -> Result<usize, Error> {
+            let mut held = Vec::new();
+            loop {
+                match comm.dup() {
+                    Ok(c) => held.push(c),
+                    Err(Error::Split(_)) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            let n = held.len();
+            while let Some(c) = held.pop() {
+                c.free()?;
+            }
+            Ok(n)
+        };
+        let first = at_once()?;
+        assert!(first >= 4, "only {first} communicators at once");
         for cycle in 0..1000u32 {
             let sub = if cycle % 3 == 0 {
                 comm.dup()?
@@ -349,20 +406,7 @@ fn a_thousand_split_free_cycles_leave_the_nics_as_they_were() {
                 .sum::<usize>(),
         );
         assert_eq!(before, after, "NIC resources leaked over 1000 cycles");
-        // Every slot is free again: as many communicators at once as the
-        // first time.
-        let mut held = Vec::new();
-        loop {
-            match comm.dup() {
-                Ok(c) => held.push(c),
-                Err(Error::Split(_)) => break,
-                Err(e) => return Err(e),
-            }
-        }
-        assert!(held.len() >= 4, "only {} communicators at once", held.len());
-        while let Some(c) = held.pop() {
-            c.free()?;
-        }
+        assert_eq!(at_once()?, first, "communicator slots leaked");
         Ok(())
     });
     let results: Vec<_> = results.into_iter().map(|r| r.expect("rank ran")).collect();
@@ -373,5 +417,58 @@ fn a_thousand_split_free_cycles_leave_the_nics_as_they_were() {
         segments.into_inner(),
         2,
         "node segments left after 1000 cycles"
+    );
+}
+
+/// More communicators with a hardware barrier collecting at once than the
+/// switch has group entries (40 pairs of nodes x contexts against 32): the
+/// switch holds the arrivals of the groups it has no entry for (a held
+/// answer, docs/abi.md §4.5) and counts them once an entry frees, so every
+/// barrier completes, and completes right: each member's entry word is
+/// read after it.
+#[test]
+fn more_hardware_barriers_at_once_than_the_switch_has_entries() {
+    let mut cfg = cluster_config(10, 8, 1, 1 << 20);
+    cfg.shape = shape(10, 8, 1, 1, Placement::Block);
+    // The argument check would hold each first member until its partner
+    // came, and the groups would never collect at once.
+    cfg.check = false;
+    let cluster = railcoll_emu::Cluster::new(cfg).expect("cluster");
+    let before = cluster.switch_entries_exhausted();
+    let results = cluster.run(|comm| -> Result<(), Error> {
+        let (node, local) = comm.topology().locate(comm.rank())?;
+        let word = comm.alloc(8)?;
+        let seen = comm.alloc(8)?;
+        // Context `local` on nodes 2p and 2p + 1.
+        let pair = comm
+            .split(Some((local * 5 + node / 2) as u32), 0)?
+            .expect("colour");
+        assert_eq!((pair.size(), pair.shape().grouping), (2, Grouping::Nodes));
+        for round in 1..=3u64 {
+            comm.write_local(&word, 0, &round.to_le_bytes())?;
+            // Every group's first member arrives well before its second:
+            // all 40 groups collect at once.
+            if node % 2 == 1 {
+                comm.compute(std::time::Duration::from_millis(20));
+            }
+            pair.barrier_with(Algorithm::Hardware)?;
+            let other = pair.job_rank(1 - pair.rank())?;
+            comm.get(other, &word, &seen)?.wait()?;
+            let mut got = [0u8; 8];
+            comm.read_local(&seen, 0, &mut got)?;
+            assert!(
+                u64::from_le_bytes(got) >= round,
+                "partner had not entered {round}"
+            );
+            pair.barrier_with(Algorithm::Hardware)?;
+        }
+        pair.free()
+    });
+    for r in results {
+        r.expect("rank ran").expect("rank's barriers");
+    }
+    assert!(
+        cluster.switch_entries_exhausted() > before,
+        "the switch's group table was never full"
     );
 }

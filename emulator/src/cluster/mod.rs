@@ -757,6 +757,17 @@ impl Cluster {
         }
     }
 
+    /// Barrier arrivals the rails' switches held because all their group
+    /// entries ([`railcoll_fw::switch::GROUPS`]) were collecting: how
+    /// often communicators' hardware barriers reached the switch's limit
+    /// (each held arrival is re-announced and counted once an entry frees).
+    pub fn switch_entries_exhausted(&self) -> u64 {
+        match &self.backend {
+            Backend::Threads { rails, .. } => rails.iter().map(|r| r.held_for_entry()).sum(),
+            Backend::Modeled { kernel, .. } => kernel.held_for_entry(),
+        }
+    }
+
     /// Why a run stalled, if one did: modeled mode's watchdog report
     /// ([`Kernel::failure`]), or threads mode's (a rank's wait made no
     /// progress for [`ClusterConfig::wait_timeout`]); each names every

@@ -312,6 +312,15 @@ impl Kernel {
         self.lock().faults.iter().map(RailFaults::counts).sum()
     }
 
+    /// Barrier arrivals the switches held for want of a group entry.
+    pub fn held_for_entry(&self) -> u64 {
+        self.lock()
+            .switches
+            .iter()
+            .map(Switch::held_for_entry)
+            .sum()
+    }
+
     /// Packets the receive ports discarded for their payload CRC so far.
     pub fn crc_discards(&self) -> u64 {
         self.lock()

@@ -88,6 +88,14 @@ impl Rail {
         self.crc_discards.load(Ordering::Relaxed)
     }
 
+    /// Barrier arrivals the switch held for want of a group entry.
+    pub fn held_for_entry(&self) -> u64 {
+        self.switch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .held_for_entry()
+    }
+
     /// One hop of `packet`: into the switch (`to` None) or to node `to`,
     /// through the faults.
     fn hop(&self, mut packet: WirePacket, to: Option<usize>) -> bool {

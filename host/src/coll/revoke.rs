@@ -55,7 +55,7 @@ impl Coll<'_> {
     /// see the module documentation.
     pub(crate) fn together<T>(&self, call: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
         // This communicator's waits end on its own notice.
-        let result = self.st.notice_wait.scoped(&self.st.notice, call);
+        let result = self.in_scope(call);
         match result {
             // Not a failure: not ready yet (a poll), or a call refused
             // before it began because another is in flight (the caller

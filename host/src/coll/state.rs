@@ -425,6 +425,16 @@ impl<'a> Coll<'a> {
         self.st.who.group.locate(rank)
     }
 
+    /// Run `f` with the rank's waits ending on this communicator's
+    /// revoke notice (a split communicator's own; the job's is the hook's
+    /// default).
+    pub(crate) fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
+        match self.st.split {
+            Some(_) => self.st.notice_wait.scoped(&self.st.notice, f),
+            None => f(),
+        }
+    }
+
     /// The send/recv barrier's queue, which only the job's communicator
     /// has.
     pub(crate) fn barrier_queue(&self) -> Result<&'a InputQueue, Error> {

@@ -114,8 +114,19 @@ impl<'a> Coll<'a> {
         params.feeds = limits.feeds;
         let mut nic = budget::Budget::for_nic(limits);
         if self.st.split.is_some() {
-            // A split communicator's share: its slot's counters.
+            // A split communicator's share: its slot's counters; and of
+            // what a NIC's ranks share (chain queue, sibling FIFO), what
+            // its ranks on the node would get were the NIC's every context
+            // a rank of it (the compiler divides by the communicator's
+            // ranks per node, the NIC by the job's).
             nic.counters = nic.counters.min(crate::slots::SLOT_COUNTERS);
+            let (mine, job) = (
+                params.shape.ranks_per_node() as u32,
+                self.ep.topology().ranks_per_node() as u32,
+            );
+            nic.chain_queue = nic.chain_queue * mine / job.max(1);
+            nic.peer_fifo = nic.peer_fifo * mine / job.max(1);
+            params.peer_fifo = nic.peer_fifo;
         }
         params.counters = nic.counters;
         params.chain_queue = nic.chain_queue;
@@ -770,6 +781,10 @@ impl<'a> Coll<'a> {
     /// on a split communicator.
     fn lane_policy(&self, lane: Lane, p: &Params, to: u32, len: usize) -> RailPolicy {
         let policy = lane.policy(p.stripe_threshold);
+        if self.st.split.is_none() {
+            // Job ranks are communicator ranks: the endpoint picks the same.
+            return policy;
+        }
         let parts = crate::stripe::plan(policy, p.shape.rails, self.rank(), to as usize, len, 0);
         match parts.as_slice() {
             [one] => RailPolicy::Rail(one.rail),

@@ -317,7 +317,9 @@ impl<'c> Request<'c> {
 impl Drop for Request<'_> {
     fn drop(&mut self) {
         if !self.seen {
-            let _ = self.coll.progress(Some(self.id), Progress::Block);
+            // Its waits end on its own communicator's revoke.
+            let (c, id) = (self.coll, self.id);
+            let _ = c.in_scope(|| c.progress(Some(id), Progress::Block));
             self.coll.st.exec.in_flight.forget(self.id);
         }
     }
