@@ -225,7 +225,7 @@ const HOST_LAYERS: &[&[&str]] = &[
         "sched::exec",
     ],
     // The public API.
-    &["comm"],
+    &["comm", "comm::split"],
     &[""],
 ];
 
