@@ -115,10 +115,15 @@ impl Group {
                 let nodes = node_order.len();
                 let per = members.len() / nodes;
                 let even = node_order.iter().all(|n| per_node[n].len() == per);
+                let index_of: std::collections::HashMap<usize, usize> = node_order
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| (n, i))
+                    .collect();
                 let numbered = |placement: Placement| {
                     (0..members.len()).all(|r| {
                         let (node, local) = located[r];
-                        let idx = node_order.iter().position(|&x| x == node).unwrap_or(0);
+                        let idx = index_of.get(&node).copied().unwrap_or(0);
                         let expect = match placement {
                             Placement::Block => idx * per + local,
                             Placement::Cyclic => local * nodes + idx,

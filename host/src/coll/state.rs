@@ -278,7 +278,11 @@ impl CollState {
         // hold an earlier communicator's, or user data of before an arena
         // reset). The split synchronises its members after this.
         let reserved = inner.borrow().used();
-        if let Err(e) = ep.write_local(&region, 0, &vec![0; reserved]) {
+        let cleared = ep.local_memory(&region).and_then(|m| {
+            m.fill(0, reserved, 0)
+                .map_err(|e| crate::error::out_of_range("the communicator slot", e))
+        });
+        if let Err(e) = cleared {
             ep.release_slot(slot_index, span);
             return Err(e);
         }

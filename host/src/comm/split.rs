@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::{Comm, SplitType};
+use crate::coll::signature::{from_le_bytes, to_le_bytes};
 use crate::coll::state::{CollState, Identity, Progress, SPLIT_RECORD};
 use crate::error::Error;
 use crate::group::Group;
@@ -100,26 +101,12 @@ impl Comm {
         let c = self.coll();
         c.together(|| {
             let bufs = &self.coll.bufs;
-            let mut mine = [0u8; SPLIT_RECORD];
-            for (chunk, w) in mine.chunks_mut(8).zip(words) {
-                chunk.copy_from_slice(&w.to_le_bytes());
-            }
+            let mine: [u8; SPLIT_RECORD] = to_le_bytes(words);
             self.ep.write_local(&bufs.split_send, 0, &mine)?;
             c.allgather(&bufs.split_send, &bufs.split_recv)?;
             let mut all = vec![0u8; self.size() * SPLIT_RECORD];
             self.ep.read_local(&bufs.split_recv, 0, &mut all)?;
-            Ok(all
-                .chunks(SPLIT_RECORD)
-                .map(|r| {
-                    let mut w = [0u64; 4];
-                    for (i, word) in w.iter_mut().enumerate() {
-                        let mut b = [0u8; 8];
-                        b.copy_from_slice(&r[i * 8..i * 8 + 8]);
-                        *word = u64::from_le_bytes(b);
-                    }
-                    w
-                })
-                .collect())
+            Ok(all.chunks(SPLIT_RECORD).map(from_le_bytes).collect())
         })
     }
 
