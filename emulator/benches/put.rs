@@ -93,7 +93,8 @@ fn puts(c: &mut Criterion) {
                         };
                         let start = std::time::Instant::now();
                         for _ in 0..iters {
-                            comm.put_with(&s, 1, &d, opts)
+                            comm.endpoint()
+                                .put_with(&s, 1, &d, opts)
                                 .expect("put")
                                 .wait()
                                 .expect("complete");

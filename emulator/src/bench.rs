@@ -195,6 +195,7 @@ pub fn put_bench(
                         let mut failure = None;
                         let t = time_per_call(|| {
                             let r = comm
+                                .endpoint()
                                 .put_with(
                                     &s,
                                     peer,

@@ -63,6 +63,7 @@ pub mod slots;
 pub mod stripe;
 pub mod topology;
 
+pub use coll::request::{Persistent, Request, test_all, wait_all, wait_any};
 pub use comm::{Comm, SplitType};
 pub use config::{BufferContract, CommConfig};
 pub use endpoint::{
@@ -70,7 +71,6 @@ pub use endpoint::{
 };
 pub use error::{CheckField, CheckValue, Error, Mismatch, RevokeCause, TuningProblem};
 pub use group::Group;
-pub use sched::request::{Persistent, Request, test_all, wait_all, wait_any};
 pub use sched::{Algorithm, Choice, Collective, Drive};
 pub use stripe::RailPolicy;
 pub use topology::{Grouping, Placement, Shape, Topology};

@@ -317,13 +317,13 @@ fn queued_messages_from_many_senders_into_a_small_queue() {
     let out = c.run(|comm| -> Result<Vec<(usize, u32)>, Error> {
         // No barrier after creating the queue: an item that reaches rank
         // 0's NIC first is refused for now and sent again (ABI 1.4).
-        let queue = comm.create_queue(2, 4)?;
+        let queue = comm.endpoint().create_queue(2, 4)?;
         let msg = comm.alloc(4)?;
         if comm.rank() == 0 {
             let mut got = Vec::new();
             let mut payload = [0u8; 4];
             for _ in 0..per_sender * 7 {
-                let item = comm.queue_recv(&queue, &mut payload)?;
+                let item = comm.endpoint().queue_recv(&queue, &mut payload)?;
                 assert_eq!(item.len, 4);
                 got.push((item.src, u32::from_le_bytes(payload)));
             }
@@ -332,7 +332,7 @@ fn queued_messages_from_many_senders_into_a_small_queue() {
         for i in 0..per_sender {
             comm.write_local(&msg, 0, &i.to_le_bytes())?;
             // Waiting for delivery before reusing the source word.
-            comm.queue_send(&queue, 0, &msg)?.wait()?;
+            comm.endpoint().queue_send(&queue, 0, &msg)?.wait()?;
         }
         Ok(Vec::new())
     });
@@ -361,18 +361,25 @@ fn queued_messages_from_many_senders_into_a_small_queue() {
 fn queue_requests_out_of_bounds_are_refused() {
     let c = cluster(2, 1, 1, 1 << 20);
     let out = c.run(|comm| {
-        let q = comm.create_queue(4, 16).expect("queue");
+        let q = comm.endpoint().create_queue(4, 16).expect("queue");
         let big = comm.alloc(17).expect("alloc");
         assert!(matches!(
-            comm.queue_send(&q, 0, &big),
+            comm.endpoint().queue_send(&q, 0, &big),
             Err(Error::TooLarge { len: 17, max: 16 })
         ));
         assert!(matches!(
-            comm.queue_send(&q, 5, &big.slice(0, 1).expect("slice")),
+            comm.endpoint()
+                .queue_send(&q, 5, &big.slice(0, 1).expect("slice")),
             Err(Error::RankOutOfRange { .. })
         ));
-        assert!(matches!(comm.create_queue(0, 8), Err(Error::Config(_))));
-        assert!(matches!(comm.create_queue(4, 5000), Err(Error::Config(_))));
+        assert!(matches!(
+            comm.endpoint().create_queue(0, 8),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            comm.endpoint().create_queue(4, 5000),
+            Err(Error::Config(_))
+        ));
     });
     for r in out {
         r.expect("ran");

@@ -309,7 +309,9 @@ fn hardware_barrier_on_sub_communicators() {
             comm.write_local(&word, 0, &round.to_le_bytes())?;
             by_socket.barrier_with(Algorithm::Hardware)?;
             for r in 0..by_socket.size() {
-                comm.get(by_socket.job_rank(r)?, &word, &seen)?.wait()?;
+                comm.endpoint()
+                    .get(by_socket.job_rank(r)?, &word, &seen)?
+                    .wait()?;
                 let mut got = [0u8; 8];
                 comm.read_local(&seen, 0, &mut got)?;
                 assert!(
@@ -453,7 +455,7 @@ fn more_hardware_barriers_at_once_than_the_switch_has_entries() {
             }
             pair.barrier_with(Algorithm::Hardware)?;
             let other = pair.job_rank(1 - pair.rank())?;
-            comm.get(other, &word, &seen)?.wait()?;
+            comm.endpoint().get(other, &word, &seen)?.wait()?;
             let mut got = [0u8; 8];
             comm.read_local(&seen, 0, &mut got)?;
             assert!(

@@ -154,7 +154,9 @@ fn random_collectives_under(
             for &case in &cases {
                 run_case(comm, case)?;
             }
-            comm.failed_over_rails().map_err(|e| e.to_string())
+            comm.endpoint()
+                .failed_over_rails()
+                .map_err(|e| e.to_string())
         });
         let mut failed_over = false;
         for (rank, r) in results.into_iter().enumerate() {
@@ -289,7 +291,9 @@ fn the_hardware_barrier_and_broadcast_survive_a_dead_rail_0() {
             run_case(comm, bcast(round % comm.size(), 5000))?;
             run_case(comm, bcast(comm.size() - 1, 64))?;
         }
-        comm.failed_over_rails().map_err(|e| e.to_string())
+        comm.endpoint()
+            .failed_over_rails()
+            .map_err(|e| e.to_string())
     }) {
         let rails = r
             .expect("started")
@@ -330,7 +334,8 @@ fn switch_barriers_survive_rail_0_flapping() {
             comm.barrier_with(hardware).map_err(|e| e.to_string())?;
             comm.write_local(&src, 0, &round.to_le_bytes())
                 .map_err(|e| e.to_string())?;
-            comm.put(&src, peer, &word)
+            comm.endpoint()
+                .put(&src, peer, &word)
                 .and_then(|h| h.wait())
                 .map_err(|e| e.to_string())?;
             comm.barrier_with(hardware).map_err(|e| e.to_string())?;

@@ -294,10 +294,10 @@ fn the_watchdog_stops_a_stuck_run_with_a_report() {
     let out = cluster.run(|comm| -> Result<(), railcoll_host::Error> {
         if comm.rank() == 3 {
             // An arrival nobody will ever send.
-            let ev = comm.alloc_dest_event()?;
+            let ev = comm.endpoint().alloc_dest_event()?;
             let mut one = Arrivals::new();
             one.add(0, 1);
-            comm.wait_arrivals(&ev, &one)?;
+            comm.endpoint().wait_arrivals(&ev, &one)?;
         }
         Ok(())
     });

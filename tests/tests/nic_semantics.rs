@@ -25,17 +25,18 @@ fn put_signalled(
     rail: usize,
     event: railcoll_host::DestEvent,
 ) -> Result<(), Error> {
-    comm.put_with(
-        buf,
-        to,
-        buf,
-        TransferOptions {
-            policy: Some(RailPolicy::Rail(rail)),
-            dest_event: Some(event),
-            wake: false,
-        },
-    )?
-    .wait()
+    comm.endpoint()
+        .put_with(
+            buf,
+            to,
+            buf,
+            TransferOptions {
+                policy: Some(RailPolicy::Rail(rail)),
+                dest_event: Some(event),
+                wake: false,
+            },
+        )?
+        .wait()
 }
 
 /// A puts to B; B's NIC, on the put's arrival, puts the data on to C
@@ -48,20 +49,20 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
         let len = 50_000;
         let buf = comm.alloc(len)?;
         let flag = comm.alloc(0)?;
-        let arrived = comm.alloc_dest_event()?;
-        let forwarded = comm.alloc_dest_event()?;
-        let done = comm.alloc_dest_event()?;
-        let ready = comm.alloc_dest_event()?;
+        let arrived = comm.endpoint().alloc_dest_event()?;
+        let forwarded = comm.endpoint().alloc_dest_event()?;
+        let done = comm.endpoint().alloc_dest_event()?;
+        let ready = comm.endpoint().alloc_dest_event()?;
         match comm.rank() {
             0 => {
                 // Wait until B has armed its chain, then put.
-                comm.wait_arrivals(&ready, &on_rail(0, 1))?;
+                comm.endpoint().wait_arrivals(&ready, &on_rail(0, 1))?;
                 comm.write_local(&buf, 0, &pattern(len, 42))?;
                 put_signalled(comm, &buf, 1, 0, arrived)?;
                 Ok(None)
             }
             1 => {
-                let forward = comm.chain_put(&ChainedPut {
+                let forward = comm.endpoint().chain_put(&ChainedPut {
                     trigger: arrived,
                     rail: 0,
                     count: 1,
@@ -73,19 +74,19 @@ fn chained_put_completes_while_the_forwarding_host_is_blocked() {
                     policy: RailPolicy::Rail(0),
                     done: Default::default(),
                 })?;
-                comm.notify(0, &ready, &flag)?;
+                comm.endpoint().notify(0, &ready, &flag)?;
                 // Blocked: only C's acknowledgement releases B, and C sends
                 // it only after the chained put delivered the data.
-                comm.wait_arrivals(&done, &on_rail(0, 1))?;
+                comm.endpoint().wait_arrivals(&done, &on_rail(0, 1))?;
                 // The chained put's own completion: delivered and acked.
                 forward.wait()?;
                 Ok(None)
             }
             _ => {
-                comm.wait_arrivals(&forwarded, &on_rail(0, 1))?;
+                comm.endpoint().wait_arrivals(&forwarded, &on_rail(0, 1))?;
                 let mut got = vec![0; len];
                 comm.read_local(&buf, 0, &mut got)?;
-                comm.notify(1, &done, &flag)?;
+                comm.endpoint().notify(1, &done, &flag)?;
                 Ok(Some(got))
             }
         }
@@ -116,7 +117,7 @@ fn put_outside_the_target_arena_writes_nothing_and_both_sides_see_it() {
         c.run(|comm| -> Result<(), Error> {
             let buf = comm.alloc(4096)?;
             let flag = comm.alloc(0)?;
-            let go = comm.alloc_dest_event()?;
+            let go = comm.endpoint().alloc_dest_event()?;
             // The rest of the arena, to its last byte.
             let used = comm.alloc(0)?.offset();
             let rest = comm.alloc(arena - used)?;
@@ -130,7 +131,7 @@ fn put_outside_the_target_arena_writes_nothing_and_both_sides_see_it() {
                     (ARENA_VA + arena as u64 - 2048, "straddling the arena end"),
                     (0xdead_0000_0000, "unmapped"),
                 ] {
-                    let r = comm.put_unchecked(&buf, 1, va, 1)?.wait();
+                    let r = comm.endpoint().put_unchecked(&buf, 1, va, 1)?.wait();
                     assert_eq!(
                         r,
                         Err(Error::Nic {
@@ -140,17 +141,17 @@ fn put_outside_the_target_arena_writes_nothing_and_both_sides_see_it() {
                         "{what}"
                     );
                 }
-                let errors = comm.take_nic_errors()?;
+                let errors = comm.endpoint().take_nic_errors()?;
                 assert_eq!(errors.len(), 3);
                 assert!(
                     errors
                         .iter()
                         .all(|e| e.info.kind == ErrorKind::Remote && e.rail == 1)
                 );
-                comm.notify(1, &go, &flag)?;
+                comm.endpoint().notify(1, &go, &flag)?;
             } else {
-                comm.wait_arrivals(&go, &on_rail(0, 1))?;
-                let records = comm.take_nic_errors()?;
+                comm.endpoint().wait_arrivals(&go, &on_rail(0, 1))?;
+                let records = comm.endpoint().take_nic_errors()?;
                 // Each 4 KiB put is two 2 KiB packets: every one rejected, none
                 // applied, each reported.
                 assert_eq!(records.len(), 6, "{records:?}");
@@ -195,7 +196,7 @@ fn malformed_commands_fail_alone_and_the_nic_keeps_serving() {
     let out = c.run(|comm| -> Result<(), Error> {
         let buf = comm.alloc(1 << 16)?;
         let flag = comm.alloc(0)?;
-        let ready = comm.alloc_dest_event()?;
+        let ready = comm.endpoint().alloc_dest_event()?;
         if comm.rank() == 0 {
             let mut unknown = Command::Nop.emit(11);
             unknown.opcode = 0x7f;
@@ -240,7 +241,7 @@ fn malformed_commands_fail_alone_and_the_nic_keeps_serving() {
                 bad_event,
                 zeroed,
             ] {
-                comm.post_raw(0, &block)?;
+                comm.endpoint().post_raw(0, &block)?;
             }
         }
         // Every rank (including the one that sent garbage) still moves data.
@@ -250,15 +251,16 @@ fn malformed_commands_fail_alone_and_the_nic_keeps_serving() {
         // Tell the rank that reads from us that our data is in place, and
         // wait until our own source is.
         let reader = (comm.rank() + comm.size() - 1) % comm.size();
-        comm.notify(reader, &ready, &flag)?;
-        comm.wait_arrivals(&ready, &on_rail(0, 1))?;
+        comm.endpoint().notify(reader, &ready, &flag)?;
+        comm.endpoint().wait_arrivals(&ready, &on_rail(0, 1))?;
         let back = comm.alloc(1 << 16)?;
-        comm.get(peer, &buf, &back)?.wait()?;
+        comm.endpoint().get(peer, &buf, &back)?.wait()?;
         let mut got = vec![0; 1 << 16];
         comm.read_local(&back, 0, &mut got)?;
         assert_eq!(got, pattern(1 << 16, peer as u64));
         if comm.rank() == 0 {
             let codes: Vec<(ErrorCode, u32)> = comm
+                .endpoint()
                 .take_nic_errors()?
                 .iter()
                 .map(|e| (e.info.code, e.info.cookie))
@@ -294,7 +296,7 @@ fn many_outstanding_puts_from_several_ranks_in_both_directions() {
         let size = comm.size();
         let inbox = comm.alloc(size * n * chunk)?;
         let outbox = comm.alloc(n * chunk)?;
-        let arrived = comm.alloc_dest_event()?;
+        let arrived = comm.endpoint().alloc_dest_event()?;
         let me = comm.rank();
         comm.write_local(&outbox, 0, &pattern(n * chunk, me as u64))?;
         let targets: Vec<usize> = if me == 0 {
@@ -307,7 +309,7 @@ fn many_outstanding_puts_from_several_ranks_in_both_directions() {
             for i in 0..n {
                 let src = outbox.slice(i * chunk, chunk)?;
                 let dst = inbox.slice((me * n + i) * chunk, chunk)?;
-                handles.push(comm.put_with(
+                handles.push(comm.endpoint().put_with(
                     &src,
                     t,
                     &dst,
@@ -330,9 +332,15 @@ fn many_outstanding_puts_from_several_ranks_in_both_directions() {
         };
         let mut expected = Arrivals::new();
         for &s in &senders {
-            expected.merge(&comm.expected_arrivals(comm.config().policy, s, me, chunk, n as u32));
+            expected.merge(&comm.endpoint().expected_arrivals(
+                comm.config().policy,
+                s,
+                me,
+                chunk,
+                n as u32,
+            ));
         }
-        comm.wait_arrivals(&arrived, &expected)?;
+        comm.endpoint().wait_arrivals(&arrived, &expected)?;
         for &s in &senders {
             let mut got = vec![0; n * chunk];
             comm.read_local(&inbox, s * n * chunk, &mut got)?;
@@ -353,21 +361,21 @@ fn rearming_after_early_sets_does_not_lose_them() {
     let c = cluster(2, 1, 1, 1 << 16);
     let out = c.run(|comm| -> Result<(), Error> {
         let flag = comm.alloc(0)?;
-        let early = comm.alloc_dest_event()?;
-        let go = comm.alloc_dest_event()?;
+        let early = comm.endpoint().alloc_dest_event()?;
+        let go = comm.endpoint().alloc_dest_event()?;
         if comm.rank() == 0 {
             // Five sets, each delivered (its completion waited for) before
             // the target arms the event at all.
             for _ in 0..5 {
-                comm.notify(1, &early, &flag)?;
+                comm.endpoint().notify(1, &early, &flag)?;
             }
-            comm.notify(1, &go, &flag)?;
+            comm.endpoint().notify(1, &go, &flag)?;
         } else {
-            comm.wait_arrivals(&go, &on_rail(0, 1))?;
+            comm.endpoint().wait_arrivals(&go, &on_rail(0, 1))?;
             // Armed for 3 after 5 arrived: fires at once...
-            comm.wait_arrivals(&early, &on_rail(0, 3))?;
+            comm.endpoint().wait_arrivals(&early, &on_rail(0, 3))?;
             // ...and the 2 surplus sets satisfy the next arm for 2.
-            comm.wait_arrivals(&early, &on_rail(0, 2))?;
+            comm.endpoint().wait_arrivals(&early, &on_rail(0, 2))?;
         }
         Ok(())
     });
@@ -386,15 +394,15 @@ fn handle_test_polls_to_completion() {
     let out = c.run(|comm| -> Result<(), Error> {
         let buf = comm.alloc(4 << 20)?;
         let flag = comm.alloc(0)?;
-        let go = comm.alloc_dest_event()?;
-        let polled = comm.alloc_dest_event()?;
+        let go = comm.endpoint().alloc_dest_event()?;
+        let polled = comm.endpoint().alloc_dest_event()?;
         if comm.rank() == 1 {
-            comm.wait_arrivals(&polled, &on_rail(0, 1))?;
-            comm.notify(0, &go, &flag)?;
+            comm.endpoint().wait_arrivals(&polled, &on_rail(0, 1))?;
+            comm.endpoint().notify(0, &go, &flag)?;
             return Ok(());
         }
         let block = buf.slice(0, 4096)?;
-        let mut h = comm.chain_put(&ChainedPut {
+        let mut h = comm.endpoint().chain_put(&ChainedPut {
             trigger: go,
             rail: 0,
             count: 1,
@@ -412,7 +420,7 @@ fn handle_test_polls_to_completion() {
                 "poll {poll}: complete before its trigger"
             );
         }
-        comm.notify(1, &polled, &flag)?;
+        comm.endpoint().notify(1, &polled, &flag)?;
         let result = loop {
             if let Some(r) = h.test() {
                 break r;
@@ -421,7 +429,7 @@ fn handle_test_polls_to_completion() {
         };
         result?;
         assert_eq!(h.test(), Some(Ok(())), "a completed handle stays completed");
-        let striped = comm.put(&buf, 1, &buf)?;
+        let striped = comm.endpoint().put(&buf, 1, &buf)?;
         assert_eq!(striped.parts().len(), 2, "4 MiB is striped over both rails");
         striped.wait()
     });
@@ -444,11 +452,11 @@ fn an_arrival_on_one_rail_sets_an_event_on_the_other() {
         let data = comm.alloc(64)?;
         let blocks = comm.alloc(128)?;
         let (a, on_1, join) = (
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
         );
-        let start = comm.alloc_dest_event()?;
+        let start = comm.endpoint().alloc_dest_event()?;
         if comm.rank() == 1 {
             let set_join = |rail| Command::SetEvent {
                 event: join.id(),
@@ -468,27 +476,28 @@ fn an_arrival_on_one_rail_sets_an_event_on_the_other() {
                     wake: false,
                 },
             };
-            comm.post_raw(0, &arm(a.id(), 0).emit(3))?;
-            comm.post_raw(1, &arm(on_1.id(), 64).emit(4))?;
+            comm.endpoint().post_raw(0, &arm(a.id(), 0).emit(3))?;
+            comm.endpoint().post_raw(1, &arm(on_1.id(), 64).emit(4))?;
             // Armed: let rank 0 send.
-            comm.notify(0, &start, &data)?;
-            comm.wait_arrivals(&join, &on_rail(1, 2))?;
+            comm.endpoint().notify(0, &start, &data)?;
+            comm.endpoint().wait_arrivals(&join, &on_rail(1, 2))?;
             // Neither NIC reported an error (a refused sibling set would).
-            assert_eq!(comm.take_nic_errors()?, Vec::new());
+            assert_eq!(comm.endpoint().take_nic_errors()?, Vec::new());
         } else {
-            comm.wait_arrivals(&start, &on_rail(0, 1))?;
+            comm.endpoint().wait_arrivals(&start, &on_rail(0, 1))?;
             for (rail, ev) in [(0, a), (1, on_1)] {
-                comm.put_with(
-                    &data,
-                    1,
-                    &data,
-                    TransferOptions {
-                        policy: Some(RailPolicy::Rail(rail)),
-                        dest_event: Some(ev),
-                        wake: false,
-                    },
-                )?
-                .wait()?;
+                comm.endpoint()
+                    .put_with(
+                        &data,
+                        1,
+                        &data,
+                        TransferOptions {
+                            policy: Some(RailPolicy::Rail(rail)),
+                            dest_event: Some(ev),
+                            wake: false,
+                        },
+                    )?
+                    .wait()?;
             }
         }
         Ok(())
@@ -514,16 +523,16 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
         let back_a = comm.alloc(half)?;
         let back_both = comm.alloc(2 * half)?;
         let (a, b, join, got_a, got_both, start) = (
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
         );
         let part = |i: usize| parts.slice(i * half, half);
         if comm.rank() == 1 {
-            let p1 = comm.chain_put(&ChainedPut {
+            let p1 = comm.endpoint().chain_put(&ChainedPut {
                 trigger: a,
                 rail: 0,
                 count: 1,
@@ -536,7 +545,7 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
                 done: Default::default(),
             })?;
             let relay = comm.endpoint().relay(b, 1, 1, join, 1)?;
-            let p2 = comm.chain_put(&ChainedPut {
+            let p2 = comm.endpoint().chain_put(&ChainedPut {
                 trigger: join,
                 rail: 1,
                 count: 2,
@@ -548,23 +557,23 @@ fn a_chained_put_feeds_a_join_that_a_relay_also_feeds() {
                 policy: RailPolicy::Rail(1),
                 done: Default::default(),
             })?;
-            comm.notify(0, &start, &back_a)?;
+            comm.endpoint().notify(0, &start, &back_a)?;
             // B's relay has run (its handle completes then): let A come.
             relay.wait()?;
-            comm.notify(0, &start, &back_a)?;
+            comm.endpoint().notify(0, &start, &back_a)?;
             for h in [p1, p2] {
                 h.wait()?;
             }
-            assert_eq!(comm.take_nic_errors()?, Vec::new());
+            assert_eq!(comm.endpoint().take_nic_errors()?, Vec::new());
             return Ok(None);
         }
         comm.write_local(&parts, 0, &pattern(2 * half, 7))?;
         for (i, ev, rail) in [(1, b, 1), (0, a, 0)] {
-            comm.wait_arrivals(&start, &on_rail(0, 1))?;
+            comm.endpoint().wait_arrivals(&start, &on_rail(0, 1))?;
             put_signalled(comm, &part(i)?, 1, rail, ev)?;
         }
-        comm.wait_arrivals(&got_a, &on_rail(0, 1))?;
-        comm.wait_arrivals(&got_both, &on_rail(1, 1))?;
+        comm.endpoint().wait_arrivals(&got_a, &on_rail(0, 1))?;
+        comm.endpoint().wait_arrivals(&got_both, &on_rail(1, 1))?;
         let mut both = vec![0; 2 * half];
         comm.read_local(&back_both, 0, &mut both)?;
         Ok(Some(both))
@@ -592,9 +601,9 @@ fn a_striped_chained_put_starts_every_part_from_its_lead() {
         let back = comm.alloc(len)?;
         let flag = comm.alloc(0)?;
         let (arrived, returned, ready) = (
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
         );
         let striped = RailPolicy::Stripe { threshold: 1024 };
         if comm.rank() == 1 {
@@ -613,28 +622,31 @@ fn a_striped_chained_put_starts_every_part_from_its_lead() {
                 policy: RailPolicy::Rail(1),
                 done: Default::default(),
             };
-            assert!(matches!(comm.chain_put(&wrong), Err(Error::Config(_))));
-            let h = comm.chain_put(&ChainedPut {
+            assert!(matches!(
+                comm.endpoint().chain_put(&wrong),
+                Err(Error::Config(_))
+            ));
+            let h = comm.endpoint().chain_put(&ChainedPut {
                 policy: striped,
                 done: Default::default(),
                 ..wrong
             })?;
-            comm.notify(0, &ready, &flag)?;
+            comm.endpoint().notify(0, &ready, &flag)?;
             h.wait()?;
             let now: Vec<usize> = (0..2)
                 .map(|r| comm.endpoint().free_completion_events(r))
                 .collect();
             assert_eq!(now, free, "every lent event is back");
-            assert_eq!(comm.take_nic_errors()?, Vec::new());
+            assert_eq!(comm.endpoint().take_nic_errors()?, Vec::new());
             return Ok(None);
         }
         comm.write_local(&buf, 0, &pattern(len, 11))?;
-        comm.wait_arrivals(&ready, &on_rail(0, 1))?;
+        comm.endpoint().wait_arrivals(&ready, &on_rail(0, 1))?;
         put_signalled(comm, &buf, 1, 0, arrived)?;
         let mut both = Arrivals::new();
         both.add(0, 1);
         both.add(1, 1);
-        comm.wait_arrivals(&returned, &both)?;
+        comm.endpoint().wait_arrivals(&returned, &both)?;
         let mut got = vec![0; len];
         comm.read_local(&back, 0, &mut got)?;
         Ok(Some(got))
@@ -663,18 +675,18 @@ fn a_chained_put_starts_when_another_has_completed() {
         let b = comm.alloc(64)?;
         let flag = comm.alloc(0)?;
         let (go, a_done, got_a, got_b, ready) = (
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
-            comm.alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
+            comm.endpoint().alloc_dest_event()?,
         );
         if comm.rank() == 1 {
             comm.write_local(&a, 0, &pattern(big, 5))?;
             let free: Vec<usize> = (0..2)
                 .map(|r| comm.endpoint().free_completion_events(r))
                 .collect();
-            let first = comm.chain_put(&ChainedPut {
+            let first = comm.endpoint().chain_put(&ChainedPut {
                 trigger: go,
                 rail: 0,
                 count: 1,
@@ -686,7 +698,7 @@ fn a_chained_put_starts_when_another_has_completed() {
                 policy: RailPolicy::Rail(0),
                 done: Feeds::new(&[(a_done.id(), 1)])?,
             })?;
-            let second = comm.chain_put(&ChainedPut {
+            let second = comm.endpoint().chain_put(&ChainedPut {
                 trigger: a_done,
                 rail: 1,
                 count: 1,
@@ -698,22 +710,22 @@ fn a_chained_put_starts_when_another_has_completed() {
                 policy: RailPolicy::Rail(1),
                 done: Feeds::default(),
             })?;
-            comm.notify(0, &ready, &flag)?;
+            comm.endpoint().notify(0, &ready, &flag)?;
             first.wait()?;
             second.wait()?;
             let now: Vec<usize> = (0..2)
                 .map(|r| comm.endpoint().free_completion_events(r))
                 .collect();
             assert_eq!(now, free, "the lent source event is back");
-            assert_eq!(comm.take_nic_errors()?, Vec::new());
+            assert_eq!(comm.endpoint().take_nic_errors()?, Vec::new());
             return Ok(None);
         }
-        comm.wait_arrivals(&ready, &on_rail(0, 1))?;
+        comm.endpoint().wait_arrivals(&ready, &on_rail(0, 1))?;
         put_signalled(comm, &flag, 1, 0, go)?;
-        comm.wait_arrivals(&got_b, &on_rail(1, 1))?;
+        comm.endpoint().wait_arrivals(&got_b, &on_rail(1, 1))?;
         let mut landed = vec![0; big];
         comm.read_local(&a, 0, &mut landed)?;
-        comm.wait_arrivals(&got_a, &on_rail(0, 1))?;
+        comm.endpoint().wait_arrivals(&got_a, &on_rail(0, 1))?;
         Ok(Some(landed))
     });
     let landed = out[0].as_ref().expect("ran").as_ref().expect("rank 0 ok");

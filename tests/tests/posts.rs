@@ -24,7 +24,7 @@ fn exhaust_completion_events<'c>(
     let dst = comm.alloc(8)?;
     let mut held = Vec::new();
     loop {
-        match comm.put_with(&src, peer, &dst, on_rail(rail)) {
+        match comm.endpoint().put_with(&src, peer, &dst, on_rail(rail)) {
             Ok(h) => held.push(h),
             Err(e) => return Ok((held, e)),
         }
@@ -46,13 +46,15 @@ fn exhausted_events_fail_typed_and_every_event_comes_back() {
             assert_eq!(ep.free_completion_events(1), free1, "rail 1 untouched");
             // Failing again takes nothing.
             let buf = comm.alloc(8)?;
-            assert!(comm.put_with(&buf, 1, &buf, on_rail(0)).is_err());
+            assert!(comm.endpoint().put_with(&buf, 1, &buf, on_rail(0)).is_err());
             assert_eq!(ep.free_completion_events(0), 0);
             for h in held {
                 h.wait()?;
             }
             assert_eq!(ep.free_completion_events(0), free0, "all came back");
-            comm.put_with(&buf, 1, &buf, on_rail(0))?.wait()?;
+            comm.endpoint()
+                .put_with(&buf, 1, &buf, on_rail(0))?
+                .wait()?;
             assert_eq!(ep.free_completion_events(0), free0);
         }
         comm.barrier()
@@ -95,16 +97,17 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
         };
         let mut held = Vec::new();
         for i in 0..blocks {
-            let trigger = comm.alloc_dest_event()?;
-            held.push(comm.chain_put(&chain(trigger, i * 64)?)?);
+            let trigger = comm.endpoint().alloc_dest_event()?;
+            held.push(comm.endpoint().chain_put(&chain(trigger, i * 64)?)?);
             triggers.push(trigger);
         }
         assert_eq!(ep.free_chain_blocks(), 0);
         assert_eq!(ep.free_completion_events(0), events - blocks);
         // The event was taken and armed, then the chain block ran out: the
         // post fails and gives the event back.
-        let trigger = comm.alloc_dest_event()?;
+        let trigger = comm.endpoint().alloc_dest_event()?;
         let err = comm
+            .endpoint()
             .chain_put(&chain(trigger, 0)?)
             .expect_err("no chain block left");
         let after_failure = ep.free_completion_events(0);
@@ -112,7 +115,7 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
         // handles that wait for chains that never run): each chain runs,
         // completes, and returns its block and event.
         for t in &triggers {
-            comm.notify(0, t, &scratch)?;
+            comm.endpoint().notify(0, t, &scratch)?;
         }
         for h in held {
             h.wait()?;
@@ -133,8 +136,8 @@ fn a_chained_post_without_a_chain_block_releases_its_event() {
         // Blocks are reused: more chained puts than there are blocks.
         for round in 0..2 * blocks {
             let trigger = triggers[round % triggers.len()];
-            let h = comm.chain_put(&chain(trigger, 0)?)?;
-            comm.notify(0, &trigger, &scratch)?;
+            let h = comm.endpoint().chain_put(&chain(trigger, 0)?)?;
+            comm.endpoint().notify(0, &trigger, &scratch)?;
             h.wait()?;
         }
         assert_eq!(ep.free_chain_blocks(), blocks);
@@ -152,7 +155,7 @@ fn a_striped_put_whose_second_part_fails_posts_no_part() {
     let out = c.run(|comm| -> Result<Option<Vec<u8>>, Error> {
         let dst = comm.alloc(len)?;
         let marker = comm.alloc(8)?;
-        let landed = comm.alloc_dest_event()?;
+        let landed = comm.endpoint().alloc_dest_event()?;
         comm.write_local(&dst, 0, &pattern(len, 99))?;
         comm.barrier()?;
         if comm.rank() == 0 {
@@ -162,9 +165,12 @@ fn a_striped_put_whose_second_part_fails_posts_no_part() {
             let free0 = ep.free_completion_events(0);
             // Rail 1 has no completion event left.
             let (held, _) = exhaust_completion_events(comm, 1, 1)?;
-            let parts = comm.plan(RailPolicy::default(), 0, 1, len);
+            let parts = comm.endpoint().plan(RailPolicy::default(), 0, 1, len);
             assert_eq!(parts.len(), 2, "the put is striped over both rails");
-            let err = comm.put(&src, 1, &dst).expect_err("rail 1 has no event");
+            let err = comm
+                .endpoint()
+                .put(&src, 1, &dst)
+                .expect_err("rail 1 has no event");
             assert_eq!(err, Error::EventsExhausted("completion"));
             assert_eq!(ep.free_completion_events(0), free0, "rail 0's event back");
             for h in held {
@@ -172,23 +178,24 @@ fn a_striped_put_whose_second_part_fails_posts_no_part() {
             }
             // Rails deliver in order: had the rail-0 part been posted, it
             // would land before this marker.
-            comm.put_with(
-                &marker,
-                1,
-                &marker,
-                TransferOptions {
-                    policy: Some(RailPolicy::Rail(0)),
-                    dest_event: Some(landed),
-                    wake: false,
-                },
-            )?
-            .wait()?;
+            comm.endpoint()
+                .put_with(
+                    &marker,
+                    1,
+                    &marker,
+                    TransferOptions {
+                        policy: Some(RailPolicy::Rail(0)),
+                        dest_event: Some(landed),
+                        wake: false,
+                    },
+                )?
+                .wait()?;
             comm.barrier()?;
             Ok(None)
         } else {
             let mut one = railcoll_host::Arrivals::new();
             one.add(0, 1);
-            comm.wait_arrivals(&landed, &one)?;
+            comm.endpoint().wait_arrivals(&landed, &one)?;
             let mut got = vec![0u8; len];
             comm.read_local(&dst, 0, &mut got)?;
             comm.barrier()?;
@@ -218,47 +225,56 @@ fn an_oversize_length_is_a_typed_error_on_every_post_path() {
     let out = c.run(|comm| -> Result<(), Error> {
         let ep = comm.endpoint();
         let huge = comm.alloc(big)?;
-        let trigger = comm.alloc_dest_event()?;
+        let trigger = comm.endpoint().alloc_dest_event()?;
         let events = ep.free_completion_events(0);
         let too_large = Error::TooLarge {
             len: big,
             max: MAX_DMA_LEN as usize,
         };
         if comm.rank() == 0 {
-            assert_eq!(comm.put(&huge, 1, &huge).err(), Some(too_large.clone()));
-            assert_eq!(comm.get(1, &huge, &huge).err(), Some(too_large.clone()));
             assert_eq!(
-                comm.put_unchecked(&huge, 1, 0x1000_0000_0000, 0).err(),
+                comm.endpoint().put(&huge, 1, &huge).err(),
                 Some(too_large.clone())
             );
             assert_eq!(
-                comm.chain_put(&ChainedPut {
-                    trigger,
-                    rail: 0,
-                    count: 1,
-                    src: huge,
-                    dst_rank: 1,
-                    dst: huge,
-                    dst_event: None,
-                    feeds: Default::default(),
-                    policy: RailPolicy::Rail(0),
-                    done: Default::default(),
-                })
-                .err(),
+                comm.endpoint().get(1, &huge, &huge).err(),
                 Some(too_large.clone())
             );
             assert_eq!(
-                comm.hw_bcast_post(&huge, &huge, None).err(),
+                comm.endpoint()
+                    .put_unchecked(&huge, 1, 0x1000_0000_0000, 0)
+                    .err(),
                 Some(too_large.clone())
             );
-            let queue = comm.create_queue(4, 64)?;
+            assert_eq!(
+                comm.endpoint()
+                    .chain_put(&ChainedPut {
+                        trigger,
+                        rail: 0,
+                        count: 1,
+                        src: huge,
+                        dst_rank: 1,
+                        dst: huge,
+                        dst_event: None,
+                        feeds: Default::default(),
+                        policy: RailPolicy::Rail(0),
+                        done: Default::default(),
+                    })
+                    .err(),
+                Some(too_large.clone())
+            );
+            assert_eq!(
+                comm.endpoint().hw_bcast_post(&huge, &huge, None).err(),
+                Some(too_large.clone())
+            );
+            let queue = comm.endpoint().create_queue(4, 64)?;
             assert!(matches!(
-                comm.queue_send(&queue, 1, &huge),
+                comm.endpoint().queue_send(&queue, 1, &huge),
                 Err(Error::TooLarge { len, max: 64 }) if len == big
             ));
             assert_eq!(ep.free_completion_events(0), events, "nothing was taken");
         } else {
-            let _queue = comm.create_queue(4, 64)?;
+            let _queue = comm.endpoint().create_queue(4, 64)?;
         }
         comm.barrier()
     });

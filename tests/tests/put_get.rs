@@ -27,9 +27,9 @@ fn exercise(comm: &Comm, peer: usize, sizes: &[usize]) -> Result<usize, Error> {
     let dst = comm.alloc(max)?;
     let back = comm.alloc(max)?;
     let flag = comm.alloc(0)?;
-    let go = comm.alloc_dest_event()?;
-    let ack = comm.alloc_dest_event()?;
-    let data_event = comm.alloc_dest_event()?;
+    let go = comm.endpoint().alloc_dest_event()?;
+    let ack = comm.endpoint().alloc_dest_event()?;
+    let data_event = comm.endpoint().alloc_dest_event()?;
     let mut checked = 0;
     let mut seed = 0u64;
     for &len in sizes {
@@ -44,34 +44,35 @@ fn exercise(comm: &Comm, peer: usize, sizes: &[usize]) -> Result<usize, Error> {
                     dest_event: Some(data_event),
                     wake: false,
                 };
-                let h = comm.put_with(&s, peer, &d, opts)?;
+                let h = comm.endpoint().put_with(&s, peer, &d, opts)?;
                 let parts = h.parts().len();
                 h.wait()?;
-                comm.notify(peer, &go, &flag)?;
+                comm.endpoint().notify(peer, &go, &flag)?;
                 // The peer reports back; then read its data back with a get.
-                comm.wait_arrivals(&ack, &one_on_rail0())?;
+                comm.endpoint().wait_arrivals(&ack, &one_on_rail0())?;
                 let b = back.slice(0, len)?;
-                comm.get_with(
-                    peer,
-                    &d,
-                    &b,
-                    TransferOptions {
-                        policy: Some(policy),
-                        dest_event: None,
-                        wake: false,
-                    },
-                )?
-                .wait()?;
+                comm.endpoint()
+                    .get_with(
+                        peer,
+                        &d,
+                        &b,
+                        TransferOptions {
+                            policy: Some(policy),
+                            dest_event: None,
+                            wake: false,
+                        },
+                    )?
+                    .wait()?;
                 let mut got = vec![0; len];
                 comm.read_local(&b, 0, &mut got)?;
                 assert_eq!(got, data, "get of {len} B with {policy:?}");
                 assert!(parts >= 1);
             } else if comm.rank() == peer {
-                comm.wait_arrivals(&go, &one_on_rail0())?;
+                comm.endpoint().wait_arrivals(&go, &one_on_rail0())?;
                 // Every part of the put set the data event on its rail.
                 if policy != RailPolicy::RoundRobin {
-                    let arrivals = comm.expected_arrivals(policy, 0, peer, len, 1);
-                    comm.wait_arrivals(&data_event, &arrivals)?;
+                    let arrivals = comm.endpoint().expected_arrivals(policy, 0, peer, len, 1);
+                    comm.endpoint().wait_arrivals(&data_event, &arrivals)?;
                 }
                 let mut got = vec![0; len];
                 comm.read_local(&d, 0, &mut got)?;
@@ -82,7 +83,7 @@ fn exercise(comm: &Comm, peer: usize, sizes: &[usize]) -> Result<usize, Error> {
                     comm.rails()
                 );
                 checked += 1;
-                comm.notify(0, &ack, &flag)?;
+                comm.endpoint().notify(0, &ack, &flag)?;
             }
         }
     }
@@ -127,23 +128,23 @@ proptest! {
             let src = comm.alloc(300_000)?;
             let dst = comm.alloc(300_000)?;
             let flag = comm.alloc(0)?;
-            let go = comm.alloc_dest_event()?;
-            let ack = comm.alloc_dest_event()?;
+            let go = comm.endpoint().alloc_dest_event()?;
+            let ack = comm.endpoint().alloc_dest_event()?;
             for (i, &(len, so, doff, p)) in cases2.iter().enumerate() {
                 let policy = [RailPolicy::default(), RailPolicy::RoundRobin, RailPolicy::Stripe { threshold: 0 }, RailPolicy::Rail(rails - 1)][p];
                 let data = pattern(len, i as u64);
                 let (s, d) = (src.slice(so, len)?, dst.slice(doff, len)?);
                 if comm.rank() == 0 {
                     comm.write_local(&s, 0, &data)?;
-                    comm.put_with(&s, 1, &d, TransferOptions { policy: Some(policy), dest_event: None, wake: false })?.wait()?;
-                    comm.notify(1, &go, &flag)?;
-                    comm.wait_arrivals(&ack, &one_on_rail0())?;
+                    comm.endpoint().put_with(&s, 1, &d, TransferOptions { policy: Some(policy), dest_event: None, wake: false })?.wait()?;
+                    comm.endpoint().notify(1, &go, &flag)?;
+                    comm.endpoint().wait_arrivals(&ack, &one_on_rail0())?;
                 } else {
-                    comm.wait_arrivals(&go, &one_on_rail0())?;
+                    comm.endpoint().wait_arrivals(&go, &one_on_rail0())?;
                     let mut got = vec![0; len];
                     comm.read_local(&d, 0, &mut got)?;
                     assert_eq!(got, data);
-                    comm.notify(0, &ack, &flag)?;
+                    comm.endpoint().notify(0, &ack, &flag)?;
                 }
             }
             Ok(())
@@ -161,15 +162,15 @@ fn bad_requests_get_typed_errors_and_change_nothing() {
         let buf = comm.alloc(1024).unwrap();
         let other = comm.alloc(512).unwrap();
         assert!(matches!(
-            comm.put(&buf, 2, &buf),
+            comm.endpoint().put(&buf, 2, &buf),
             Err(Error::RankOutOfRange { rank: 2, size: 2 })
         ));
         assert!(matches!(
-            comm.put(&buf, 1, &other),
+            comm.endpoint().put(&buf, 1, &other),
             Err(Error::OutOfBounds { .. })
         ));
         assert!(matches!(
-            comm.put_with(
+            comm.endpoint().put_with(
                 &buf,
                 1,
                 &buf,
@@ -194,7 +195,7 @@ fn bad_requests_get_typed_errors_and_change_nothing() {
             Err(Error::OutOfBounds { .. })
         ));
         assert!(
-            comm.take_nic_errors().unwrap().is_empty(),
+            comm.endpoint().take_nic_errors().unwrap().is_empty(),
             "nothing reached the NIC"
         );
     });

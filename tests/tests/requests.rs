@@ -223,7 +223,10 @@ fn blocked_hosts(nodes: usize, rpn: usize, offloaded: Choice) {
             .icollective_with(Collective::Allgather, offloaded, &send, &recv, 0)
             .map_err(|e| e.to_string())?;
         let (release_tx, release_rx) = mpsc::channel();
-        let mem = comm.local_memory(&recv).map_err(|e| e.to_string())?;
+        let mem = comm
+            .endpoint()
+            .local_memory(&recv)
+            .map_err(|e| e.to_string())?;
         to_watcher
             .lock()
             .map_err(|_| "watcher channel poisoned".to_string())?
@@ -279,7 +282,10 @@ fn computing_hosts(nodes: usize, rpn: usize, drives: [Choice; 2]) {
                 .icollective_with(Collective::Allgather, drive, &send, &recv, 0)
                 .map_err(|e| e.to_string())?;
             comm.compute(Duration::from_millis(5));
-            let mem = comm.local_memory(&recv).map_err(|e| e.to_string())?;
+            let mem = comm
+                .endpoint()
+                .local_memory(&recv)
+                .map_err(|e| e.to_string())?;
             let landed = all_landed(&mem, n);
             req.wait().map_err(|e| e.to_string())?;
             check_output(comm, Collective::Allgather, &recv, RING_BYTES, 0, 0)?;

@@ -403,7 +403,7 @@ fn relays_feed_cross_rail_chains_within_the_sibling_fifo() {
     // What a communicator on NICs without the path generates: its NICs'
     // FIFO is in the parameters, the set has no relays and fits them.
     let mut on_old_nics = p.with_choice(Choice::nic(Algorithm::Exchange));
-    on_old_nics.peer_fifo = 0;
+    on_old_nics.budget.peer_fifo = 0;
     let set = generate(&on_old_nics).expect("exchange@nic");
     assert_eq!(relays(&set), 0);
     verify::verify(&set, &no_path).expect("fits NICs without siblings");

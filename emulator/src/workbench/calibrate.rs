@@ -105,8 +105,8 @@ pub fn model_p2p(profile: &Profile, points: &[P2pPoint]) -> Result<Vec<f64>, Cal
         let src = comm.alloc(largest)?;
         let dst = comm.alloc(largest)?;
         let scratch = comm.alloc(8)?;
-        let data = comm.alloc_dest_event()?;
-        let ack = comm.alloc_dest_event()?;
+        let data = comm.endpoint().alloc_dest_event()?;
+        let ack = comm.endpoint().alloc_dest_event()?;
         let one_rail = RailPolicy::Rail(0);
         let opts = TransferOptions {
             policy: Some(one_rail),
@@ -116,7 +116,9 @@ pub fn model_p2p(profile: &Profile, points: &[P2pPoint]) -> Result<Vec<f64>, Cal
         let mut values = Vec::new();
         for p in points {
             let (s, d) = (src.slice(0, p.size)?, dst.slice(0, p.size)?);
-            let one = comm.expected_arrivals(one_rail, peer, me, p.size, 1);
+            let one = comm
+                .endpoint()
+                .expected_arrivals(one_rail, peer, me, p.size, 1);
             let mut start = 0.0;
             match p.kind {
                 P2pKind::LatencyUs => {
@@ -125,18 +127,24 @@ pub fn model_p2p(profile: &Profile, points: &[P2pPoint]) -> Result<Vec<f64>, Cal
                             start = cluster.now_ns();
                         }
                         if me == 0 {
-                            let h = comm.put_with(&s, peer, &d, opts)?;
-                            comm.wait_arrivals(&data, &one)?;
+                            let h = comm.endpoint().put_with(&s, peer, &d, opts)?;
+                            comm.endpoint().wait_arrivals(&data, &one)?;
                             h.wait()?;
                         } else {
-                            comm.wait_arrivals(&data, &one)?;
-                            comm.put_with(&s, peer, &d, opts)?.wait()?;
+                            comm.endpoint().wait_arrivals(&data, &one)?;
+                            comm.endpoint().put_with(&s, peer, &d, opts)?.wait()?;
                         }
                     }
                     values.push((cluster.now_ns() - start) / 1e3 / (2 * ITERS) as f64);
                 }
                 P2pKind::BandwidthMbS => {
-                    let window = comm.expected_arrivals(one_rail, peer, me, p.size, WINDOW as u32);
+                    let window = comm.endpoint().expected_arrivals(
+                        one_rail,
+                        peer,
+                        me,
+                        p.size,
+                        WINDOW as u32,
+                    );
                     let mut one_ack = railcoll_host::Arrivals::new();
                     one_ack.add(0, 1);
                     for i in 0..=ITERS {
@@ -145,15 +153,15 @@ pub fn model_p2p(profile: &Profile, points: &[P2pPoint]) -> Result<Vec<f64>, Cal
                         }
                         if me == 0 {
                             let handles = (0..WINDOW)
-                                .map(|_| comm.put_with(&s, peer, &d, opts))
+                                .map(|_| comm.endpoint().put_with(&s, peer, &d, opts))
                                 .collect::<Result<Vec<_>, _>>()?;
                             for h in handles {
                                 h.wait()?;
                             }
-                            comm.wait_arrivals(&ack, &one_ack)?;
+                            comm.endpoint().wait_arrivals(&ack, &one_ack)?;
                         } else {
-                            comm.wait_arrivals(&data, &window)?;
-                            comm.notify(peer, &ack, &scratch)?;
+                            comm.endpoint().wait_arrivals(&data, &window)?;
+                            comm.endpoint().notify(peer, &ack, &scratch)?;
                         }
                     }
                     let us = (cluster.now_ns() - start) / 1e3;

@@ -2,10 +2,15 @@
 //! state and the mechanisms schedule steps drive.
 //!
 //! Every collective (gather, all-gather, all-to-all, broadcast, barrier)
-//! is a schedule ([`crate::sched`]): a generator per algorithm writes every
-//! rank's steps, and the executor runs them. This module holds what the
-//! executor needs beyond puts and waits:
+//! is a schedule ([`crate::sched`], the compiler, below this layer): a
+//! generator per algorithm writes every rank's steps, and this module's
+//! executor runs them. It holds the runtime:
 //!
+//! - `exec`: the executor, a rank's schedule run on the driver and the node
+//!   segment as a resumable run, and the blocking calls built on it;
+//! - [`request`]: non-blocking and persistent collectives, and the
+//!   communicator's table of collectives in flight that every call
+//!   progresses; `run`: the data of a resumable run and of that table;
 //! - `state`: what a communicator's collectives keep between calls
 //!   (reserved buffers, sequence numbers, the executor's pools and cache)
 //!   and the context they run in (`Coll`: the rank's endpoint and
@@ -20,9 +25,12 @@
 //!   call before it runs, and the codes of a call's signature.
 
 pub(crate) mod check;
+pub(crate) mod exec;
 mod node;
 pub(crate) mod notice;
+pub mod request;
 pub(crate) mod revoke;
+pub(crate) mod run;
 pub(crate) mod signature;
 pub(crate) mod state;
 mod sync;

@@ -20,6 +20,7 @@ use crate::endpoint::{DestEvent, Endpoint, InputQueue};
 use crate::env::{NoticeWait, WaitHook, WordWatch};
 use crate::error::Error;
 use crate::group::Group;
+use crate::sched::budget::Budget;
 use crate::sched::tuning::TuningTable;
 use crate::sched::{Params, ScheduleSet};
 use crate::shm::{NodeShm, SCHED_FLAG_LINES};
@@ -139,12 +140,15 @@ pub(crate) struct ExecState {
     pub(crate) cache: RefCell<HashMap<Params, Arc<ScheduleSet>>>,
     /// The table plain calls choose algorithms by, from the configuration.
     pub(crate) tuning: Arc<TuningTable>,
-    /// The collectives in flight, oldest first (`sched::request`).
-    pub(crate) in_flight: crate::sched::run::InFlight,
+    /// What this communicator's schedules may take of its NICs, computed
+    /// once ([`nic_share`]) and carried by every set's [`Params`].
+    pub(crate) budget: Budget,
+    /// The collectives in flight, oldest first (`coll::request`).
+    pub(crate) in_flight: super::run::InFlight,
 }
 
 impl ExecState {
-    fn new(locals: usize, tuning: Arc<TuningTable>) -> Self {
+    fn new(locals: usize, tuning: Arc<TuningTable>, budget: Budget) -> Self {
         Self {
             events: RefCell::new([Vec::new(), Vec::new()]),
             calls: Cell::new(0),
@@ -153,9 +157,28 @@ impl ExecState {
             peers: RefCell::new(vec![None; locals]),
             cache: RefCell::new(HashMap::new()),
             tuning,
+            budget,
             in_flight: Default::default(),
         }
     }
+}
+
+/// What a communicator's schedules may take of the NICs of `ep`: what
+/// the NICs' registers offer ([`Budget::for_nic`]); a split
+/// communicator's share of it: its slot's counters, and of what a NIC's
+/// ranks share (chain queue, sibling FIFO), what its ranks on the node
+/// would get were every context of the NIC a rank of it (the compiler
+/// divides by the communicator's ranks per node, the NIC by the job's).
+fn nic_share(ep: &Endpoint, group: &Group, split: bool) -> Budget {
+    let mut nic = Budget::for_nic(ep.nic_limits());
+    if split {
+        nic.counters = nic.counters.min(crate::slots::SLOT_COUNTERS);
+        let mine = group.shape().ranks_per_node() as u32;
+        let job = (ep.topology().ranks_per_node() as u32).max(1);
+        nic.chain_queue = nic.chain_queue * mine / job;
+        nic.peer_fifo = nic.peer_fifo * mine / job;
+    }
+    nic
 }
 
 /// Who a communicator is: its members, and what tells it apart from
@@ -319,6 +342,7 @@ impl CollState {
             shm.publish_arena(phys, mem.len())?;
         }
         let locals = who.group.node_size();
+        let budget = nic_share(ep, &who.group, split.is_some());
         Ok(Self {
             who,
             split,
@@ -329,7 +353,7 @@ impl CollState {
             shm: RefCell::new(shm),
             barrier_queue: None,
             unexpected: RefCell::new(Vec::new()),
-            exec: ExecState::new(locals, tuning),
+            exec: ExecState::new(locals, tuning, budget),
             notice_wait,
         })
     }

@@ -4,16 +4,18 @@
 //! ```text
 //! let buf = comm.alloc(4096)?;                  // same offset on every rank
 //! comm.write_local(&buf, 0, &data)?;
-//! let h = comm.put(&buf, peer, &buf)?;          // striped over rails
-//! h.wait()?;                                    // source reusable, data delivered
 //! comm.allgather(&send, &recv)?;                // the tuned algorithm
+//! let ep = comm.endpoint();                     // one-sided calls: the endpoint's
+//! let h = ep.put(&buf, peer, &buf)?;            // striped over rails
+//! h.wait()?;                                    // source reusable, data delivered
 //! ```
 //!
-//! A [`Comm`] owns the rank's [`Endpoint`] (puts, gets, events, chained
-//! puts, queued DMAs: see [`crate::endpoint`] for the completion
-//! semantics) and the state of its collectives, and is nothing more: every
-//! method below forwards to one of the two layers. [`Comm::endpoint`]
-//! reaches the endpoint itself.
+//! A [`Comm`] is a value: the state of one communicator's collectives
+//! (`coll`) and the rank's [`Endpoint`], shared by every communicator of
+//! the rank. Collectives and the symmetric arena's calls are its own; the
+//! one-sided calls (puts, gets, events, chained puts, queued DMAs: see
+//! [`crate::endpoint`] for the completion semantics) are reached through
+//! [`Comm::endpoint`], not forwarded.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -22,22 +24,17 @@ use std::sync::Arc;
 mod split;
 
 use crate::arena::SymBuffer;
+use crate::coll::request::{Persistent, Request};
 use crate::coll::state::{Coll, CollState, Progress};
 use crate::config::CommConfig;
 use crate::device::Device;
-use crate::driver::NicError;
-use crate::endpoint::{
-    Arrivals, ChainedPut, DestEvent, Endpoint, InputQueue, PutHandle, QueueItem, TransferOptions,
-};
+use crate::endpoint::Endpoint;
 use crate::env::{NoticeWait, WaitHook};
 use crate::error::Error;
-use crate::sched::request::{Persistent, Request};
 use crate::sched::tuning::TuningTable;
 use crate::sched::{Choice, Collective, ScheduleSet, Shape};
 use crate::shm::NodeShm;
-use crate::stripe::{Part, RailPolicy};
 use crate::topology::Topology;
-use railcoll_mem::dma_mem::DmaMemory;
 
 /// The communicator of one rank. Not `Sync`: one thread drives a rank.
 ///
@@ -186,7 +183,35 @@ impl Comm {
         self.coll().notice().map(|n| n.into_error())
     }
 
-    /// The rank's RDMA endpoint.
+    /// The rank's RDMA endpoint, shared by all its communicators: the
+    /// one-sided calls (`put`, `get`, `notify`, `chain_put`, destination
+    /// events, input queues, NIC errors, raw posts) are the endpoint's,
+    /// and take job ranks ([`Comm::job_rank`] maps a communicator rank to
+    /// one).
+    ///
+    /// ```
+    /// # use railcoll_emu::{Cluster, ClusterConfig};
+    /// # let cluster = Cluster::new(ClusterConfig::default())?;
+    /// # let out = cluster.run(|comm| -> Result<(), railcoll_host::Error> {
+    /// let ep = comm.endpoint();
+    /// let buf = comm.alloc(8)?;
+    /// let arrived = ep.alloc_dest_event()?;
+    /// let right = comm.job_rank((comm.rank() + 1) % comm.size())?;
+    /// let me = comm.job_rank(comm.rank())?;
+    /// comm.write_local(&buf, 0, &(comm.rank() as u64).to_le_bytes())?;
+    /// comm.barrier()?; // every rank's buf holds its value before any put lands
+    /// ep.put_with(&buf, right, &buf, railcoll_host::TransferOptions {
+    ///     dest_event: Some(arrived),
+    ///     ..Default::default()
+    /// })?
+    /// .wait()?;
+    /// let once = ep.expected_arrivals(comm.config().policy, me, right, 8, 1);
+    /// ep.wait_arrivals(&arrived, &once)?;
+    /// # Ok(())
+    /// # });
+    /// # for r in out { r??; }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn endpoint(&self) -> &Endpoint {
         &self.ep
     }
@@ -280,181 +305,19 @@ impl Comm {
         self.ep.read_local(buf, offset, out)
     }
 
-    /// The local arena memory of `buf`, for zero-copy use.
-    pub fn local_memory(&self, buf: &SymBuffer) -> Result<DmaMemory, Error> {
-        self.ep.local_memory(buf)
-    }
-
-    // --- One-sided operations (see `crate::endpoint`) -------------------
-
-    /// Allocate a symmetric destination event (same order on every rank).
-    pub fn alloc_dest_event(&self) -> Result<DestEvent, Error> {
-        self.ep.alloc_dest_event()
-    }
-
-    /// Put `src` (local) into `dst` on `dst_rank`, with the default policy.
-    pub fn put(
-        &self,
-        src: &SymBuffer,
-        dst_rank: usize,
-        dst: &SymBuffer,
-    ) -> Result<PutHandle<'_>, Error> {
-        self.ep.put(src, dst_rank, dst)
-    }
-
-    /// Put with options (rail policy, destination event, wake).
-    pub fn put_with(
-        &self,
-        src: &SymBuffer,
-        dst_rank: usize,
-        dst: &SymBuffer,
-        opts: TransferOptions,
-    ) -> Result<PutHandle<'_>, Error> {
-        self.ep.put_with(src, dst_rank, dst, opts)
-    }
-
-    /// Get `src` on `src_rank` into local `dst`, with the default policy.
-    pub fn get(
-        &self,
-        src_rank: usize,
-        src: &SymBuffer,
-        dst: &SymBuffer,
-    ) -> Result<PutHandle<'_>, Error> {
-        self.ep.get(src_rank, src, dst)
-    }
-
-    /// Get with options. A destination event, if given, is set locally.
-    pub fn get_with(
-        &self,
-        src_rank: usize,
-        src: &SymBuffer,
-        dst: &SymBuffer,
-        opts: TransferOptions,
-    ) -> Result<PutHandle<'_>, Error> {
-        self.ep.get_with(src_rank, src, dst, opts)
-    }
-
-    /// The rail plan of a transfer (see [`Endpoint::plan`]).
-    pub fn plan(&self, policy: RailPolicy, src: usize, dst: usize, len: usize) -> Vec<Part> {
-        self.ep.plan(policy, src, dst, len)
-    }
-
-    /// Arrivals at `dst` of `count` puts (see
-    /// [`Endpoint::expected_arrivals`]).
-    pub fn expected_arrivals(
-        &self,
-        policy: RailPolicy,
-        src: usize,
-        dst: usize,
-        len: usize,
-        count: u32,
-    ) -> Arrivals {
-        self.ep.expected_arrivals(policy, src, dst, len, count)
-    }
-
-    /// Block until `arrivals` parts have set `event` on each rail, then
-    /// re-arm it.
-    pub fn wait_arrivals(&self, event: &DestEvent, arrivals: &Arrivals) -> Result<(), Error> {
-        self.ep.wait_arrivals(event, arrivals)
-    }
-
-    /// Set `event` once at `dst_rank` (a zero-length put on rail 0).
-    pub fn notify(
-        &self,
-        dst_rank: usize,
-        event: &DestEvent,
-        scratch: &SymBuffer,
-    ) -> Result<(), Error> {
-        self.ep.notify(dst_rank, event, scratch)
-    }
-
-    /// A put the NIC starts by itself when its trigger has fired (see
-    /// [`Endpoint::chain_put`]).
-    pub fn chain_put(&self, chain: &ChainedPut) -> Result<PutHandle<'_>, Error> {
-        self.ep.chain_put(chain)
-    }
-
-    /// A put to a raw address, checked by the target NIC only (protection
-    /// tests, bring-up; see [`Endpoint::put_unchecked`]).
-    pub fn put_unchecked(
-        &self,
-        src: &SymBuffer,
-        dst_rank: usize,
-        dst_va: u64,
-        rail: usize,
-    ) -> Result<PutHandle<'_>, Error> {
-        self.ep.put_unchecked(src, dst_rank, dst_va, rail)
-    }
-
-    /// The switch's broadcast of `src` into `dst` on every other node (see
-    /// [`Endpoint::hw_bcast_post`]).
-    pub fn hw_bcast_post(
-        &self,
-        src: &SymBuffer,
-        dst: &SymBuffer,
-        dst_event: Option<DestEvent>,
-    ) -> Result<PutHandle<'_>, Error> {
-        self.ep.hw_bcast_post(src, dst, dst_event)
-    }
-
-    /// Create an input queue (collective; see [`Endpoint::create_queue`]).
-    pub fn create_queue(&self, slots: u32, max_payload: usize) -> Result<InputQueue, Error> {
-        self.ep.create_queue(slots, max_payload)
-    }
-
-    /// Send one item into `dst_rank`'s queue.
-    pub fn queue_send(
-        &self,
-        queue: &InputQueue,
-        dst_rank: usize,
-        src: &SymBuffer,
-    ) -> Result<PutHandle<'_>, Error> {
-        self.ep.queue_send(queue, dst_rank, src)
-    }
-
-    /// Take the next item of `queue`, blocking until one arrives.
-    pub fn queue_recv(&self, queue: &InputQueue, out: &mut [u8]) -> Result<QueueItem, Error> {
-        self.ep.queue_recv(queue, out)
-    }
-
-    /// NIC error records reported to this rank since the last call.
-    pub fn take_nic_errors(&self) -> Result<Vec<NicError>, Error> {
-        self.ep.take_nic_errors()
-    }
-
-    /// The rails this rank's NICs are going round (see
-    /// [`Endpoint::failed_over_rails`]).
-    pub fn failed_over_rails(&self) -> Result<Vec<usize>, Error> {
-        self.ep.failed_over_rails()
-    }
-
-    /// Post a raw command block on `rail` (bring-up and fault testing).
-    pub fn post_raw(
-        &self,
-        rail: usize,
-        block: &railcoll_fw::abi::command::CommandBlock,
-    ) -> Result<(), Error> {
-        self.ep.post_raw(rail, block)
-    }
-
-    /// Wait through the environment's hook (for layers built on top).
-    pub fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
-        self.ep.wait_until(ready)
-    }
-
     // --- Barriers and broadcasts (schedules, see `crate::sched`) ---------
 
     /// Barrier with the tuned algorithm (the tuning table's `barrier`
     /// rules; `smp` where none applies).
     pub fn barrier(&self) -> Result<(), Error> {
-        self.together(|c| c.barrier())
+        self.run(Collective::Barrier, None, None, 0)
     }
 
     /// Barrier with a chosen algorithm (a barrier algorithm of the
     /// catalogue: `Collective::Barrier.algorithms()`). No rank returns
     /// before every rank has entered.
     pub fn barrier_with(&self, algorithm: impl Into<Choice>) -> Result<(), Error> {
-        self.together(|c| c.barrier_with(algorithm.into()))
+        self.run(Collective::Barrier, Some(algorithm.into()), None, 0)
     }
 
     /// Broadcast `buf` (the same symmetric buffer on every rank) from
@@ -463,7 +326,7 @@ impl Comm {
     /// after that rank has entered the call (by construction, proved for
     /// every broadcast), so broadcasts follow each other with no barrier.
     pub fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
-        self.together(|c| c.broadcast(buf, root))
+        self.run(Collective::Bcast, None, Some((buf, buf)), root)
     }
 
     /// Broadcast with a chosen algorithm (`Collective::Bcast.algorithms()`).
@@ -473,7 +336,12 @@ impl Comm {
         buf: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.together(|c| c.run_on_one_buffer(Collective::Bcast, algorithm.into(), buf, root))
+        self.run(
+            Collective::Bcast,
+            Some(algorithm.into()),
+            Some((buf, buf)),
+            root,
+        )
     }
 
     /// Gather `send` of this node's ranks into `recv` on local rank
@@ -496,7 +364,7 @@ impl Comm {
     /// holds `size() * send.len()` bytes on every rank (only the root's is
     /// written). Buffers: as [`Comm::allgather`]'s.
     pub fn gather(&self, send: &SymBuffer, recv: &SymBuffer, root: usize) -> Result<(), Error> {
-        self.together(|c| c.gather(send, recv, root))
+        self.run(Collective::Gather, None, Some((send, recv)), root)
     }
 
     /// Gather with a chosen algorithm.
@@ -507,7 +375,12 @@ impl Comm {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.together(|c| c.collective_with(Collective::Gather, algorithm.into(), send, recv, root))
+        self.run(
+            Collective::Gather,
+            Some(algorithm.into()),
+            Some((send, recv)),
+            root,
+        )
     }
 
     /// All-gather `send` (one block) of every rank into `recv` of every
@@ -546,7 +419,7 @@ impl Comm {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn allgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
-        self.together(|c| c.allgather(send, recv))
+        self.run(Collective::Allgather, None, Some((send, recv)), 0)
     }
 
     /// All-gather with a chosen algorithm.
@@ -556,14 +429,19 @@ impl Comm {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        self.together(|c| c.collective_with(Collective::Allgather, algorithm.into(), send, recv, 0))
+        self.run(
+            Collective::Allgather,
+            Some(algorithm.into()),
+            Some((send, recv)),
+            0,
+        )
     }
 
     /// All-to-all: block `j` of `send` (N equal blocks) goes to block
     /// `rank` of rank `j`'s `recv`, with the tuned algorithm. Buffers: as
     /// [`Comm::allgather`]'s.
     pub fn alltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
-        self.together(|c| c.alltoall(send, recv))
+        self.run(Collective::Alltoall, None, Some((send, recv)), 0)
     }
 
     /// All-to-all with a chosen algorithm.
@@ -573,7 +451,12 @@ impl Comm {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        self.together(|c| c.collective_with(Collective::Alltoall, algorithm.into(), send, recv, 0))
+        self.run(
+            Collective::Alltoall,
+            Some(algorithm.into()),
+            Some((send, recv)),
+            0,
+        )
     }
 
     /// Run `collective` with `algorithm`.
@@ -585,7 +468,29 @@ impl Comm {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.together(|c| c.collective_with(collective, algorithm.into(), send, recv, root))
+        self.run(collective, Some(algorithm.into()), Some((send, recv)), root)
+    }
+
+    /// Run `collective` with `algorithm` (the tuned one where `None`) on
+    /// `(send, recv)`, or on no buffer (a barrier).
+    fn run(
+        &self,
+        collective: Collective,
+        algorithm: Option<Choice>,
+        bufs: Option<(&SymBuffer, &SymBuffer)>,
+        root: usize,
+    ) -> Result<(), Error> {
+        self.together(|c| {
+            let none;
+            let (send, recv) = match bufs {
+                Some(b) => b,
+                None => {
+                    none = c.no_buffer()?;
+                    (&none, &none)
+                }
+            };
+            c.run_collective(collective, algorithm, send, recv, root)
+        })
     }
 
     /// Compute for `d`: the application's own work, which a non-blocking

@@ -11,7 +11,7 @@ use crate::coll::signature::{from_le_bytes, to_le_bytes};
 use crate::coll::state::{CollState, Identity, Progress, SPLIT_RECORD};
 use crate::error::Error;
 use crate::group::Group;
-use crate::sched::Algorithm;
+use crate::sched::{Algorithm, Collective};
 use crate::shm::NodeShm;
 
 impl Comm {
@@ -103,7 +103,13 @@ impl Comm {
             let bufs = &self.coll.bufs;
             let mine: [u8; SPLIT_RECORD] = to_le_bytes(words);
             self.ep.write_local(&bufs.split_send, 0, &mine)?;
-            c.allgather(&bufs.split_send, &bufs.split_recv)?;
+            c.run_collective(
+                Collective::Allgather,
+                None,
+                &bufs.split_send,
+                &bufs.split_recv,
+                0,
+            )?;
             let mut all = vec![0u8; self.size() * SPLIT_RECORD];
             self.ep.read_local(&bufs.split_recv, 0, &mut all)?;
             Ok(all.chunks(SPLIT_RECORD).map(from_le_bytes).collect())

@@ -240,7 +240,7 @@ pub fn chain_peak(schedule: &Schedule, params: &Params) -> ChainPeak {
 }
 
 /// Limits a set of schedules must respect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Budget {
     /// Destination counters (NIC events) per rank.
     pub counters: u16,

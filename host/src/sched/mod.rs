@@ -13,10 +13,14 @@
 //! *blocks* of the collective's block size, so the same schedule describes
 //! every size except for rail striping, which depends on bytes.
 //!
+//! This module is the compiler: it imports nothing of the runtime that
+//! runs its output (the executor and the requests live in
+//! [`crate::coll`], above it; `tests/tests/layers.rs` keeps it so).
+//!
 //! One [`ScheduleSet`] serves four uses:
-//! - [`exec`]: the host executor runs a rank's schedule on the driver and
-//!   the node segment, as a resumable run: blocking calls, and the
-//!   non-blocking and persistent collectives of [`request`];
+//! - the host executor (`coll::exec`) runs a rank's schedule on the driver
+//!   and the node segment, as a resumable run: blocking calls, and the
+//!   non-blocking and persistent collectives of `coll::request`;
 //! - [`verify`]: proves a set correct without running it (no unsatisfiable
 //!   wait, no signal counted twice or ambiguously, every output block
 //!   written exactly once with the right source block, no unordered
@@ -42,22 +46,16 @@
 //! [`offload`] (puts moved onto the NICs as chained puts; `counted`,
 //! crate-private, first turns barrier words and node flags into
 //! destination counters for it), [`persist`]
-//! (the readiness guard), `run` (a rank's resumable run and the table of
-//! collectives in flight, data only), [`request`]
-//! (non-blocking and persistent collectives),
-//! [`sim`], [`verify`], [`cost`], [`exec`], [`tuning`].
+//! (the readiness guard), [`sim`], [`verify`], [`cost`], [`tuning`].
 
 pub mod algo;
 pub mod budget;
 pub mod catalogue;
 pub mod cost;
 pub(crate) mod counted;
-pub mod exec;
 pub mod generate;
 pub mod offload;
 pub mod persist;
-pub mod request;
-pub(crate) mod run;
 pub mod sim;
 pub mod tuning;
 pub mod verify;
@@ -468,20 +466,14 @@ pub struct Params {
     /// contract and every persistent collective need to run back to back
     /// on the same buffers.
     pub guarded: bool,
-    /// Entries of each NIC's sibling FIFO the compiled program may fill
-    /// with relays (`Budget::peer_fifo`; what the communicator's NICs
-    /// report, 0 where they have no sibling path: then nothing is relayed).
-    pub peer_fifo: u32,
-    /// Sets one chained put's firing may make besides the put
-    /// (`Budget::feeds`; 0 on NICs whose COPY injects one block: then no
-    /// combined triggers).
-    pub feeds: u32,
-    /// Destination counters the compiled program may take
-    /// (`Budget::counters`: what the communicator's NICs leave each of the
-    /// executor's two counter pools).
-    pub counters: u16,
-    /// Entries of each NIC's chain queue (`Budget::chain_queue`).
-    pub chain_queue: u32,
+    /// What the set may take of the NICs it runs on: the offload compiler
+    /// compiles within it (no relays where `peer_fifo` is 0, no combined
+    /// triggers where `feeds` is, join counters up to `counters`), and the
+    /// runtime proves the set fits it before posting. A communicator
+    /// computes its own once, from its NICs' registers and its share of
+    /// them, and every set it generates carries it; the default is
+    /// [`budget::Budget::default`].
+    pub budget: budget::Budget,
 }
 
 impl Params {
@@ -503,10 +495,7 @@ impl Params {
             stripe_threshold: stripe::DEFAULT_STRIPE_THRESHOLD,
             drive: Drive::Host,
             guarded: false,
-            peer_fifo: budget::Budget::default().peer_fifo,
-            feeds: budget::Budget::default().feeds,
-            counters: budget::Budget::default().counters,
-            chain_queue: budget::Budget::default().chain_queue,
+            budget: budget::Budget::default(),
         }
     }
 
@@ -773,9 +762,9 @@ impl ScheduleSet {
 
 /// Generate the schedules of every rank with the generator the catalogue
 /// names for the collective and algorithm (see [`mod@generate`]), and
-/// compile them onto the NICs for [`Drive::Nic`] and [`Drive::NicDma`] (within the default
-/// budget; the executor proves the result fits its own NICs before it
-/// runs it).
+/// compile them onto the NICs for [`Drive::Nic`] and [`Drive::NicDma`] (within
+/// `params.budget`; the executor proves the result fits that budget before
+/// it runs it).
 pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
     let entry = catalogue::entry(params.collective, params.algorithm).ok_or_else(|| {
         Error::Unsupported {
@@ -825,18 +814,11 @@ pub fn generate(params: &Params) -> Result<ScheduleSet, Error> {
         });
     }
     if params.drive.offloaded() {
-        let budget = budget::Budget {
-            peer_fifo: params.peer_fifo,
-            feeds: params.feeds,
-            counters: params.counters,
-            chain_queue: params.chain_queue,
-            ..budget::Budget::default()
-        };
         let copies = match params.drive {
             Drive::NicDma => offload::Copies::Nic,
             _ => offload::Copies::Host,
         };
-        set = offload::compile_with(&set, &budget, copies)?.set;
+        set = offload::compile_with(&set, &params.budget, copies)?.set;
         set.params.drive = params.drive;
     }
     // The guard goes last: its waits then come before the arming of any

@@ -250,7 +250,9 @@ impl TuningTable {
 
     /// The algorithm for `collective` with `bytes`-byte blocks on `shape`:
     /// the first matching rule whose algorithm `runs` accepts, else the
-    /// collective's fallback ([`Collective::fallback`]).
+    /// collective's fallback ([`Collective::fallback`]) where it runs, else
+    /// the first of the catalogue that does (a scattered communicator runs
+    /// no node-aware algorithm), else the fallback.
     pub fn select(
         &self,
         collective: Collective,
@@ -258,29 +260,55 @@ impl TuningTable {
         shape: &Shape,
         runs: &mut dyn FnMut(Choice) -> bool,
     ) -> Choice {
-        for r in &self.rule {
-            if r.collective != collective.name() || !r.matches(bytes, shape) {
+        self.select_with(collective, bytes, shape, |a| {
+            if runs(a) { Ok(()) } else { Err(()) }
+        })
+        .map_or_else(|()| collective.fallback().into(), |(a, ())| a)
+    }
+
+    /// [`TuningTable::select`] that keeps what it built: `build` is tried
+    /// on the candidates in the same order, and the first that succeeds is
+    /// returned with its product (the executor builds each candidate's
+    /// schedule set with the caller's root, and keeps the one it runs). If
+    /// none does, the fallback's error.
+    pub fn select_with<T, E>(
+        &self,
+        collective: Collective,
+        bytes: usize,
+        shape: &Shape,
+        mut build: impl FnMut(Choice) -> Result<T, E>,
+    ) -> Result<(Choice, T), E> {
+        let mut tried = Vec::new();
+        let ruled = self
+            .rule
+            .iter()
+            .filter(|r| r.collective == collective.name() && r.matches(bytes, shape))
+            .filter_map(|r| collective.parse_choice(&r.algorithm).ok());
+        for a in ruled {
+            if tried.contains(&a) {
                 continue;
             }
-            if let Ok(a) = collective.parse_choice(&r.algorithm)
-                && runs(a)
-            {
-                return a;
+            tried.push(a);
+            if let Ok(t) = build(a) {
+                return Ok((a, t));
             }
         }
-        // The fallback where it runs; on a communicator it does not fit
-        // (a scattered one: no node-aware algorithm), the first of the
-        // catalogue that does.
-        let fallback = collective.fallback().into();
-        if runs(fallback) {
-            return fallback;
+        let fallback: Choice = collective.fallback().into();
+        let refusal = match build(fallback) {
+            Ok(t) => return Ok((fallback, t)),
+            Err(e) => e,
+        };
+        tried.push(fallback);
+        for a in collective.algorithms().into_iter().map(Choice::from) {
+            if tried.contains(&a) {
+                continue;
+            }
+            tried.push(a);
+            if let Ok(t) = build(a) {
+                return Ok((a, t));
+            }
         }
-        collective
-            .algorithms()
-            .into_iter()
-            .map(Choice::from)
-            .find(|&a| runs(a))
-            .unwrap_or(fallback)
+        Err(refusal)
     }
 }
 

@@ -9,7 +9,7 @@
 //! follow a put in the schedule overlap it [QA08 §5.2.2]. A step waits only
 //! for the puts it names in `after`, for the counters and flags it names,
 //! and, at the end, for every put of the schedule. At most
-//! [`MAX_OUTSTANDING`](super::budget::MAX_OUTSTANDING) puts are in flight; beyond that the oldest is
+//! [`MAX_OUTSTANDING`](crate::sched::budget::MAX_OUTSTANDING) puts are in flight; beyond that the oldest is
 //! completed first (a put's completion never depends on its target's host,
 //! so this never deadlocks).
 //!
@@ -27,15 +27,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::budget::Outstanding;
 use super::run::{BarrierNumbers, Pending, Run};
-use super::tuning::TuningTable;
-use super::*;
+use super::state::{CACHE_LIMIT, Coll, Progress};
 use crate::arena::SymBuffer;
-use crate::coll::state::{CACHE_LIMIT, Coll, Progress};
 use crate::driver::Feeds;
 use crate::endpoint::{Arrivals, ChainedPut, Posted, PutHandle, TransferOptions};
 use crate::env::{WordTest, WordWatch};
+use crate::error::Error;
+use crate::sched::budget::Outstanding;
+use crate::sched::tuning::TuningTable;
+use crate::sched::*;
 use crate::shm::BcastCursor;
 use crate::stripe::RailPolicy;
 use railcoll_fw::abi::MAX_CONTEXTS;
@@ -76,17 +77,19 @@ impl<'a> Coll<'a> {
         block_bytes: usize,
         root: usize,
     ) -> Result<Arc<ScheduleSet>, Error> {
-        self.schedule_for(self.params(collective, algorithm, block_bytes, root))
+        self.schedule_for(self.params(collective, algorithm, block_bytes, root, false))
     }
 
     /// The parameters of `collective` with `algorithm` on this
-    /// communicator's shape, guarded under the MPI buffer contract.
+    /// communicator: its shape, striping threshold and NIC budget; guarded
+    /// if `persistent` or under the MPI buffer contract.
     fn params(
         &self,
         collective: Collective,
         algorithm: Choice,
         block_bytes: usize,
         root: usize,
+        persistent: bool,
     ) -> Params {
         let mut params = Params::new(
             collective,
@@ -96,40 +99,17 @@ impl<'a> Coll<'a> {
             block_bytes,
         )
         .with_choice(algorithm);
-        params.guarded = self.config().contract == crate::config::BufferContract::Mpi;
+        params.guarded = persistent || self.config().contract == crate::config::BufferContract::Mpi;
+        if let RailPolicy::Stripe { threshold } = self.config().policy {
+            params.stripe_threshold = threshold;
+        }
+        params.budget = self.st.exec.budget;
         params
     }
 
-    /// The schedules of `params` (cached), this communicator's striping
-    /// threshold applied.
-    fn schedule_for(&self, mut params: Params) -> Result<Arc<ScheduleSet>, Error> {
-        if let crate::stripe::RailPolicy::Stripe { threshold } = self.config().policy {
-            params.stripe_threshold = threshold;
-        }
-        // Compiled for these NICs: no relays where they have no sibling
-        // path, no more than their sibling FIFOs take, no combined
-        // triggers where a COPY injects one block.
-        let limits = self.nic_limits();
-        params.peer_fifo = limits.peer_fifo;
-        params.feeds = limits.feeds;
-        let mut nic = budget::Budget::for_nic(limits);
-        if self.st.split.is_some() {
-            // A split communicator's share: its slot's counters; and of
-            // what a NIC's ranks share (chain queue, sibling FIFO), what
-            // its ranks on the node would get were the NIC's every context
-            // a rank of it (the compiler divides by the communicator's
-            // ranks per node, the NIC by the job's).
-            nic.counters = nic.counters.min(crate::slots::SLOT_COUNTERS);
-            let (mine, job) = (
-                params.shape.ranks_per_node() as u32,
-                self.ep.topology().ranks_per_node() as u32,
-            );
-            nic.chain_queue = nic.chain_queue * mine / job.max(1);
-            nic.peer_fifo = nic.peer_fifo * mine / job.max(1);
-            params.peer_fifo = nic.peer_fifo;
-        }
-        params.counters = nic.counters;
-        params.chain_queue = nic.chain_queue;
+    /// The schedules of `params` (cached), proved to fit this
+    /// communicator's NICs and scratch.
+    fn schedule_for(&self, params: Params) -> Result<Arc<ScheduleSet>, Error> {
         if params.algorithm == Algorithm::SendRecv {
             self.barrier_queue()?;
         }
@@ -139,7 +119,7 @@ impl<'a> Coll<'a> {
         let set = shared_schedule(&params)?;
         // Proved to fit this communicator's NICs before anything is
         // posted: a set over budget would fail halfway through.
-        budget::fits(&set, &nic).map_err(|o| Error::OverBudget {
+        budget::fits(&set, &params.budget).map_err(|o| Error::OverBudget {
             algorithm: params.choice().name(),
             resource: o.resource,
             needed: o.needed,
@@ -173,46 +153,42 @@ impl<'a> Coll<'a> {
     }
 
     /// The algorithm the tuning table picks for `collective` with blocks of
-    /// `block_bytes` on this communicator (the first applicable rule whose
-    /// algorithm can run here; the collective's fallback otherwise).
+    /// `block_bytes` on this communicator (see [`Coll::set_for`]; rooted
+    /// collectives are probed with root 0).
     pub(crate) fn tuned_algorithm(
         &self,
         collective: Collective,
         block_bytes: usize,
     ) -> Result<Choice, Error> {
-        let shape = self.group().shape();
-        let table = self.tuning();
-        Ok(table.select(collective, block_bytes, &shape, &mut |a| {
-            self.schedule(collective, a, block_bytes, 0).is_ok()
-        }))
+        self.select(collective, None, block_bytes, 0, false)
+            .map(|set| set.params.choice())
     }
 
-    /// Gather `send` (one block) of every rank into `recv` (one block per
-    /// rank, in rank order) on `root`, with the tuned algorithm. See the
-    /// buffer contract in [`crate::sched`].
-    pub(crate) fn gather(
+    /// The one path from a call to its schedule set: `algorithm`, or where
+    /// `None` the tuning table's choice (its first candidate whose set,
+    /// generated for this call's root, fits this communicator: the set the
+    /// call then runs, not generated twice).
+    fn select(
         &self,
-        send: &SymBuffer,
-        recv: &SymBuffer,
+        collective: Collective,
+        algorithm: Option<Choice>,
+        block_bytes: usize,
         root: usize,
-    ) -> Result<(), Error> {
-        let a = self.tuned_algorithm(Collective::Gather, send.len())?;
-        self.collective_with(Collective::Gather, a, send, recv, root)
-    }
-
-    /// All-gather `send` (one block) of every rank into `recv` of every
-    /// rank (one block per rank, in rank order), with the tuned algorithm.
-    pub(crate) fn allgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
-        let a = self.tuned_algorithm(Collective::Allgather, send.len())?;
-        self.collective_with(Collective::Allgather, a, send, recv, 0)
-    }
-
-    /// All-to-all: block `j` of `send` (N equal blocks) goes to block
-    /// `rank` of rank `j`'s `recv`, with the tuned algorithm.
-    pub(crate) fn alltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
-        let block = self.alltoall_block(send)?;
-        let a = self.tuned_algorithm(Collective::Alltoall, block)?;
-        self.collective_with(Collective::Alltoall, a, send, recv, 0)
+        persistent: bool,
+    ) -> Result<Arc<ScheduleSet>, Error> {
+        let build = |a: Choice| {
+            self.schedule_for(self.params(collective, a, block_bytes, root, persistent))
+        };
+        match algorithm {
+            Some(a) => build(a),
+            None => {
+                let shape = self.group().shape();
+                let table = self.tuning();
+                table
+                    .select_with(collective, block_bytes, &shape, build)
+                    .map(|(_, set)| set)
+            }
+        }
     }
 
     fn alltoall_block(&self, send: &SymBuffer) -> Result<usize, Error> {
@@ -243,26 +219,22 @@ impl<'a> Coll<'a> {
             Collective::Barrier => 0,
             Collective::Gather | Collective::Allgather | Collective::Bcast => send.len(),
         };
-        let algorithm = match algorithm {
-            Some(a) => a,
-            None => self.tuned_algorithm(collective, block)?,
-        };
-        let mut params = self.params(collective, algorithm, block, root);
-        params.guarded |= persistent;
-        self.schedule_for(params)
+        self.select(collective, algorithm, block, root, persistent)
     }
 
-    /// Run `collective` with `algorithm`.
-    pub(crate) fn collective_with(
+    /// Run `collective` on `send` and `recv` (one buffer, `send`, for a
+    /// broadcast; none for a barrier) with `algorithm`, or the tuned one
+    /// where `None`. See the buffer contract in [`crate::sched`].
+    pub(crate) fn run_collective(
         &self,
         collective: Collective,
-        algorithm: Choice,
+        algorithm: Option<Choice>,
         send: &SymBuffer,
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        let set = self.set_for(collective, Some(algorithm), send, root, false)?;
-        self.run_schedule(&set, send, recv)
+        let set = self.set_for(collective, algorithm, send, root, false)?;
+        self.run_to_completion(set, send, recv)
     }
 
     /// Execute this rank's part of `set` on `send` and `recv` (every rank
@@ -704,37 +676,6 @@ impl<'a> Coll<'a> {
             }
         }
         Ok(())
-    }
-
-    /// Run `collective` with `algorithm` on one buffer: a broadcast of
-    /// `buf` from `root` (the same symmetric buffer on every rank), or a
-    /// barrier (`buf` unused).
-    pub(crate) fn run_on_one_buffer(
-        &self,
-        collective: Collective,
-        algorithm: Choice,
-        buf: &SymBuffer,
-        root: usize,
-    ) -> Result<(), Error> {
-        self.collective_with(collective, algorithm, buf, buf, root)
-    }
-
-    /// Broadcast `buf` from `root` with the tuned algorithm.
-    pub(crate) fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
-        let a = self.tuned_algorithm(Collective::Bcast, buf.len())?;
-        self.run_on_one_buffer(Collective::Bcast, a, buf, root)
-    }
-
-    /// Barrier with the tuned algorithm.
-    pub(crate) fn barrier(&self) -> Result<(), Error> {
-        let a = self.tuned_algorithm(Collective::Barrier, 0)?;
-        self.barrier_with(a)
-    }
-
-    /// Barrier with `algorithm`: no rank returns before every rank has
-    /// entered.
-    pub(crate) fn barrier_with(&self, algorithm: Choice) -> Result<(), Error> {
-        self.run_on_one_buffer(Collective::Barrier, algorithm, &self.no_buffer()?, 0)
     }
 
     /// The empty buffer a barrier runs on.

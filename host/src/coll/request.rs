@@ -6,8 +6,8 @@
 //! [`Request`]; `Comm::allgather_init` and its siblings generate (and
 //! prove) a schedule once and return a [`Persistent`] collective that can
 //! be started any number of times. Both run on the executor's resumable
-//! runs (`Coll::advance_gated` in [`super::exec`]), which the communicator keeps
-//! in its table (`InFlight`, in `sched::run`) until they complete; a request is a
+//! runs (`Coll::advance_gated` in `coll::exec`), which the communicator keeps
+//! in its table (`InFlight`, in `coll::run`) until they complete; a request is a
 //! number in that table:
 //!
 //! - starting posts everything that need not wait (puts whose data is
@@ -39,7 +39,7 @@
 //! the communicator revoked ([`crate::coll`]); a failed request keeps
 //! returning its error, so a failed collective never reads as complete.
 //!
-//! A persistent collective's set is guarded ([`super::persist`]), so its
+//! A persistent collective's set is guarded ([`crate::sched::persist`]), so its
 //! starts may follow each other back to back on the same buffers with no
 //! barrier: the caller reads the outputs and writes new inputs between
 //! `wait` and the next `start`. Starting it while its previous start is
@@ -49,10 +49,11 @@
 use std::sync::Arc;
 
 use super::run::{Entry, InFlight, Run};
-use super::*;
+use super::state::{Coll, Progress};
 use crate::arena::SymBuffer;
-use crate::coll::state::{Coll, Progress};
 use crate::env::WaitTimeout;
+use crate::error::Error;
+use crate::sched::*;
 
 impl<'a> Coll<'a> {
     /// Put `run` (holding counter pool and scratch set `slot`) in the

@@ -1,5 +1,5 @@
 //! A rank's resumable run of a schedule set, and the communicator's table
-//! of the collectives in flight: the data the executor ([`super::exec`])
+//! of the collectives in flight: the data the executor (`super::exec`)
 //! advances and the request layer ([`super::request`]) keeps. Data only:
 //! this module knows nothing of the collective layer, which holds the
 //! table (so that the layer's state can own it without importing the
@@ -9,10 +9,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::budget::Outstanding;
-use super::*;
 use crate::arena::SymBuffer;
 use crate::endpoint::{ArmedWait, DestEvent, Posted};
+use crate::error::Error;
+use crate::sched::budget::Outstanding;
+use crate::sched::*;
 use crate::shm::BcastCursor;
 
 /// This call's barrier numbers, set by the schedule's
