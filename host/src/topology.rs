@@ -260,11 +260,57 @@ impl Shape {
     pub fn socket_of(&self, local: usize) -> usize {
         local * self.sockets / self.topology.ranks_per_node()
     }
+
+    /// Which socket of the whole shape rank `rank` is on: `node * sockets
+    /// + socket_of(local)`. The one definition of "the same socket": the
+    /// colour [`Comm::split_type`](crate::Comm::split_type) splits by, and
+    /// the groups of [`Shape::socket_groups`].
+    pub fn socket_index(&self, rank: usize) -> Result<usize, Error> {
+        let (node, local) = self.topology.locate(rank)?;
+        Ok(node * self.sockets + self.socket_of(local))
+    }
+
+    /// The ranks of each socket, in rank order, sockets in the order of
+    /// [`Shape::socket_index`] (node by node): the groups
+    /// `split_type(SplitType::Socket)` forms over a communicator of this
+    /// shape, and the multi-leader algorithms' groups, whose first rank is
+    /// the socket's leader [KSSKP09 §4]. A socket without ranks (more
+    /// sockets than ranks per node) has no group.
+    pub fn socket_groups(&self) -> Vec<Vec<usize>> {
+        let mut groups: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for rank in 0..self.size() {
+            if let Ok(socket) = self.socket_index(rank) {
+                groups.entry(socket).or_default().push(rank);
+            }
+        }
+        groups.into_values().collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn socket_groups_are_ranks_by_node_and_socket_leader_first() {
+        let block = Shape::new(2, 4, 2, 1, Placement::Block).expect("shape");
+        assert_eq!(
+            block.socket_groups(),
+            vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]
+        );
+        let cyclic = Shape::new(2, 4, 2, 1, Placement::Cyclic).expect("shape");
+        assert_eq!(
+            cyclic.socket_groups(),
+            vec![vec![0, 2], vec![4, 6], vec![1, 3], vec![5, 7]]
+        );
+        // More sockets than ranks: every rank its own socket (the
+        // multi-leader generator once capped the socket index and put
+        // locals 1 and 2 of this shape in one group while the socket split
+        // kept them apart).
+        let sparse = Shape::new(2, 3, 8, 1, Placement::Block).expect("shape");
+        assert_eq!(sparse.socket_groups().len(), 6);
+        assert!(sparse.socket_groups().iter().all(|g| g.len() == 1));
+    }
 
     #[test]
     fn host_and_nic_agree_on_rank_locations() {

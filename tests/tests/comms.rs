@@ -5,7 +5,8 @@
 //! the shape and a worded refusal where it does not; collectives on
 //! disjoint communicators and on nested ones at once; the hardware barrier
 //! on sub-communicators; 1000 split/free cycles leaving the NIC resources
-//! where they were. Threads mode by default, modeled mode under
+//! where they were; the multi-leader all-gathers' groups being the public
+//! socket split's. Threads mode by default, modeled mode under
 //! `RAILCOLL_TEST_MODE=modeled` (CI runs both).
 
 use railcoll_host::arena::SymBuffer;
@@ -473,4 +474,102 @@ fn more_hardware_barriers_at_once_than_the_switch_has_entries() {
         cluster.switch_entries_exhausted() > before,
         "the switch's group table was never full"
     );
+}
+
+/// The multi-leader all-gathers' leader groups are the public socket
+/// split's: on the job's communicator and on communicators whose sockets
+/// carry over, each rank's group in `Shape::socket_groups` is, as job
+/// ranks, the communicator `split_type(Socket)` gives it (leader first).
+/// And the algorithm composed by hand from those public communicators
+/// (gather to each socket's leader, all-gather among the leaders,
+/// broadcast back over the socket) gives the bytes the single verified
+/// schedule gives.
+#[test]
+fn multi_leader_groups_are_the_socket_split_and_compose_from_it() {
+    use railcoll_host::sched::algo::{Aggregation, LeaderExchange};
+    let mut cfg = cluster_config(4, 4, 2, 16 << 20);
+    cfg.shape = shape(4, 4, 2, 2, Placement::Block);
+    let cluster = railcoll_emu::Cluster::new(cfg).expect("cluster");
+    let b = 48;
+    let results = cluster.run(|comm| -> Result<usize, String> {
+        let err = |e: Error| e.to_string();
+        let n = comm.size();
+        // Memory is the job's: every buffer first, on every rank.
+        let send = comm.alloc(b).map_err(err)?;
+        let socket_recv = comm.alloc(n * b).map_err(err)?;
+        let composed = comm.alloc(n * b).map_err(err)?;
+        let direct = comm.alloc(n * b).map_err(err)?;
+        let halves = comm
+            .split(Some(comm.node() as u32 / 2), 0)
+            .map_err(err)?
+            .ok_or("a colour")?;
+        let evens = comm
+            .split(Some(comm.rank() as u32 % 2), 0)
+            .map_err(err)?
+            .ok_or("a colour")?;
+        let mut checked = 0;
+        for (name, c) in [("job", comm), ("halves", &halves), ("even/odd", &evens)] {
+            let sh = c.shape();
+            assert_eq!(sh.sockets, 2, "{name}: the sockets carry over");
+            let socket = c.split_type(SplitType::Socket).map_err(err)?;
+            let mine = sh
+                .socket_groups()
+                .into_iter()
+                .find(|g| g.contains(&c.rank()))
+                .ok_or("a socket group")?;
+            let as_job: Vec<usize> = mine
+                .iter()
+                .map(|&r| c.job_rank(r))
+                .collect::<Result<_, _>>()
+                .map_err(err)?;
+            assert_eq!(
+                as_job,
+                socket.group().members(),
+                "{name}: rank {}",
+                c.rank()
+            );
+            // Composed: gather to the leader, all-gather among leaders,
+            // broadcast back. Block numbering keeps each socket's ranks
+            // contiguous, so the leaders' all-gather lands in rank order.
+            let pattern = |r: usize| ((r * 37 + name.len()) % 251) as u8;
+            comm.write_local(&send, 0, &vec![pattern(c.rank()); b])
+                .map_err(err)?;
+            socket.gather(&send, &socket_recv, 0).map_err(err)?;
+            let leaders = c
+                .split((socket.rank() == 0).then_some(0), c.rank() as i64)
+                .map_err(err)?;
+            if let Some(leaders) = &leaders {
+                let gathered = socket_recv.slice(0, socket.size() * b).map_err(err)?;
+                let all = composed.slice(0, c.size() * b).map_err(err)?;
+                leaders.allgather(&gathered, &all).map_err(err)?;
+            }
+            let all = composed.slice(0, c.size() * b).map_err(err)?;
+            socket.broadcast(&all, 0).map_err(err)?;
+            for ex in [LeaderExchange::RecursiveDoubling, LeaderExchange::Ring] {
+                for agg in [Aggregation::Shm, Aggregation::P2p] {
+                    let ml = Algorithm::MultiLeader(agg, ex);
+                    c.allgather_with(ml, &send, &direct.slice(0, c.size() * b).map_err(err)?)
+                        .map_err(err)?;
+                    let (mut want, mut got) = (vec![0u8; c.size() * b], vec![0u8; c.size() * b]);
+                    comm.read_local(&composed, 0, &mut want).map_err(err)?;
+                    comm.read_local(&direct, 0, &mut got).map_err(err)?;
+                    for (r, block) in want.chunks(b).enumerate() {
+                        assert!(block.iter().all(|&x| x == pattern(r)), "{name}: block {r}");
+                    }
+                    assert_eq!(got, want, "{name}: {} against the composition", ml.name());
+                    checked += 1;
+                }
+            }
+            if let Some(l) = leaders {
+                l.free().map_err(err)?;
+            }
+            socket.free().map_err(err)?;
+        }
+        evens.free().map_err(err)?;
+        halves.free().map_err(err)?;
+        Ok(checked)
+    });
+    for r in results {
+        assert_eq!(r.expect("rank ran").expect("rank's checks"), 12);
+    }
 }

@@ -191,10 +191,9 @@ impl Comm {
     /// [`Comm::split`].
     pub fn split_type(&self, by: SplitType) -> Result<Comm, Error> {
         let shape = self.ep.config().shape;
-        let (node, local) = shape.topology.locate(self.ep.rank())?;
         let colour = match by {
-            SplitType::Node => node,
-            SplitType::Socket => node * shape.sockets + shape.socket_of(local),
+            SplitType::Node => shape.topology.locate(self.ep.rank())?.0,
+            SplitType::Socket => shape.socket_index(self.ep.rank())?,
         };
         let colour =
             u32::try_from(colour).map_err(|_| Error::Internal("colour overflow".into()))?;

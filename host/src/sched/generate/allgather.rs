@@ -277,8 +277,9 @@ pub(super) fn smp_gather_bcast(b: &mut Builder, tree: bool) -> Result<(), Error>
     bcast_and_spread(b, b.topo.nodes())
 }
 
-/// Multi-leader all-gather [KSSKP09 §4]: one leader per socket (at most
-/// `sockets` per node), each aggregating its socket's ranks through shm or
+/// Multi-leader all-gather [KSSKP09 §4]: one leader per socket (the
+/// socket groups of [`Shape::socket_groups`](crate::topology::Shape::socket_groups), the public socket
+/// split's), each aggregating its socket's ranks through shm or
 /// point-to-point puts into its receive buffer; recursive doubling or ring
 /// among all leaders; then every rank copies the result from its leader.
 pub(super) fn multi_leader(
@@ -286,22 +287,9 @@ pub(super) fn multi_leader(
     agg: Aggregation,
     ex: LeaderExchange,
 ) -> Result<(), Error> {
-    let nodes = b.topo.nodes();
-    let rpn = b.topo.ranks_per_node();
-    let sockets = b.p.shape.sockets.min(rpn);
-    // groups[g] = ranks of leader g's socket, leader first.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for node in 0..nodes {
-        for s in 0..sockets {
-            let members: Vec<usize> = (0..rpn)
-                .filter(|&l| b.p.shape.socket_of(l).min(sockets - 1) == s)
-                .map(|l| b.rank_of(node, l))
-                .collect();
-            if !members.is_empty() {
-                groups.push(members);
-            }
-        }
-    }
+    // The groups `Comm::split_type(Socket)` forms: one definition of a
+    // socket for the algorithm and the public split.
+    let groups = b.p.shape.socket_groups();
     let gather_flag = b.flag();
     let gather_counter = b.counter();
     for g in &groups {
