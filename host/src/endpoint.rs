@@ -30,8 +30,10 @@ use std::sync::atomic::Ordering;
 use railcoll_fw::abi::MAX_DMA_LEN;
 use railcoll_fw::abi::command::{Command, CommandBlock, DmaCommand, DmaKind, MAX_QUEUES};
 use railcoll_fw::abi::event::EventId;
+use railcoll_fw::abi::queue::{QueueHeader, QueueItemHeader, slot_offset};
 use railcoll_fw::abi::regs::Status;
 use railcoll_fw::abi::ring::Ring;
+use zerocopy::{FromZeros, IntoBytes};
 
 use crate::arena::{DEFAULT_ALIGN, SymAllocator, SymBuffer};
 use crate::config::CommConfig;
@@ -234,15 +236,9 @@ pub struct QueueItem {
 impl InputQueue {
     /// Largest payload one item carries.
     pub fn max_payload(&self) -> usize {
-        self.slot_size as usize - QUEUE_ITEM_HEADER
+        self.slot_size as usize - QueueItemHeader::SIZE
     }
 }
-
-/// Bytes of a queue's header (producer and consumer counts, on a cache
-/// line of their own).
-const QUEUE_HEADER: usize = 64;
-/// Bytes of an item's header in its slot (length, source node, context).
-const QUEUE_ITEM_HEADER: usize = 8;
 
 /// `len` as a command's length field: a typed error above the NIC's
 /// largest single transfer, never a silent truncation.
@@ -1106,7 +1102,7 @@ impl Endpoint {
         if u32::from(index) >= MAX_QUEUES {
             return Err(Error::EventsExhausted("input queue"));
         }
-        let slot_size = (max_payload + QUEUE_ITEM_HEADER).next_multiple_of(8);
+        let slot_size = (max_payload + QueueItemHeader::SIZE).next_multiple_of(8);
         let ring = Ring::new(u64::from(slots))
             .ok()
             .filter(|_| slots <= 65_536 && slot_size <= 4096 && max_payload > 0)
@@ -1115,10 +1111,10 @@ impl Endpoint {
                     "queues hold 1..=65536 slots of 1..=4088 bytes, asked {slots} x {max_payload}"
                 ))
             })?;
-        let buf = self.alloc_aligned(QUEUE_HEADER + slots as usize * slot_size, 64)?;
+        let buf = self.alloc_aligned(QueueHeader::SIZE + slots as usize * slot_size, 64)?;
         // The NIC starts producing at the consumer count it finds in the
         // header: clear what an earlier user of this arena range left.
-        self.write_local(&buf, 0, &[0; QUEUE_HEADER])?;
+        self.write_local(&buf, 0, &[0; QueueHeader::SIZE])?;
         self.next_queue.set(index + 1);
         let mut driver = self.driver.borrow_mut();
         let cmd = Command::QueueInit {
@@ -1206,13 +1202,15 @@ impl Endpoint {
         out: &mut [u8],
     ) -> Result<QueueItem, Error> {
         let consumed = queue.consumed.get();
-        let slot = QUEUE_HEADER + queue.ring.byte_offset(consumed, queue.slot_size) as usize;
-        let mut header = [0u8; QUEUE_ITEM_HEADER];
-        mem.read(slot, &mut header)
+        let slot = slot_offset(queue.ring, consumed, queue.slot_size) as usize;
+        let mut header = QueueItemHeader::new_zeroed();
+        mem.read(slot, header.as_mut_bytes())
             .map_err(|e| out_of_range("the queue", e))?;
-        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let node = u16::from_le_bytes([header[4], header[5]]) as usize;
-        let src = self.topology().rank_of(node, header[6] as usize)?;
+        let len = header.len.get() as usize;
+        let src = self.topology().rank_of(
+            usize::from(header.src_node.get()),
+            usize::from(header.src_ctx),
+        )?;
         if len > out.len() {
             return Err(Error::OutOfBounds {
                 what: "the receive buffer",
@@ -1221,13 +1219,13 @@ impl Endpoint {
                 limit: out.len(),
             });
         }
-        mem.read(slot + QUEUE_ITEM_HEADER, &mut out[..len])
+        mem.read(slot + QueueItemHeader::SIZE, &mut out[..len])
             .map_err(|e| out_of_range("the queue", e))?;
         // Free the slot: the NIC reads the consumer count when the queue
         // looks full.
         let next = consumed.wrapping_add(1);
         queue.consumed.set(next);
-        mem.store_u64(8, next, Ordering::Release)
+        mem.store_u64(QueueHeader::CONSUMED, next, Ordering::Release)
             .map_err(|e| out_of_range("the queue", e))?;
         Ok(QueueItem { src, len })
     }
@@ -1235,6 +1233,6 @@ impl Endpoint {
 
 /// Has the NIC produced past `consumed` in a queue's header?
 fn queue_filled(mem: &DmaMemory, consumed: u64) -> bool {
-    mem.load_u64(0, Ordering::Acquire)
+    mem.load_u64(QueueHeader::PRODUCED, Ordering::Acquire)
         .is_ok_and(|p| p != consumed)
 }

@@ -544,14 +544,15 @@ mod tests {
     #[test]
     fn broadcasts_replicate_and_unicasts_pass() {
         let mut s = Switch::new();
-        let ack = Packet::Nack {
+        let ack = Packet::Ack(crate::abi::packet::AckPacket {
+            kind: crate::abi::packet::AckKind::Nack,
             src_node: 1,
             dst_node: 9,
             cum_seq: 0,
             err_bits: 0,
             err_code: None,
             refused: 0,
-        };
+        });
         assert_eq!(s.forward(&ack.emit()), Forward::Unicast(9));
         let b = Packet::Bcast(crate::abi::packet::BcastPacket {
             route: Route {

@@ -238,11 +238,11 @@ const _: () = assert!(core::mem::size_of::<HwBarrierBody>() == 56);
 /// Body of QUEUE_INIT.
 ///
 /// The queue occupies `64 + slots * slot_size` bytes at `base` in the
-/// context's memory (`LOCAL_READ | LOCAL_WRITE`): a 64-byte header whose
-/// word 0 is the NIC's producer count and word 1 the host's consumer count
-/// (both free-running), then the slots. Each slot starts with an 8-byte
-/// item header (length u32, sender node u16, sender context u8, zero u8)
-/// followed by the payload.
+/// context's memory (`LOCAL_READ | LOCAL_WRITE`): a
+/// [`QueueHeader`](super::queue::QueueHeader) (the NIC's producer count,
+/// the host's consumer count, both free-running), then the slots, each a
+/// [`QueueItemHeader`](super::queue::QueueItemHeader) followed by the
+/// payload (layout: [`super::queue`]).
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct QueueInitBody {

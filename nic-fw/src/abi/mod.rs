@@ -29,6 +29,7 @@ pub mod command;
 pub mod error;
 pub mod event;
 pub mod packet;
+pub mod queue;
 pub mod regs;
 pub mod ring;
 

@@ -332,6 +332,51 @@ fn set_route(h: &mut PacketHeader, r: &Route) {
     h.job_key = U32::new(r.job_key);
 }
 
+/// Whether an acknowledgement also asks for a resend: the wire's type 3
+/// or 4; every other field means the same in both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckKind {
+    /// Every sequence number up to and including `cum_seq` arrived.
+    Ack,
+    /// The same, and the sender resends everything after `cum_seq` (a gap,
+    /// or a resource the receiver lacked for the moment).
+    Nack,
+}
+
+impl AckKind {
+    /// The packet type it travels as.
+    pub const fn ptype(self) -> PacketType {
+        match self {
+            AckKind::Ack => PacketType::Ack,
+            AckKind::Nack => PacketType::Nack,
+        }
+    }
+}
+
+/// A cumulative acknowledgement of a flow, or a negative one. Header:
+/// `seq` = `cum_seq`, `aux0` = error bitmap, `aux1` = error code, `aux2`
+/// = refusal bitmap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckPacket {
+    /// Ack or nack.
+    pub kind: AckKind,
+    /// Sender of the ack.
+    pub src_node: NodeId,
+    /// Receiver of the ack.
+    pub dst_node: NodeId,
+    /// Every sequence number up to and including this one arrived.
+    pub cum_seq: u32,
+    /// Bit `i`: packet `cum_seq - i` was rejected.
+    pub err_bits: u64,
+    /// Reason for the most recent rejection, if any (0 on the wire for
+    /// none).
+    pub err_code: Option<ErrorCode>,
+    /// Bit `i`: packet `cum_seq - i` was refused for now (its input queue
+    /// full or not yet initialised): nothing of it was written, and the
+    /// sender sends it again (since 1.4).
+    pub refused: u32,
+}
+
 /// A validated packet header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Packet {
@@ -339,24 +384,8 @@ pub enum Packet {
     Data(DataPacket),
     /// A get request to the owner `route.dst_ctx`.
     GetRequest(GetRequestPacket),
-    /// Cumulative acknowledgement.
-    Ack {
-        /// Sender of the ack.
-        src_node: NodeId,
-        /// Receiver of the ack.
-        dst_node: NodeId,
-        /// Every sequence number up to and including this one arrived.
-        cum_seq: u32,
-        /// Bit `i`: packet `cum_seq - i` was rejected.
-        err_bits: u64,
-        /// Reason for the most recent rejection, if any (0 on the wire for
-        /// none).
-        err_code: Option<ErrorCode>,
-        /// Bit `i`: packet `cum_seq - i` was refused for now (its input
-        /// queue full or not yet initialised): nothing of it was written,
-        /// and the sender sends it again (since 1.4).
-        refused: u32,
-    },
+    /// Cumulative acknowledgement, or negative (type 3 or 4).
+    Ack(AckPacket),
     /// Broadcast data.
     Bcast(BcastPacket),
     /// A broadcast destination's acknowledgement: it holds the first
@@ -384,22 +413,6 @@ pub enum Packet {
     /// The switch holds a member's arrival (an answer to a re-announced
     /// arrival of a barrier still collecting).
     BarrierHeld(BarrierPacket),
-    /// Negative acknowledgement: acknowledges like [`Packet::Ack`] (with
-    /// the same error bitmap) and asks for everything after `cum_seq` again.
-    Nack {
-        /// Sender of the nack.
-        src_node: NodeId,
-        /// Receiver of the nack.
-        dst_node: NodeId,
-        /// Acknowledged up to here; resend what follows.
-        cum_seq: u32,
-        /// As in [`Packet::Ack`].
-        err_bits: u64,
-        /// As in [`Packet::Ack`].
-        err_code: Option<ErrorCode>,
-        /// As in [`Packet::Ack`].
-        refused: u32,
-    },
 }
 
 /// The envelope every packet shares: checksum, version, reserved fields.
@@ -580,30 +593,17 @@ fn parse_barrier(h: &PacketHeader, route: Route) -> Result<BarrierPacket, ErrorC
 }
 
 /// Ack and nack: the same fields, the refusal bitmap in `aux2`.
-fn parse_ack(h: &PacketHeader, route: Route, nack: bool) -> Result<Packet, ErrorCode> {
+fn parse_ack(h: &PacketHeader, route: Route, kind: AckKind) -> Result<Packet, ErrorCode> {
     require(control_fields_clear(h))?;
-    let (src_node, dst_node, cum_seq) = (route.src_node, route.dst_node, h.seq.get());
-    let err_code = err_code_of(h)?;
-    let (err_bits, refused) = (h.aux0.get(), h.aux2.get());
-    Ok(if nack {
-        Packet::Nack {
-            src_node,
-            dst_node,
-            cum_seq,
-            err_bits,
-            err_code,
-            refused,
-        }
-    } else {
-        Packet::Ack {
-            src_node,
-            dst_node,
-            cum_seq,
-            err_bits,
-            err_code,
-            refused,
-        }
-    })
+    Ok(Packet::Ack(AckPacket {
+        kind,
+        src_node: route.src_node,
+        dst_node: route.dst_node,
+        cum_seq: h.seq.get(),
+        err_bits: h.aux0.get(),
+        err_code: err_code_of(h)?,
+        refused: h.aux2.get(),
+    }))
 }
 
 impl Packet {
@@ -621,8 +621,8 @@ impl Packet {
             PacketType::BarrierRelease => parse_barrier(h, route).map(Packet::BarrierRelease),
             PacketType::BarrierLeave => parse_barrier(h, route).map(Packet::BarrierLeave),
             PacketType::BarrierHeld => parse_barrier(h, route).map(Packet::BarrierHeld),
-            PacketType::Ack => parse_ack(h, route, false),
-            PacketType::Nack => parse_ack(h, route, true),
+            PacketType::Ack => parse_ack(h, route, AckKind::Ack),
+            PacketType::Nack => parse_ack(h, route, AckKind::Nack),
         }
     }
 
@@ -683,15 +683,16 @@ impl Packet {
                 h.aux1 = U32::new(src_event);
                 h.aux2 = U32::new(len);
             }
-            Packet::Ack {
+            Packet::Ack(AckPacket {
+                kind,
                 src_node,
                 dst_node,
                 cum_seq,
                 err_bits,
                 err_code,
                 refused,
-            } => {
-                h.ptype = PacketType::Ack.as_raw();
+            }) => {
+                h.ptype = kind.ptype().as_raw();
                 h.src_node = U16::new(src_node);
                 h.dst_node = U16::new(dst_node);
                 h.seq = U32::new(cum_seq);
@@ -705,22 +706,6 @@ impl Packet {
             | Packet::BarrierRelease(_)
             | Packet::BarrierLeave(_)
             | Packet::BarrierHeld(_) => self.emit_extended(&mut h),
-            Packet::Nack {
-                src_node,
-                dst_node,
-                cum_seq,
-                err_bits,
-                err_code,
-                refused,
-            } => {
-                h.ptype = PacketType::Nack.as_raw();
-                h.src_node = U16::new(src_node);
-                h.dst_node = U16::new(dst_node);
-                h.seq = U32::new(cum_seq);
-                h.aux0 = U64::new(err_bits);
-                h.aux2 = U32::new(refused);
-                h.aux1 = err_code_raw(err_code);
-            }
         }
         let bytes: [u8; HEADER_LEN] = zerocopy::transmute!(h);
         h.checksum = U32::new(checksum(&bytes));
@@ -783,9 +768,9 @@ impl Packet {
         match self {
             Packet::Data(DataPacket { route, .. })
             | Packet::GetRequest(GetRequestPacket { route, .. }) => route.dst_node,
-            Packet::Ack { dst_node, .. }
-            | Packet::Nack { dst_node, .. }
-            | Packet::BcastAck { dst_node, .. } => *dst_node,
+            Packet::Ack(AckPacket { dst_node, .. }) | Packet::BcastAck { dst_node, .. } => {
+                *dst_node
+            }
             Packet::Bcast(b) => b.route.dst_node,
             Packet::BarrierArrive(b)
             | Packet::BarrierRelease(b)
@@ -858,22 +843,24 @@ mod tests {
                 dst_event: u32::MAX,
                 cookie: 1,
             }),
-            Packet::Ack {
+            Packet::Ack(AckPacket {
+                kind: AckKind::Ack,
                 src_node: 3,
                 dst_node: 1,
                 cum_seq: 17,
                 err_bits: 0b101,
                 err_code: Some(ErrorCode::Protection),
                 refused: 0b10,
-            },
-            Packet::Nack {
+            }),
+            Packet::Ack(AckPacket {
+                kind: AckKind::Nack,
                 src_node: 3,
                 dst_node: 1,
                 cum_seq: 16,
                 err_bits: 1,
                 err_code: Some(ErrorCode::Busy),
                 refused: 0,
-            },
+            }),
             Packet::Bcast(BcastPacket {
                 route: route(),
                 high_node: 9,

@@ -8,10 +8,12 @@ use crate::abi::command::{
 };
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
+use crate::abi::queue::{QueueHeader, queue_bytes};
 use crate::abi::regs::{self, QueuePerms, ReadOnly, Reg, RegionPerms};
 use crate::abi::ring::Ring;
 use crate::engine::hw::PeerSet;
-use zerocopy::FromBytes;
+use zerocopy::little_endian::U64;
+use zerocopy::{FromBytes, IntoBytes};
 
 /// Result of executing one command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,23 +402,23 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         base: u64,
     ) -> Result<(), ErrorCode> {
         let ring = Ring::new(u64::from(slots)).map_err(|_| ErrorCode::BadLength)?;
-        let len = ring
-            .entries()
-            .saturating_mul(slot_size as u64)
-            .saturating_add(64);
         let phys = self.translate(
             ctx,
             base,
-            len,
+            queue_bytes(ring, slot_size),
             RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
         )?;
-        let mut consumed = [0u8; 8];
+        // Producing starts at the host's consumer count.
+        let mut consumed = U64::ZERO;
         self.hw
-            .read(phys.wrapping_add(8), &mut consumed)
+            .read(
+                phys.wrapping_add(QueueHeader::CONSUMED as u64),
+                consumed.as_mut_bytes(),
+            )
             .map_err(|_| ErrorCode::HostBus)?;
-        let produced = u64::from_le_bytes(consumed);
+        let produced = consumed.get();
         self.hw
-            .write_word_release(phys, produced)
+            .write_word_release(phys.wrapping_add(QueueHeader::PRODUCED as u64), produced)
             .map_err(|_| ErrorCode::HostBus)?;
         let slot = self
             .queues

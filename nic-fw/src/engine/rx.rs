@@ -6,8 +6,13 @@ use super::{Dma, DmaRole, Engine, HeldQueue, RX_BUDGET};
 use crate::abi::NodeId;
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
-use crate::abi::packet::{DataPacket, GetRequestPacket, Packet, PacketHeader, PacketType, Route};
+use crate::abi::packet::{
+    AckKind, AckPacket, DataPacket, GetRequestPacket, Packet, PacketHeader, PacketType, Route,
+};
+use crate::abi::queue::{QueueHeader, QueueItemHeader, queue_bytes, slot_offset};
 use crate::abi::regs::RegionPerms;
+use zerocopy::IntoBytes;
+use zerocopy::little_endian::U64;
 
 /// An inbound write to check and apply (data and broadcast packets).
 pub(super) struct InboundWrite {
@@ -81,34 +86,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
         };
         match packet {
-            Packet::Ack {
-                src_node,
-                cum_seq,
-                err_bits,
-                err_code,
-                refused,
-                ..
-            }
-            | Packet::Nack {
-                src_node,
-                cum_seq,
-                err_bits,
-                err_code,
-                refused,
-                ..
-            } => {
-                let ptype = match packet {
-                    Packet::Nack { .. } => PacketType::Nack,
-                    _ => PacketType::Ack,
-                };
-                let acked = super::tx::Acked {
-                    cum: cum_seq,
-                    err_bits,
-                    err_code,
-                    refused,
-                };
-                self.on_ack(ptype, src_node, acked, path);
-            }
+            Packet::Ack(ack) => self.on_ack(&ack, path),
             Packet::Data(DataPacket { route, seq, .. })
             | Packet::GetRequest(GetRequestPacket { route, seq, .. }) => {
                 self.on_sequenced(route.src_node, seq, &packet, payload, path);
@@ -418,42 +396,42 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .copied()
             .ok_or(ErrorCode::BadEvent)?
             .ok_or(ErrorCode::NoQueue)?;
-        if d.len > q.slot_size.saturating_sub(8) {
+        if d.len > q.slot_size.saturating_sub(QueueItemHeader::SIZE as u32) {
             return Err(ErrorCode::BadLength);
         }
-        let len = q
-            .ring
-            .entries()
-            .saturating_mul(q.slot_size as u64)
-            .saturating_add(64);
         let phys = self.translate(
             ctx,
             q.base,
-            len,
+            queue_bytes(q.ring, q.slot_size),
             RegionPerms::LOCAL_READ | RegionPerms::LOCAL_WRITE,
         )?;
-        let mut consumed = [0u8; 8];
+        let mut consumed = U64::ZERO;
         self.hw
-            .read(phys.wrapping_add(8), &mut consumed)
+            .read(
+                phys.wrapping_add(QueueHeader::CONSUMED as u64),
+                consumed.as_mut_bytes(),
+            )
             .map_err(|_| ErrorCode::HostBus)?;
         // Full (or a consumer count ahead of the producer, or the item would
         // wrap past 2^64 onto a slot still in use): refuse for now.
-        let consumed = u64::from_le_bytes(consumed);
-        if q.ring.producer_slot(consumed, q.produced).is_none() {
+        if q.ring.producer_slot(consumed.get(), q.produced).is_none() {
             return Ok(false);
         }
-        let slot = phys
-            .wrapping_add(64)
-            .wrapping_add(q.ring.byte_offset(q.produced, q.slot_size));
-        let mut header = [0u8; 8];
-        header[..4].copy_from_slice(&d.len.to_le_bytes());
-        header[4..6].copy_from_slice(&d.route.src_node.to_le_bytes());
-        header[6] = d.route.src_ctx;
+        let slot = phys.wrapping_add(slot_offset(q.ring, q.produced, q.slot_size));
+        let header = QueueItemHeader {
+            len: d.len.into(),
+            src_node: d.route.src_node.into(),
+            src_ctx: d.route.src_ctx,
+            zero: 0,
+        };
         let produced = q.produced.wrapping_add(1);
         self.hw
-            .deliver(payload, slot.wrapping_add(8))
-            .and_then(|()| self.hw.write(slot, &header))
-            .and_then(|()| self.hw.write_word_release(phys, produced))
+            .deliver(payload, slot.wrapping_add(QueueItemHeader::SIZE as u64))
+            .and_then(|()| self.hw.write(slot, header.as_bytes()))
+            .and_then(|()| {
+                self.hw
+                    .write_word_release(phys.wrapping_add(QueueHeader::PRODUCED as u64), produced)
+            })
             .map_err(|_| ErrorCode::HostBus)?;
         if let Some(Some(entry)) = self
             .queues
@@ -596,25 +574,19 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 continue;
             };
             let cum_seq = flow.expected.wrapping_sub(1);
-            let packet = if flow.nack_owed {
-                Packet::Nack {
-                    src_node: self.loc.node,
-                    dst_node: src,
-                    cum_seq,
-                    err_bits: flow.err_bits,
-                    err_code: flow.last_err,
-                    refused: flow.refused_bits,
-                }
-            } else {
-                Packet::Ack {
-                    src_node: self.loc.node,
-                    dst_node: src,
-                    cum_seq,
-                    err_bits: flow.err_bits,
-                    err_code: flow.last_err,
-                    refused: flow.refused_bits,
-                }
-            };
+            let packet = Packet::Ack(AckPacket {
+                kind: if flow.nack_owed {
+                    AckKind::Nack
+                } else {
+                    AckKind::Ack
+                },
+                src_node: self.loc.node,
+                dst_node: src,
+                cum_seq,
+                err_bits: flow.err_bits,
+                err_code: flow.last_err,
+                refused: flow.refused_bits,
+            });
             flow.ack_owed = false;
             flow.nack_owed = false;
             flow.listed = false;

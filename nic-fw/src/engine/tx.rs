@@ -4,22 +4,11 @@
 use super::hw::{Activity, Hardware, Path, PayloadSource};
 use super::{DmaRole, Engine, TX_BUDGET, TxEntry, TxFlow};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
-use crate::abi::packet::{DataPacket, GetRequestPacket, Packet, PacketType, Route};
+use crate::abi::packet::{
+    AckKind, AckPacket, DataPacket, GetRequestPacket, Packet, PacketType, Route,
+};
 use crate::abi::regs::{self, Status};
 use crate::abi::{NodeId, TX_WINDOW};
-
-/// What an ack or nack says about the packets it covers.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Acked {
-    /// Everything up to here arrived.
-    pub(super) cum: u32,
-    /// Bit `i`: packet `cum - i` was rejected.
-    pub(super) err_bits: u64,
-    /// The most recent rejection's reason.
-    pub(super) err_code: Option<ErrorCode>,
-    /// Bit `i`: packet `cum - i` was refused for now.
-    pub(super) refused: u32,
-}
 
 impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
     /// Send retransmissions, then new packets round-robin over active DMAs.
@@ -218,14 +207,17 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let _ = self.hw.send(&packet.emit(), payload, path);
     }
 
-    /// Process an ack or nack from `peer` that came by `path`.
-    pub(super) fn on_ack(&mut self, ptype: PacketType, peer: NodeId, acked: Acked, path: Path) {
-        let Acked {
-            cum,
+    /// Process an ack or nack that came by `path`.
+    pub(super) fn on_ack(&mut self, ack: &AckPacket, path: Path) {
+        let AckPacket {
+            kind,
+            src_node: peer,
+            cum_seq: cum,
             err_bits: bits,
             err_code: code,
             refused,
-        } = acked;
+            ..
+        } = *ack;
         let now = self.hw.now_ns();
         if path == Path::Direct {
             self.restore_path(peer as usize);
@@ -271,7 +263,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 flow.resend = Some(flow.base_seq);
             }
         }
-        if ptype == PacketType::Nack && flow.in_flight > 0 {
+        if kind == AckKind::Nack && flow.in_flight > 0 {
             // The receiver is alive but lacked a resource (a full input
             // queue, a DMA slot) or saw a gap: that is progress, not a
             // silence that should count towards the retry limit.
