@@ -122,7 +122,7 @@ pub fn soak(
                         .enumerate()
                         .any(|(i, &b)| b != block_byte(origin, tag, i))
                     {
-                        return Err(Error::Config(format!(
+                        return Err(Error::Internal(format!(
                             "soak round {tag}: rank {origin}'s block arrived wrong"
                         )));
                     }

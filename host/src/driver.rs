@@ -380,7 +380,7 @@ pub fn with_completion(cmd: Command, ev: EventId) -> Result<Command, Error> {
             event: Some(ev),
         },
         other => {
-            return Err(Error::Config(format!(
+            return Err(Error::Internal(format!(
                 "{other:?} has no completion event to track"
             )));
         }

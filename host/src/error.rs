@@ -120,20 +120,25 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// A non-blocking progress call found a step that cannot go on yet.
-    /// Internal to non-blocking progress ([`crate::Request::test`] answers
-    /// "not complete" instead); a public call never returns it.
-    #[error("not ready yet: a non-blocking call would have to wait")]
-    WouldBlock,
     /// Refused because a collective is still in flight: a persistent
     /// collective started again while its last start is active, or the
     /// arena freed under a collective whose NICs may still write it
     /// (complete it with `wait` or `test` first). Nothing was done.
     #[error("a collective is still in flight on this communicator ({0}): complete it first")]
     CollectiveInFlight(&'static str),
-    /// A configuration value is invalid.
+    /// A configuration value or an argument the caller chose is invalid
+    /// (a `CommConfig` field, a chained put's feeds, a queue's size, a
+    /// call the communicator refuses). Only ever the caller's mistake:
+    /// the library's own broken invariants are [`Error::Internal`].
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A schedule set breaks a rule of the schedule IR (a counter or flag
+    /// waited on twice in one rank's schedule, a raise nobody waits for, a
+    /// set that cannot be replayed): [`crate::sched::ScheduleSet::seal`]
+    /// and [`crate::sched::persist::guard`] refuse it. A generator's bug,
+    /// the library's or the caller's own.
+    #[error("bad schedule: {0}")]
+    BadSchedule(String),
     /// A bug of the library: an invariant it keeps did not hold. Please
     /// report it with the message.
     #[error("internal error (a bug of railcoll): {0}")]

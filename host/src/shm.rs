@@ -35,8 +35,13 @@ pub trait Flags {
 
 /// How a protocol step blocks and wakes others.
 pub trait Sync {
+    /// What a wait that does not end in `ready()` returns, and so what the
+    /// protocol's steps return: the library's [`Error`], or (the
+    /// executor's polling steps) an error that can also say "not yet",
+    /// which the caller resumes from.
+    type Error: From<Error>;
     /// Block until `ready()`.
-    fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error>;
+    fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Self::Error>;
     /// Wake local rank `local` (it may be blocked on a flag just set).
     fn wake(&self, local: usize);
     /// About to raise a flag others poll (see
@@ -123,7 +128,7 @@ impl<F: Flags, S: Sync> Round<'_, F, S> {
         (0..self.map.locals()).filter(move |&r| r != root)
     }
 
-    fn wait_all(&self, index: impl Fn(usize) -> usize, epoch: u64) -> Result<(), Error> {
+    fn wait_all(&self, index: impl Fn(usize) -> usize, epoch: u64) -> Result<(), S::Error> {
         let others = self.others();
         self.sync.wait(&mut || {
             others
@@ -153,8 +158,8 @@ impl<F: Flags, S: Sync> Round<'_, F, S> {
 /// what the loom model checks.
 pub fn barrier<F: Flags, S: Sync>(
     round: &Round<'_, F, S>,
-    between: &mut dyn FnMut() -> Result<(), Error>,
-) -> Result<(), Error> {
+    between: &mut dyn FnMut() -> Result<(), S::Error>,
+) -> Result<(), S::Error> {
     barrier_arrive(round)?;
     if round.me == round.root {
         between()?;
@@ -164,7 +169,7 @@ pub fn barrier<F: Flags, S: Sync>(
 
 /// The barrier's first half: raise this rank's arrival flag; the master
 /// then waits for every other rank's, the others wake it.
-pub fn barrier_arrive<F: Flags, S: Sync>(round: &Round<'_, F, S>) -> Result<(), Error> {
+pub fn barrier_arrive<F: Flags, S: Sync>(round: &Round<'_, F, S>) -> Result<(), S::Error> {
     let (map, epoch) = (round.map, round.epoch);
     round.raise(map.barrier_arrive(round.me), epoch);
     if round.me == round.root {
@@ -177,7 +182,7 @@ pub fn barrier_arrive<F: Flags, S: Sync>(round: &Round<'_, F, S>) -> Result<(), 
 
 /// The barrier's second half: the master raises the release flag and
 /// wakes the others; they wait for it.
-pub fn barrier_release<F: Flags, S: Sync>(round: &Round<'_, F, S>) -> Result<(), Error> {
+pub fn barrier_release<F: Flags, S: Sync>(round: &Round<'_, F, S>) -> Result<(), S::Error> {
     let (map, epoch) = (round.map, round.epoch);
     if round.me == round.root {
         round.raise(map.barrier_release(), epoch);
@@ -195,9 +200,9 @@ pub fn barrier_release<F: Flags, S: Sync>(round: &Round<'_, F, S>) -> Result<(),
 /// the others wait for the post, copy out (`drain`), and report.
 pub fn broadcast_round<F: Flags, S: Sync>(
     round: &Round<'_, F, S>,
-    fill: &mut dyn FnMut() -> Result<(), Error>,
-    drain: &mut dyn FnMut() -> Result<(), Error>,
-) -> Result<(), Error> {
+    fill: &mut dyn FnMut() -> Result<(), S::Error>,
+    drain: &mut dyn FnMut() -> Result<(), S::Error>,
+) -> Result<(), S::Error> {
     let (map, epoch) = (round.map, round.epoch);
     if round.me == round.root {
         round.wait_all(|r| map.bcast_done(r), epoch.wrapping_sub(1))?;
@@ -232,9 +237,9 @@ pub fn broadcast_round<F: Flags, S: Sync>(
 /// (`collect`) and releases the slots.
 pub fn gather_round<F: Flags, S: Sync>(
     round: &Round<'_, F, S>,
-    fill: &mut dyn FnMut() -> Result<(), Error>,
-    collect: &mut dyn FnMut() -> Result<(), Error>,
-) -> Result<(), Error> {
+    fill: &mut dyn FnMut() -> Result<(), S::Error>,
+    collect: &mut dyn FnMut() -> Result<(), S::Error>,
+) -> Result<(), S::Error> {
     let (map, epoch) = (round.map, round.epoch);
     if round.me == round.root {
         fill()?;
@@ -328,7 +333,7 @@ impl NodeShm {
         let map = FlagMap::new(locals);
         let need = Self::segment_len(locals);
         if mem.len() < need || me >= locals {
-            return Err(Error::Config(format!(
+            return Err(Error::Internal(format!(
                 "node segment of {} bytes for rank {me} of {locals} (needs {need})",
                 mem.len()
             )));
@@ -373,13 +378,13 @@ impl NodeShm {
     /// took: raise this rank's flag; the master waits for every arrival.
     /// Raising again is harmless, so a non-blocking caller repeats this
     /// until the master's wait is over.
-    pub fn barrier_arrive(&self, sync: &impl Sync, master: usize) -> Result<(), Error> {
+    pub fn barrier_arrive<S: Sync>(&self, sync: &S, master: usize) -> Result<(), S::Error> {
         let flags = self.flags();
         barrier_arrive(&self.barrier_round(&flags, sync, master))
     }
 
     /// Leave the node barrier whose arrival this rank made last.
-    pub fn barrier_release(&self, sync: &impl Sync, master: usize) -> Result<(), Error> {
+    pub fn barrier_release<S: Sync>(&self, sync: &S, master: usize) -> Result<(), S::Error> {
         let flags = self.flags();
         barrier_release(&self.barrier_round(&flags, sync, master))
     }
@@ -403,15 +408,15 @@ impl NodeShm {
     /// Broadcast `len` bytes from local rank `root`: the root's data is read
     /// with `src(offset, chunk)` and everyone else's written with
     /// `dst(offset, chunk)`, each chunk given as segment memory.
-    pub fn broadcast(
+    pub fn broadcast<S: Sync>(
         &mut self,
-        sync: &impl Sync,
+        sync: &S,
         root: usize,
         len: usize,
         cursor: &mut BcastCursor,
-        src: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), Error>,
-        dst: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+        src: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), S::Error>,
+        dst: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), S::Error>,
+    ) -> Result<(), S::Error> {
         loop {
             let offset = cursor.done;
             let chunk = len.saturating_sub(offset).min(self.bcast_len);
@@ -448,15 +453,15 @@ impl NodeShm {
     /// fill their slot with `fill(offset, slot)`; the root copies each
     /// rank's slot with `collect(rank, offset, slot)`.
     #[allow(clippy::type_complexity)]
-    pub fn gather(
+    pub fn gather<S: Sync>(
         &mut self,
-        sync: &impl Sync,
+        sync: &S,
         root: usize,
         block: usize,
-        own: &mut dyn FnMut(usize, usize) -> Result<(), Error>,
-        fill: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), Error>,
-        collect: &mut dyn FnMut(usize, usize, &DmaMemory) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+        own: &mut dyn FnMut(usize, usize) -> Result<(), S::Error>,
+        fill: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), S::Error>,
+        collect: &mut dyn FnMut(usize, usize, &DmaMemory) -> Result<(), S::Error>,
+    ) -> Result<(), S::Error> {
         let mut offset = 0;
         loop {
             let chunk = (block - offset).min(self.slot_len);
@@ -464,16 +469,16 @@ impl NodeShm {
             let me = self.me;
             let slots: Vec<DmaMemory> = (0..self.locals())
                 .map(|r| self.segment(self.slot_offset + r * self.slot_len, chunk))
-                .collect::<Result<_, _>>()?;
+                .collect::<Result<_, Error>>()?;
             let flags = SegmentFlags { mem: &self.mem };
-            let mut fill_step = || -> Result<(), Error> {
+            let mut fill_step = || -> Result<(), S::Error> {
                 if me == root {
                     own(offset, chunk)
                 } else {
                     fill(offset, &slots[me])
                 }
             };
-            let mut collect_step = || -> Result<(), Error> {
+            let mut collect_step = || -> Result<(), S::Error> {
                 for (r, slot) in slots.iter().enumerate() {
                     if r != root {
                         collect(r, offset, slot)?;
@@ -536,7 +541,7 @@ impl NodeShm {
     fn sched_line(&self, local: usize, flag: usize, from: usize) -> Result<usize, Error> {
         let locals = self.locals();
         if local >= locals || from >= locals || flag >= SCHED_FLAG_LINES {
-            return Err(Error::Config(format!(
+            return Err(Error::Internal(format!(
                 "schedule flag {flag} of local rank {local} raised by local rank {from}: the node has {locals} ranks and {SCHED_FLAG_LINES} flags each"
             )));
         }

@@ -94,6 +94,8 @@ pub struct RankSync {
 }
 
 impl shm::Sync for RankSync {
+    type Error = Error;
+
     fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
         self.parking.wait(ready);
         Ok(())

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::run::{BarrierNumbers, Pending, Run};
-use super::state::{CACHE_LIMIT, Coll, Progress};
+use super::state::{CACHE_LIMIT, Coll, Progress, Stop};
 use crate::arena::SymBuffer;
 use crate::driver::Feeds;
 use crate::endpoint::{Arrivals, ChainedPut, Posted, PutHandle, TransferOptions};
@@ -413,8 +413,8 @@ impl<'a> Coll<'a> {
                     run.next += 1;
                     run.pending = Pending::None;
                 }
-                Err(Error::WouldBlock) => return Ok(false),
-                Err(e) => return Err(e),
+                Err(Stop::NotYet) => return Ok(false),
+                Err(Stop::Failed(e)) => return Err(e),
             }
         }
         run.handles.release_all(settle)
@@ -435,7 +435,7 @@ impl<'a> Coll<'a> {
     }
 
     /// Step `i` of `run`: done (`Ok`), or, polling, not yet
-    /// ([`Error::WouldBlock`], with what it began kept in `run.pending`).
+    /// ([`Stop::NotYet`], with what it began kept in `run.pending`).
     fn step(
         &self,
         run: &mut Run,
@@ -443,7 +443,7 @@ impl<'a> Coll<'a> {
         op: &Op,
         how: Progress,
         settle: impl Fn(&mut Posted) -> Result<bool, Error> + Copy,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Stop> {
         let p = &run.set.params;
         let hook = self.wait_arc();
         match op {
@@ -455,7 +455,7 @@ impl<'a> Coll<'a> {
                 signal,
             } => {
                 if !run.handles.make_room(settle)? {
-                    return Err(Error::WouldBlock);
+                    return Err(Stop::NotYet);
                 }
                 let (src, dst) = (run.region(src)?, run.region(dst)?);
                 let opts = TransferOptions {
@@ -527,7 +527,7 @@ impl<'a> Coll<'a> {
                 if let Pending::Arrivals(armed) = &run.pending {
                     match how {
                         Progress::Block => self.wait_armed(armed)?,
-                        Progress::Poll => self.test_armed(armed).ok_or(Error::WouldBlock)??,
+                        Progress::Poll => self.test_armed(armed).ok_or(Stop::NotYet)??,
                     }
                 }
             }
@@ -640,7 +640,7 @@ impl<'a> Coll<'a> {
                 if let Pending::Switch(h) = &mut run.pending {
                     match settle(h) {
                         Ok(true) => {}
-                        Ok(false) => return Err(Error::WouldBlock),
+                        Ok(false) => return Err(Stop::NotYet),
                         Err(Error::Nic {
                             code: ErrorCode::PeerUnreachable,
                             ..
@@ -648,7 +648,7 @@ impl<'a> Coll<'a> {
                             self.switch_failed();
                             run.pending = Pending::WithoutSwitch;
                         }
-                        Err(e) => return Err(e),
+                        Err(e) => return Err(e.into()),
                     }
                 }
                 if matches!(run.pending, Pending::WithoutSwitch) {
@@ -737,7 +737,7 @@ impl<'a> Coll<'a> {
     fn peer_memory(&self, rank: usize) -> Result<DmaMemory, Error> {
         let (node, local) = self.locate(rank)?;
         if node != self.node() {
-            return Err(Error::Config(format!(
+            return Err(Error::Internal(format!(
                 "rank {rank} is not on this rank's node: no shared memory with it"
             )));
         }
@@ -752,7 +752,7 @@ impl<'a> Coll<'a> {
                 found.is_some()
             })?;
         }
-        let (phys, len) = found.ok_or(Error::Config("node directory entry vanished".into()))?;
+        let (phys, len) = found.ok_or(Error::Internal("node directory entry vanished".into()))?;
         let mem = self.dma_view(phys, len)?;
         if let Some(slot) = self.st.exec.peers.borrow_mut().get_mut(local) {
             *slot = Some(mem.clone());

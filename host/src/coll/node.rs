@@ -4,7 +4,7 @@
 //! protocols themselves are [`crate::shm`]'s; this module hands them the
 //! rank's buffers, wait hook and cost observer.
 
-use super::state::{Coll, Progress};
+use super::state::{Coll, Progress, Stop};
 use crate::arena::SymBuffer;
 use crate::error::Error;
 use crate::shm::BcastCursor;
@@ -19,14 +19,14 @@ impl Coll<'_> {
     /// Arrive at the node barrier (master: local rank 0); the master
     /// returns once every local rank has arrived. Repeatable until it
     /// succeeds (polling).
-    pub(crate) fn node_arrive(&self, how: Progress) -> Result<(), Error> {
+    pub(crate) fn node_arrive(&self, how: Progress) -> Result<(), Stop> {
         let sync = self.hook_sync(how);
         self.st.shm.borrow().barrier_arrive(&sync, 0)
     }
 
     /// Leave the node barrier: the master releases, the others wait for
     /// the release. Repeatable until it succeeds (polling).
-    pub(crate) fn node_release(&self, how: Progress) -> Result<(), Error> {
+    pub(crate) fn node_release(&self, how: Progress) -> Result<(), Stop> {
         let sync = self.hook_sync(how);
         self.st.shm.borrow().barrier_release(&sync, 0)
     }
@@ -40,7 +40,7 @@ impl Coll<'_> {
         root_local: usize,
         cursor: &mut BcastCursor,
         how: Progress,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Stop> {
         if self.group().node_size() == 1 {
             return Ok(());
         }
@@ -50,12 +50,12 @@ impl Coll<'_> {
         let to_segment = |offset: usize, seg: &railcoll_mem::dma_mem::DmaMemory| {
             hook.observer().host_copy(seg.len(), false);
             seg.copy_from(0, &mine, offset, seg.len())
-                .map_err(|e| crate::error::out_of_range("the buffer", e))
+                .map_err(|e| crate::error::out_of_range("the buffer", e).into())
         };
         let from_segment = |offset: usize, seg: &railcoll_mem::dma_mem::DmaMemory| {
             hook.observer().host_copy(seg.len(), false);
             mine.copy_from(offset, seg, 0, seg.len())
-                .map_err(|e| crate::error::out_of_range("the buffer", e))
+                .map_err(|e| crate::error::out_of_range("the buffer", e).into())
         };
         let (mut fill, mut drain) = (to_segment, from_segment);
         self.st.shm.borrow_mut().broadcast(
@@ -102,10 +102,10 @@ impl Coll<'_> {
         } else {
             None
         };
-        let range_err = |e| crate::error::out_of_range("the gather buffers", e);
+        let range_err = |e| Stop::from(crate::error::out_of_range("the gather buffers", e));
         let sync = self.hook_sync(Progress::Block);
         let hook = self.wait_arc();
-        let mut own = |offset: usize, chunk: usize| -> Result<(), Error> {
+        let mut own = |offset: usize, chunk: usize| -> Result<(), Stop> {
             match &dst {
                 Some(d) => {
                     hook.observer().host_copy(chunk, false);
@@ -123,7 +123,7 @@ impl Coll<'_> {
         let mut collect = |rank: usize,
                            offset: usize,
                            slot: &railcoll_mem::dma_mem::DmaMemory|
-         -> Result<(), Error> {
+         -> Result<(), Stop> {
             match &dst {
                 Some(d) => {
                     hook.observer().host_copy(slot.len(), false);
@@ -140,5 +140,6 @@ impl Coll<'_> {
             .shm
             .borrow_mut()
             .gather(&sync, root_local, block, &mut own, &mut fill, &mut collect)
+            .map_err(Stop::blocking)
     }
 }

@@ -57,10 +57,10 @@ impl Coll<'_> {
         // This communicator's waits end on its own notice.
         let result = self.in_scope(call);
         match result {
-            // Not a failure: not ready yet (a poll), or a call refused
-            // before it began because another is in flight (the caller
-            // completes that one and calls again; the others are in it).
-            Err(Error::WouldBlock | Error::CollectiveInFlight(_)) => result,
+            // Not a failure: a call refused before it began because
+            // another is in flight (the caller completes that one and
+            // calls again; the others are in it).
+            Err(Error::CollectiveInFlight(_)) => result,
             Err(e) => match self.notice() {
                 // A wait the notice of another rank ended: the revoke is
                 // the call's outcome.

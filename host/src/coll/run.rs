@@ -40,7 +40,7 @@ impl BarrierNumbers {
 
     pub(crate) fn get(&mut self, which: Numbers) -> Result<u64, Error> {
         self.slot(which).ok_or_else(|| {
-            Error::Config(format!(
+            Error::Internal(format!(
                 "a schedule waits for a {which:?} barrier number it never took"
             ))
         })

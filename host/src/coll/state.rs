@@ -384,9 +384,44 @@ impl Deref for Coll<'_> {
 pub(crate) enum Progress {
     /// Wait through the wait hook (a blocking call, `wait`).
     Block,
-    /// Look once; what is not ready is [`Error::WouldBlock`], after a
+    /// Look once; what is not ready is [`Stop::NotYet`], after a
     /// poll's worth of time passes for a modeled environment (`test`).
     Poll,
+}
+
+/// Why a step of progress did not complete: it failed, or, polling, it
+/// cannot go on yet. `NotYet` never leaves the executor (`advance_gated`
+/// turns it into "not complete": a request's `test` answers so), which is
+/// why it is not a variant of the public [`Error`].
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The step failed.
+    Failed(Error),
+    /// Polling, the step must wait: what it began is kept to resume from.
+    NotYet,
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+impl From<crate::env::WaitTimeout> for Stop {
+    fn from(e: crate::env::WaitTimeout) -> Self {
+        Stop::Failed(e.into())
+    }
+}
+
+impl Stop {
+    /// The error of a step run with [`Progress::Block`], which waits
+    /// instead of stopping short: `NotYet` there is a bug.
+    pub(crate) fn blocking(self) -> Error {
+        match self {
+            Stop::Failed(e) => e,
+            Stop::NotYet => Error::Internal("a blocking step stopped short of its wait".into()),
+        }
+    }
 }
 
 /// The shm protocol's blocking and waking, through the rank's wait hook.
@@ -397,7 +432,9 @@ pub(crate) struct HookSync<'a> {
 }
 
 impl crate::shm::Sync for HookSync<'_> {
-    fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Error> {
+    type Error = Stop;
+
+    fn wait(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), Stop> {
         await_ready(&*self.hook, self.how, ready)
     }
 
@@ -415,13 +452,13 @@ pub(crate) fn await_ready(
     hook: &dyn WaitHook,
     how: Progress,
     ready: &mut dyn FnMut() -> bool,
-) -> Result<(), Error> {
+) -> Result<(), Stop> {
     match how {
         Progress::Block => Ok(hook.wait_until(ready)?),
         Progress::Poll if ready() => Ok(()),
         Progress::Poll => {
             hook.observer().idle_poll()?;
-            Err(Error::WouldBlock)
+            Err(Stop::NotYet)
         }
     }
 }
@@ -483,7 +520,7 @@ impl<'a> Coll<'a> {
     }
 
     /// Wait until every watched word passes (or, polling, look once).
-    pub(crate) fn await_words(&self, how: Progress, words: &[WordWatch]) -> Result<(), Error> {
+    pub(crate) fn await_words(&self, how: Progress, words: &[WordWatch]) -> Result<(), Stop> {
         let hook = self.wait_arc();
         match how {
             Progress::Block => Ok(hook.wait_words(words)?),

@@ -4,7 +4,7 @@
 //! and the switch's combined barrier. No algorithm lives here: the
 //! generators in `sched::generate::barrier` say which step runs when.
 
-use super::state::{Coll, Progress};
+use super::state::{Coll, Progress, Stop};
 use crate::endpoint::{PutHandle, TransferOptions};
 use crate::env::{LibraryWork, WordTest, WordWatch};
 use crate::error::Error;
@@ -68,7 +68,7 @@ impl<'a> Coll<'a> {
         slot: usize,
         number: u64,
         how: Progress,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Stop> {
         let watch = WordWatch {
             mem: self.local_memory(self.word_array(words))?,
             offset: slot * 8,
@@ -88,7 +88,7 @@ impl<'a> Coll<'a> {
     /// Receive from this rank's barrier queue until `from`'s message with
     /// `number` has come; others are kept aside for the receives they
     /// belong to.
-    pub(crate) fn recv_number(&self, from: usize, number: u64, how: Progress) -> Result<(), Error> {
+    pub(crate) fn recv_number(&self, from: usize, number: u64, how: Progress) -> Result<(), Stop> {
         let want = (from, number);
         let matched = |unexpected_bytes| {
             let work = LibraryWork::Receive { unexpected_bytes };
@@ -108,7 +108,7 @@ impl<'a> Coll<'a> {
                 Progress::Block => self.queue_recv(self.barrier_queue()?, &mut word)?,
                 Progress::Poll => self
                     .try_queue_recv(self.barrier_queue()?, &mut word)?
-                    .ok_or(Error::WouldBlock)?,
+                    .ok_or(Stop::NotYet)?,
             };
             let got = (item.src, u64::from_le_bytes(word));
             if got == want {
@@ -162,7 +162,7 @@ impl<'a> Coll<'a> {
     /// their `switch_entered` words. A master the switch released just
     /// before it died has entered and gone on, so the barrier needs
     /// nothing more from it; and masters may mix the two ways freely.
-    pub(crate) fn switch_barrier_without_switch(&self, how: Progress) -> Result<(), Error> {
+    pub(crate) fn switch_barrier_without_switch(&self, how: Progress) -> Result<(), Stop> {
         let seq = self.st.seq.hw_barrier.get();
         let topo = self.group().shape().topology;
         let bufs = &self.st.bufs;
@@ -191,7 +191,7 @@ impl<'a> Coll<'a> {
                 return Ok(());
             }
             if how == Progress::Poll {
-                return Err(Error::WouldBlock);
+                return Err(Stop::NotYet);
             }
         }
     }

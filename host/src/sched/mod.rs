@@ -660,7 +660,7 @@ impl ScheduleSet {
                         let bit = 1u16 << local;
                         let (count, from) = raises.entry((to as usize, flag)).or_default();
                         if *from & bit != 0 {
-                            return Err(Error::Config(format!(
+                            return Err(Error::BadSchedule(format!(
                                 "rank {me} raises flag {flag} of rank {to} twice in one call"
                             )));
                         }
@@ -695,7 +695,7 @@ impl ScheduleSet {
                     }
                 };
                 if clash || !seen_counters.insert((counter, rail)) {
-                    return Err(Error::Config(format!(
+                    return Err(Error::BadSchedule(format!(
                         "rank {me} consumes counter {counter} twice"
                     )));
                 }
@@ -706,7 +706,9 @@ impl ScheduleSet {
                 match &mut step.op {
                     Op::Wait { counter, arrivals } => {
                         consume(*counter, None).map_err(|_| {
-                            Error::Config(format!("rank {me} waits on counter {counter} twice"))
+                            Error::BadSchedule(format!(
+                                "rank {me} waits on counter {counter} twice"
+                            ))
                         })?;
                         *arrivals = incoming.get(&(me, *counter)).copied().unwrap_or_default();
                     }
@@ -730,7 +732,7 @@ impl ScheduleSet {
                     }
                     Op::WaitFlag { flag, count, from } => {
                         if !seen_flags.insert(*flag) {
-                            return Err(Error::Config(format!(
+                            return Err(Error::BadSchedule(format!(
                                 "rank {me} waits on flag {flag} twice"
                             )));
                         }
@@ -744,7 +746,7 @@ impl ScheduleSet {
         // A raise nobody waits for would leave that raiser's count one
         // ahead for the rest of the communicator's life.
         if let Some((to, flag)) = raises.keys().find(|k| !waited.contains(k)) {
-            return Err(Error::Config(format!(
+            return Err(Error::BadSchedule(format!(
                 "rank {to}'s flag {flag} is raised but never waited for"
             )));
         }

@@ -54,7 +54,7 @@ use super::*;
 pub fn guard(set: &ScheduleSet) -> Result<ScheduleSet, Error> {
     let replay = sim::replay(set, &sim::Untimed);
     if let Some(f) = replay.faults.first() {
-        return Err(Error::Config(format!(
+        return Err(Error::BadSchedule(format!(
             "cannot guard a set that does not replay: rank {}, step {}: {}",
             f.rank, f.step, f.what
         )));
