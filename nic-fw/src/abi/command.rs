@@ -27,6 +27,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 use super::MAX_DMA_LEN;
 use super::error::ErrorCode;
 use super::event::{EventAction, EventId};
+use super::regs::QueuePerms;
 
 /// Size of a command block in bytes.
 pub const COMMAND_BLOCK_SIZE: usize = 64;
@@ -96,8 +97,7 @@ bitflags! {
     }
 }
 
-/// Input queues per context.
-pub const MAX_QUEUES: u32 = 8;
+pub use super::MAX_QUEUES;
 
 /// Body of RUN_DMA (Elan4's `E4_DMA`, reduced).
 ///
@@ -295,6 +295,18 @@ pub struct DmaCommand {
     pub dst_event: Option<EventId>,
     /// Wake the destination's host once the data has landed.
     pub wake: bool,
+}
+
+impl DmaCommand {
+    /// The issuer's completion event: a put's (or queued send's) source
+    /// event, a get's destination event. It fires with the error when the
+    /// DMA fails, so a host waiting on it learns of the failure.
+    pub const fn local_event(&self) -> Option<EventId> {
+        match self.kind {
+            DmaKind::Put | DmaKind::Queued(_) => self.src_event,
+            DmaKind::Get => self.dst_event,
+        }
+    }
 }
 
 /// A validated command.
@@ -737,6 +749,21 @@ impl Command {
             }
         }
         block
+    }
+
+    /// The queue permission the command needs (docs/abi.md §4.1's
+    /// table): a command from a queue without it fails with
+    /// `QueuePermission` and does nothing.
+    pub const fn permission(&self) -> QueuePerms {
+        match self {
+            Command::Nop => QueuePerms::empty(),
+            Command::Dma(_) => QueuePerms::DMA,
+            Command::SetEvent { .. } => QueuePerms::SET_EVENT,
+            Command::ArmEvent { .. } => QueuePerms::ARM_EVENT,
+            Command::WriteWord { .. } => QueuePerms::WRITE,
+            Command::QueueInit { .. } => QueuePerms::QUEUE,
+            Command::Bcast { .. } | Command::HwBarrier { .. } => QueuePerms::COLLECTIVE,
+        }
     }
 
     /// The opcode this command encodes to.

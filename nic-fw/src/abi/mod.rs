@@ -88,6 +88,9 @@ pub const TX_WINDOW: usize = 32;
 /// Command blocks the chain queue (event COPY actions) holds.
 pub const CHAIN_DEPTH: usize = 64;
 
+/// Input queues per context.
+pub const MAX_QUEUES: u32 = 8;
+
 /// Largest single DMA, as on Elan4 (`dma_typeSize[63:32]`, 2^31 - 1).
 pub const MAX_DMA_LEN: u32 = (1 << 31) - 1;
 

@@ -656,7 +656,7 @@ impl RegionConfig {
 /// bits 39:32 the most blocks one COPY action injects (ABI 1.2); bits
 /// 63:40 read as zero. A zero field means "not reported": the value of
 /// the ABI that had no such field ([`Resources::ABI_1_0`]: the chain depth
-/// [`super::CHAIN_DEPTH`], [`super::command::MAX_QUEUES`] queues, no
+/// [`super::CHAIN_DEPTH`], [`super::MAX_QUEUES`] queues, no
 /// sibling path, one block per COPY).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resources {
@@ -674,7 +674,7 @@ impl Resources {
     /// What an ABI 1.0 NIC offered (it had no `RESOURCES` register).
     pub const ABI_1_0: Resources = Resources {
         chain_depth: super::CHAIN_DEPTH as u16,
-        queues: super::command::MAX_QUEUES as u8,
+        queues: super::MAX_QUEUES as u8,
         peer_fifo: 0,
         copy_blocks: 1,
     };

@@ -1,7 +1,7 @@
 //! Command execution: the queues, the chain queue, and starting DMAs.
 
 use super::hw::{Activity, Hardware};
-use super::{CHAIN_RING, CMD_BUDGET, Dma, DmaRole, Engine};
+use super::{CMD_BUDGET, Dma, DmaRole, Engine};
 use crate::abi::ContextIndex;
 use crate::abi::command::{
     COMMAND_BLOCK_SIZE, Command, CommandBlock, DmaCommand, DmaDescriptor, DmaFlags, DmaKind, Opcode,
@@ -9,7 +9,7 @@ use crate::abi::command::{
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::EventId;
 use crate::abi::queue::{QueueHeader, queue_bytes};
-use crate::abi::regs::{self, QueuePerms, ReadOnly, Reg, RegionPerms};
+use crate::abi::regs::{self, ReadOnly, Reg, RegionPerms};
 use crate::abi::ring::Ring;
 use crate::engine::hw::PeerSet;
 use zerocopy::little_endian::U64;
@@ -29,21 +29,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// Drain the chain queue in order; stop at a command that stalls.
     pub(super) fn run_chain(&mut self) -> bool {
         let mut progressed = false;
-        while !CHAIN_RING.is_empty(self.chain_head, self.chain_tail) {
-            let slot = CHAIN_RING.slot(self.chain_head);
-            let Some(Some(entry)) = self.chain.get(slot).copied() else {
-                // Cancelled: its context was detached.
-                self.chain_head = self.chain_head.wrapping_add(1);
-                continue;
-            };
-            if self.execute(entry.ctx, &entry.block, ErrorKind::Chained) == Exec::Stall {
+        while let Some(front) = self.chain.front() {
+            // `None`: cancelled, its context was detached.
+            if let Some(entry) = front
+                && self.execute(entry.ctx, &entry.block, ErrorKind::Chained) == Exec::Stall
+            {
                 break;
             }
-            if let Some(s) = self.chain.get_mut(slot) {
-                *s = None;
-            }
-            self.chain_head = self.chain_head.wrapping_add(1);
-            progressed = true;
+            self.chain.pop_front();
+            progressed |= front.is_some();
         }
         progressed
     }
@@ -171,41 +165,28 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 return Exec::Done;
             }
         };
-        let needed = match cmd {
-            Command::Nop => QueuePerms::empty(),
-            Command::Dma(_) => QueuePerms::DMA,
-            Command::SetEvent { .. } => QueuePerms::SET_EVENT,
-            Command::ArmEvent { .. } => QueuePerms::ARM_EVENT,
-            Command::WriteWord { .. } => QueuePerms::WRITE,
-            Command::QueueInit { .. } => QueuePerms::QUEUE,
-            Command::Bcast { .. } | Command::HwBarrier { .. } => QueuePerms::COLLECTIVE,
-        };
         let op = cmd.opcode().as_raw();
-        if !cfg.perms.contains(needed) {
+        if !cfg.perms.contains(cmd.permission()) {
             self.count_command();
             self.report_command(ctx, origin, ErrorCode::QueuePermission, cookie, op);
             return Exec::Done;
         }
-        if let Command::Dma(d) = cmd {
-            if self.dmas_active >= self.dmas.len() {
-                return Exec::Stall;
+        // One dispatch: each command runs (or stalls, its queue with it, for
+        // a condition that passes by itself) and is counted; a failure is
+        // reported below and fires the command's completion event, if any,
+        // with the error, so a host waiting on it is not left hanging.
+        let (result, completion) = match cmd {
+            Command::Nop => {
+                self.count_command();
+                (Ok(()), None)
             }
-            self.count_command();
-            if let Err(code) = self.start_dma(ctx, &d, cookie) {
-                self.report_command(ctx, origin, code, cookie, op);
-                // The issuer's completion event fires with the error, so a
-                // host waiting on it learns of the failure.
-                let local = match d.kind {
-                    DmaKind::Put | DmaKind::Queued(_) => d.src_event,
-                    DmaKind::Get => d.dst_event,
-                };
-                if let Some(ev) = local {
-                    let _ = self.set_event(ctx, ev, 1, Some(code));
+            Command::Dma(d) => {
+                if self.dmas.full() {
+                    return Exec::Stall;
                 }
+                self.count_command();
+                (self.start_dma(ctx, &d, cookie), d.local_event())
             }
-            return Exec::Done;
-        }
-        let started = match cmd {
             Command::Bcast {
                 len,
                 low_node,
@@ -214,87 +195,86 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 dst_addr,
                 src_event,
                 dst_event,
-            } => Some((
-                self.start_bcast(
+            } => {
+                let started = self.start_bcast(
                     ctx, len, low_node, high_node, src_addr, dst_addr, src_event, dst_event, cookie,
-                ),
-                src_event,
-            )),
+                );
+                if started == Ok(false) {
+                    return Exec::Stall;
+                }
+                self.count_command();
+                (started.map(drop), src_event)
+            }
             Command::HwBarrier {
                 low_node,
                 high_node,
                 seq,
                 tag,
                 event,
-            } => Some((
-                self.start_barrier(ctx, low_node, high_node, (seq, tag), event),
-                event,
-            )),
-            _ => None,
-        };
-        if let Some((outcome, completion)) = started {
-            match outcome {
-                Ok(false) => return Exec::Stall,
-                Ok(true) => {}
-                Err(code) => {
-                    self.report_command(ctx, origin, code, cookie, op);
-                    if let Some(ev) = completion {
-                        let _ = self.set_event(ctx, ev, 1, Some(code));
-                    }
+            } => {
+                let started = self.start_barrier(ctx, low_node, high_node, (seq, tag), event);
+                if started == Ok(false) {
+                    return Exec::Stall;
                 }
+                self.count_command();
+                (started.map(drop), event)
             }
-            self.count_command();
-            return Exec::Done;
-        }
-        // A set for a sibling whose FIFO is full waits (its queue with it)
-        // until the sibling has taken a word: nothing is lost or refused
-        // for a condition that passes by itself.
-        if let Command::SetEvent {
-            event,
-            count,
-            rail: Some(rail),
-        } = cmd
-            && rail != self.loc.rail
-        {
-            let outcome = self.hw.peer_set(rail, PeerSet { ctx, event, count });
-            if outcome == Err(ErrorCode::Busy) {
-                return Exec::Stall;
+            // A set for a sibling whose FIFO is full waits until the
+            // sibling has taken a word.
+            Command::SetEvent {
+                event,
+                count,
+                rail: Some(rail),
+            } if rail != self.loc.rail => {
+                let sent = self.hw.peer_set(rail, PeerSet { ctx, event, count });
+                if sent == Err(ErrorCode::Busy) {
+                    return Exec::Stall;
+                }
+                self.count_command();
+                (sent, None)
             }
-            self.count_command();
-            if let Err(code) = outcome {
-                self.report_command(ctx, origin, code, cookie, op);
+            Command::SetEvent { event, count, .. } => {
+                self.count_command();
+                (self.set_event(ctx, event, count, None), None)
             }
-            return Exec::Done;
-        }
-        self.count_command();
-        let result = match cmd {
-            Command::Nop | Command::Dma(_) | Command::Bcast { .. } | Command::HwBarrier { .. } => {
-                Ok(())
-            }
-            // A sibling set was sent above: what is left is local.
-            Command::SetEvent { event, count, .. } => self.set_event(ctx, event, count, None),
             Command::ArmEvent {
                 event,
                 count,
                 action,
-            } => self.arm_event(ctx, event, count, action),
+            } => {
+                self.count_command();
+                (self.arm_event(ctx, event, count, action), None)
+            }
             Command::QueueInit {
                 queue,
                 slots,
                 slot_size,
                 event,
                 base,
-            } => self.init_queue(ctx, queue, slots, slot_size, event, base),
-            Command::WriteWord { addr, value } => self
-                .translate(ctx, addr, 8, RegionPerms::LOCAL_WRITE)
-                .and_then(|phys| {
-                    self.hw
-                        .write(phys, &value.to_le_bytes())
-                        .map_err(|_| ErrorCode::HostBus)
-                }),
+            } => {
+                self.count_command();
+                (
+                    self.init_queue(ctx, queue, slots, slot_size, event, base),
+                    None,
+                )
+            }
+            Command::WriteWord { addr, value } => {
+                self.count_command();
+                let written = self
+                    .translate(ctx, addr, 8, RegionPerms::LOCAL_WRITE)
+                    .and_then(|phys| {
+                        self.hw
+                            .write(phys, &value.to_le_bytes())
+                            .map_err(|_| ErrorCode::HostBus)
+                    });
+                (written, None)
+            }
         };
         if let Err(code) = result {
             self.report_command(ctx, origin, code, cookie, op);
+            if let Some(ev) = completion {
+                let _ = self.set_event(ctx, ev, 1, Some(code));
+            }
         }
         Exec::Done
     }
@@ -448,17 +428,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     pub(super) fn install_dma(&mut self, dma: Dma) -> Result<(), ErrorCode> {
-        let channel = self
-            .dmas
-            .iter()
-            .position(|s| !s.active)
-            .ok_or(ErrorCode::Busy)?;
-        let order = self.dma_order;
-        self.dma_order = order.wrapping_add(1);
-        if let Some(slot) = self.dmas.get_mut(channel) {
-            *slot = Dma { order, ..dma };
-        }
-        self.dmas_active = self.dmas_active.wrapping_add(1);
+        let channel = self.dmas.install(dma).ok_or(ErrorCode::Busy)?;
         self.hw.note(Activity::DmaStart {
             channel: channel as u8,
         });

@@ -2,7 +2,7 @@
 //! [`crate::abi::event`] for the contract).
 
 use super::hw::{Activity, Hardware};
-use super::{CHAIN_RING, ChainEntry, Engine};
+use super::{ChainEntry, Engine};
 use crate::abi::ContextIndex;
 use crate::abi::command::CommandBlock;
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
@@ -20,11 +20,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         n: u32,
         error: Option<ErrorCode>,
     ) -> Result<(), ErrorCode> {
-        let e = self
-            .events
-            .get_mut(ctx as usize)
-            .and_then(|t| t.get_mut(ev.0 as usize))
-            .ok_or(ErrorCode::BadEvent)?;
+        let e = self.events.get_mut(ctx, ev).ok_or(ErrorCode::BadEvent)?;
         e.count = e.count.saturating_add(n as i64);
         e.status = e.status.or(error);
         if e.armed && e.count >= 0 {
@@ -36,10 +32,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// Record an error on an event without counting a set (a rejected
     /// non-final packet of a DMA the event will complete).
     pub(super) fn taint_event(&mut self, ctx: ContextIndex, ev: EventId, error: ErrorCode) {
-        if let Some(e) = self
-            .events
-            .get_mut(ctx as usize)
-            .and_then(|t| t.get_mut(ev.0 as usize))
+        if let Some(e) = self.events.get_mut(ctx, ev)
             && e.status.is_none()
         {
             e.status = Some(error);
@@ -54,11 +47,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         n: u32,
         action: EventAction,
     ) -> Result<(), ErrorCode> {
-        let e = self
-            .events
-            .get_mut(ctx as usize)
-            .and_then(|t| t.get_mut(ev.0 as usize))
-            .ok_or(ErrorCode::BadEvent)?;
+        let e = self.events.get_mut(ctx, ev).ok_or(ErrorCode::BadEvent)?;
         e.count = e.count.saturating_sub(n as i64);
         e.action = action;
         e.armed = true;
@@ -72,11 +61,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// without error: forwarding data that did not arrive would spread the
     /// failure; the error is reported instead.
     fn fire(&mut self, ctx: ContextIndex, ev: EventId) {
-        let Some(e) = self
-            .events
-            .get_mut(ctx as usize)
-            .and_then(|t| t.get_mut(ev.0 as usize))
-        else {
+        let Some(e) = self.events.get_mut(ctx, ev) else {
             return;
         };
         e.armed = false;
@@ -138,8 +123,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         blocks: u8,
     ) -> Result<(), ErrorCode> {
         let n = u64::from(blocks.max(1));
-        let used = self.chain_tail.wrapping_sub(self.chain_head);
-        if used.saturating_add(n) > CHAIN_RING.entries() {
+        if !self.chain.has_room(n) {
             return Err(ErrorCode::ChainOverflow);
         }
         let phys = self.translate(ctx, src, n.wrapping_mul(64), RegionPerms::LOCAL_READ)?;
@@ -150,15 +134,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 .map_err(|_| ErrorCode::HostBus)?;
         }
         for raw in read.iter().take(n as usize) {
-            let slot = CHAIN_RING.slot(self.chain_tail);
-            if let Some(s) = self.chain.get_mut(slot) {
-                *s = Some(ChainEntry {
-                    ctx,
-                    block: CommandBlock::from_bytes(raw),
-                });
-                self.chain_tail = self.chain_tail.wrapping_add(1);
-                self.stats.chained = self.stats.chained.wrapping_add(1);
-            }
+            self.chain.push(ChainEntry {
+                ctx,
+                block: CommandBlock::from_bytes(raw),
+            });
+            self.stats.chained = self.stats.chained.wrapping_add(1);
         }
         Ok(())
     }

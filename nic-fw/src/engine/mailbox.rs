@@ -2,7 +2,7 @@
 //! flow reset. Only the privileged driver reaches it (see `docs/abi.md`).
 
 use super::hw::Hardware;
-use super::{Context, Engine, Event, Region};
+use super::{Context, Engine, Region};
 use crate::abi::error::ErrorCode;
 use crate::abi::regs::{self, ContextConfig, MailboxOp, MailboxStatus, Param, RegionConfig};
 use crate::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
@@ -60,9 +60,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     head: 0,
                     err_count: 0,
                 };
-                if let Some(table) = self.events.get_mut(cfg.ctx as usize) {
-                    *table = [Event::RESET; EVENTS];
-                }
+                self.events.reset(cfg.ctx);
                 if let Some(queues) = self.queues.get_mut(cfg.ctx as usize) {
                     *queues = [None; crate::abi::command::MAX_QUEUES as usize];
                 }
@@ -84,17 +82,13 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 if self.context(ctx).is_none() {
                     return Err(ErrorCode::NoContext);
                 }
-                if self.dmas.iter().any(|d| d.active && d.ctx == ctx) {
+                if self.dmas.slots.iter().any(|d| d.active && d.ctx == ctx) {
                     return Err(ErrorCode::Busy);
                 }
                 self.cancel_collectives(ctx);
                 // Chained commands of the context not run yet: the next
                 // owner of the index must not run them.
-                for entry in self.chain.iter_mut() {
-                    if entry.is_some_and(|e| e.ctx == ctx) {
-                        *entry = None;
-                    }
-                }
+                self.chain.cancel(ctx);
                 for r in self.regions.iter_mut() {
                     if r.is_some_and(|r| r.ctx == ctx) {
                         *r = None;
@@ -143,7 +137,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 // A DMA or a broadcast in flight may hold a translation
                 // into the region (a broadcast reads its source on every
                 // send and resend).
-                if self.dmas.iter().any(|d| d.active && d.ctx == r.ctx)
+                if self.dmas.slots.iter().any(|d| d.active && d.ctx == r.ctx)
                     || (self.bcast.active && self.bcast.ctx == r.ctx)
                 {
                     return Err(ErrorCode::Busy);
@@ -163,7 +157,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                         {
                             return Err(ErrorCode::BadConfig);
                         }
-                        if self.dmas_active > 0 {
+                        if self.dmas.active() > 0 {
                             return Err(ErrorCode::Busy);
                         }
                         self.params.packet_size = size;

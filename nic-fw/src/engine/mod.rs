@@ -37,6 +37,7 @@ mod events;
 pub mod hw;
 mod mailbox;
 mod rx;
+mod tables;
 mod tx;
 
 use crate::abi::command::{CommandBlock, MAX_QUEUES};
@@ -536,13 +537,9 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     params: Params,
     contexts: [Context; MAX_CONTEXTS],
     regions: [Option<Region>; MAX_REGIONS],
-    events: [[Event; EVENTS]; MAX_CONTEXTS],
+    events: tables::EventTable<EVENTS>,
     queues: [[Option<InputQueue>; MAX_QUEUES as usize]; MAX_CONTEXTS],
-    dmas: [Dma; MAX_DMAS],
-    dmas_active: usize,
-    dma_cursor: usize,
-    /// Issue order of the next DMA ([`Dma::order`]).
-    dma_order: u32,
+    dmas: tables::DmaTable,
     tx: [TxFlow; NODES],
     rx: [RxFlow; NODES],
     ack_list: [NodeId; NODES],
@@ -555,11 +552,7 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     bcast_dest: [BcastDest; NODES],
     bcast_rx: [BcastRx; NODES],
     barriers: [Option<PendingBarrier>; MAX_CONTEXTS],
-    chain: [Option<ChainEntry>; CHAIN_DEPTH],
-    /// Free-running counts of chain entries run and injected, on
-    /// [`CHAIN_RING`].
-    chain_head: u64,
-    chain_tail: u64,
+    chain: tables::ChainQueue,
     /// Contexts whose queues may hold unconsumed commands.
     queues_pending: u32,
     flows_in_flight: usize,
@@ -621,12 +614,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             },
             contexts: [Context::DETACHED; MAX_CONTEXTS],
             regions: [None; MAX_REGIONS],
-            events: [[Event::RESET; EVENTS]; MAX_CONTEXTS],
+            events: tables::EventTable::RESET,
             queues: [[None; MAX_QUEUES as usize]; MAX_CONTEXTS],
-            dmas: [Dma::IDLE; MAX_DMAS],
-            dmas_active: 0,
-            dma_cursor: 0,
-            dma_order: 0,
+            dmas: tables::DmaTable::IDLE,
             tx: [TxFlow::NEW; NODES],
             rx: [RxFlow::NEW; NODES],
             ack_list: [0; NODES],
@@ -646,9 +636,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 status: None,
             }; NODES],
             barriers: [None; MAX_CONTEXTS],
-            chain: [None; CHAIN_DEPTH],
-            chain_head: 0,
-            chain_tail: 0,
+            chain: tables::ChainQueue::EMPTY,
             queues_pending: 0,
             flows_in_flight: 0,
             stats: Stats::default(),
@@ -695,8 +683,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
         // Work that can move without an external stimulus. A queue or chain
         // stalled on a full DMA table waits for an ack, which is a stimulus.
-        let slots_free = self.dmas_active < MAX_DMAS;
-        let chain_pending = !CHAIN_RING.is_empty(self.chain_head, self.chain_tail);
+        let slots_free = !self.dmas.full();
+        let chain_pending = !self.chain.is_empty();
         let pending = ((chain_pending || self.queues_pending != 0) && slots_free)
             || self.has_unsent()
             || self.bcast_sendable();
@@ -772,11 +760,12 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// back-off is over but waits behind an older refused item needs no
     /// timer: the ack of that item's retry frees it.)
     fn requeue_timer(&self) -> Option<u64> {
-        if self.dmas_active == 0 {
+        if self.dmas.active() == 0 {
             return None;
         }
         let now = self.hw.now_ns();
         self.dmas
+            .slots
             .iter()
             .filter(|d| d.active && d.refused && d.packets_sent == 0 && d.retry_at > now)
             .map(|d| d.retry_at)

@@ -470,7 +470,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         });
         match checked {
             Ok((src_phys, src_event)) => {
-                if self.dmas_active >= self.dmas.len() {
+                if self.dmas.full() {
                     return Verdict::Refused;
                 }
                 let job_key = self.context(ctx).map_or(0, |c| c.job_key);

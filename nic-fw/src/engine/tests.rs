@@ -613,7 +613,7 @@ fn a_get_that_finds_no_dma_slot_is_refused_and_the_flow_goes_on() {
     let later = pattern(64, 9);
     net.fill(0, DATA + 0x2000, &later);
     // Every DMA slot of node 1 taken (as by 64 transfers in flight).
-    net.nics[1].dmas_active = crate::abi::MAX_DMAS;
+    net.nics[1].dmas.set_active_for_test(crate::abi::MAX_DMAS);
     get_into_word_4(&mut net, 1, 256);
     net.post(0, put(1, 0x2000, 0x3000, 64, None, None));
     net.run_for(200);
@@ -633,7 +633,7 @@ fn a_get_that_finds_no_dma_slot_is_refused_and_the_flow_goes_on() {
     );
     assert_ne!(net.word(0, 4).value, 9, "nor completed");
     assert_eq!(net.nics[0].stats().retransmits, 0, "nothing went back");
-    net.nics[1].dmas_active = 0;
+    net.nics[1].dmas.set_active_for_test(0);
     net.run(100_000);
     assert_eq!(net.mem(0, DATA, 256), data);
     assert_eq!(
@@ -886,27 +886,27 @@ fn a_copy_that_does_not_fit_injects_nothing() {
     }
     let e = &mut net.nics[0];
     // Three entries left (the queued ones stand for commands not run yet).
-    e.chain_tail = e.chain_head + crate::abi::CHAIN_DEPTH as u64 - 3;
-    let (tail, chained) = (e.chain_tail, e.stats().chained);
+    e.chain.tail = e.chain.head + crate::abi::CHAIN_DEPTH as u64 - 3;
+    let (tail, chained) = (e.chain.tail, e.stats().chained);
     assert_eq!(
         e.inject_chain(0, VA_WORDS + 0x100, 4),
         Err(ErrorCode::ChainOverflow)
     );
     assert_eq!(
-        (e.chain_tail, e.stats().chained),
+        (e.chain.tail, e.stats().chained),
         (tail, chained),
         "nothing injected"
     );
     assert_eq!(e.inject_chain(0, VA_WORDS + 0x100, 3), Ok(()));
-    assert_eq!((e.chain_tail, e.stats().chained), (tail + 3, chained + 3));
+    assert_eq!((e.chain.tail, e.stats().chained), (tail + 3, chained + 3));
     // A range that is not readable in full injects nothing either.
-    e.chain_head = e.chain_tail;
-    let tail = e.chain_tail;
+    e.chain.head = e.chain.tail;
+    let tail = e.chain.tail;
     assert_eq!(
         e.inject_chain(0, VA_DATA + DATA_LEN - 64, 2),
         Err(ErrorCode::Protection)
     );
-    assert_eq!(e.chain_tail, tail);
+    assert_eq!(e.chain.tail, tail);
 }
 
 /// `SET_EVENT` naming a sibling rail goes out on the node's NIC-to-NIC
@@ -1124,7 +1124,7 @@ fn chained_commands_of_a_detached_context_do_not_run_for_the_next_owner() {
     net.run_for(1000);
     let e = &net.nics[0];
     assert_eq!(
-        (e.stats().chained, e.chain_tail - e.chain_head),
+        (e.stats().chained, e.chain.tail - e.chain.head),
         (3, 3),
         "all three injected, none run"
     );
@@ -1155,7 +1155,7 @@ fn chained_commands_of_a_detached_context_do_not_run_for_the_next_owner() {
     assert_eq!(net.word(0, 12).value, 0, "the old word write");
     assert_eq!(net.word(0, 13).value, 0x600d, "the new owner's command ran");
     assert_eq!(
-        net.nics[0].chain_head, net.nics[0].chain_tail,
+        net.nics[0].chain.head, net.nics[0].chain.tail,
         "chain drained"
     );
 }

@@ -27,15 +27,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 }
             }
         }
-        if self.dmas_active == 0 {
+        if self.dmas.active() == 0 {
             return progressed;
         }
         let slots = crate::abi::MAX_DMAS;
         let mut idle_rounds = 0;
         // Round-robin: one packet per DMA per turn, until nothing can move.
         while budget > 0 && idle_rounds < slots {
-            let i = self.dma_cursor % crate::abi::MAX_DMAS;
-            self.dma_cursor = self.dma_cursor.wrapping_add(1) % crate::abi::MAX_DMAS;
+            let i = self.dmas.next_turn();
             if self.send_next_packet(i) {
                 budget = budget.saturating_sub(1);
                 progressed = true;
@@ -51,8 +50,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// not yet due are reported through [`Engine::next_timer`] instead).
     pub(super) fn has_unsent(&self) -> bool {
         let now = self.hw.now_ns();
-        let unsent = self.dmas_active > 0
-            && self.dmas.iter().any(|d| {
+        let unsent = self.dmas.active() > 0
+            && self.dmas.slots.iter().any(|d| {
                 d.active
                     && d.packets_sent < d.packets_total
                     && self.queue_ready(d, now)
@@ -70,7 +69,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     fn send_next_packet(&mut self, slot: usize) -> bool {
-        let Some(dma) = self.dmas.get(slot).copied() else {
+        let Some(dma) = self.dmas.slots.get(slot).copied() else {
             return false;
         };
         if !dma.active
@@ -85,7 +84,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if flow.broken {
             // Every unsent packet fails now; the DMA completes with the error.
             let unsent = dma.packets_total.saturating_sub(dma.packets_sent);
-            if let Some(d) = self.dmas.get_mut(slot) {
+            if let Some(d) = self.dmas.slots.get_mut(slot) {
                 d.packets_sent = d.packets_total;
             }
             for _ in 0..unsent {
@@ -105,7 +104,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             len,
             last,
         };
-        if let Some(d) = self.dmas.get_mut(slot) {
+        if let Some(d) = self.dmas.slots.get_mut(slot) {
             d.next_offset = d.next_offset.saturating_add(len);
             d.packets_sent = d.packets_sent.wrapping_add(1);
         }
@@ -155,7 +154,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// Build and send the packet for a window entry along `path`.
     fn emit_packet(&mut self, node: NodeId, seq: u32, e: TxEntry, path: Path) {
-        let Some(dma) = self.dmas.get(e.dma as usize).copied() else {
+        let Some(dma) = self.dmas.slots.get(e.dma as usize).copied() else {
             return;
         };
         let route = Route {
@@ -284,7 +283,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// this needs no limit of its own.
     fn requeue(&mut self, slot: usize, now: u64) {
         let timeout = self.params.retry_timeout_ns;
-        let Some(d) = self.dmas.get_mut(slot) else {
+        let Some(d) = self.dmas.slots.get_mut(slot) else {
             return;
         };
         if !d.active {
@@ -312,7 +311,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let Some(queue) = d.queue else {
             return true;
         };
-        !self.dmas.iter().any(|o| {
+        !self.dmas.slots.iter().any(|o| {
             o.active
                 && o.refused
                 && o.queue == Some(queue)
@@ -326,7 +325,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// One packet of DMA `slot` is accounted for (acked, or failed with
     /// `error`, or abandoned). Completes the DMA after its last packet.
     pub(super) fn credit(&mut self, slot: usize, error: Option<ErrorCode>) {
-        let Some(d) = self.dmas.get_mut(slot) else {
+        let Some(d) = self.dmas.slots.get_mut(slot) else {
             return;
         };
         if !d.active {
@@ -338,8 +337,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return;
         }
         let dma = *d;
-        d.active = false;
-        self.dmas_active = self.dmas_active.saturating_sub(1);
+        self.dmas.retire(slot);
         self.stats.dmas_completed = self.stats.dmas_completed.wrapping_add(1);
         let fire = match dma.role {
             DmaRole::Put | DmaRole::GetResponse => true,
@@ -560,6 +558,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     pub(super) fn reset_flow(&mut self, node: usize) -> Result<(), ErrorCode> {
         let busy = self
             .dmas
+            .slots
             .iter()
             .any(|d| d.active && d.peer_node as usize == node);
         let flow = self.tx.get_mut(node).ok_or(ErrorCode::BadConfig)?;

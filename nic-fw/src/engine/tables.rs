@@ -1,0 +1,173 @@
+//! The engine's tables that keep invariants of their own: the DMA channels
+//! (how many are active, the issue order, the transmit cursor), the chain
+//! queue (a ring of fired commands between `head` and `tail`), and the
+//! events of every context (one lookup, one reset). The engine holds one of
+//! each and goes through these methods, so no caller recounts `active` or
+//! walks the ring by hand.
+
+use super::{CHAIN_RING, ChainEntry, Dma, Event};
+use crate::abi::event::EventId;
+use crate::abi::{ContextIndex, MAX_CONTEXTS, MAX_DMAS};
+
+/// The DMA channels. `active` is the number of slots with `active` set.
+#[derive(Debug)]
+pub(super) struct DmaTable {
+    pub(super) slots: [Dma; MAX_DMAS],
+    active: usize,
+    /// Where the transmitter's round-robin resumes.
+    cursor: usize,
+    /// Issue order of the next DMA ([`Dma::order`]).
+    order: u32,
+}
+
+impl DmaTable {
+    pub(super) const IDLE: DmaTable = DmaTable {
+        slots: [Dma::IDLE; MAX_DMAS],
+        active: 0,
+        cursor: 0,
+        order: 0,
+    };
+
+    /// DMAs in progress.
+    pub(super) fn active(&self) -> usize {
+        self.active
+    }
+
+    /// Every channel busy.
+    pub(super) fn full(&self) -> bool {
+        self.active >= MAX_DMAS
+    }
+
+    /// Put `dma` on a free channel with the next issue order; the channel,
+    /// or `None` if every channel is busy.
+    pub(super) fn install(&mut self, dma: Dma) -> Option<usize> {
+        let channel = self.slots.iter().position(|s| !s.active)?;
+        let order = self.order;
+        self.order = order.wrapping_add(1);
+        let slot = self.slots.get_mut(channel)?;
+        *slot = Dma {
+            order,
+            active: true,
+            ..dma
+        };
+        self.active = self.active.wrapping_add(1);
+        Some(channel)
+    }
+
+    /// Channel `channel` finished: free it.
+    pub(super) fn retire(&mut self, channel: usize) {
+        if let Some(d) = self.slots.get_mut(channel)
+            && d.active
+        {
+            d.active = false;
+            self.active = self.active.saturating_sub(1);
+        }
+    }
+
+    /// The next channel of the transmitter's round-robin.
+    pub(super) fn next_turn(&mut self) -> usize {
+        let i = self.cursor % MAX_DMAS;
+        self.cursor = self.cursor.wrapping_add(1) % MAX_DMAS;
+        i
+    }
+
+    /// Test hook: pretend `n` channels are busy without installing any.
+    #[cfg(test)]
+    pub(super) fn set_active_for_test(&mut self, n: usize) {
+        self.active = n;
+    }
+}
+
+/// Commands that fired and wait to run, in order: the live entries are
+/// the `tail - head` ring slots from `head` (free-running counts on
+/// [`CHAIN_RING`]); a slot of a detached context is `None` (cancelled).
+#[derive(Debug)]
+pub(super) struct ChainQueue {
+    entries: [Option<ChainEntry>; crate::abi::CHAIN_DEPTH],
+    /// Entries run (free-running).
+    pub(super) head: u64,
+    /// Entries injected (free-running).
+    pub(super) tail: u64,
+}
+
+impl ChainQueue {
+    pub(super) const EMPTY: ChainQueue = ChainQueue {
+        entries: [None; crate::abi::CHAIN_DEPTH],
+        head: 0,
+        tail: 0,
+    };
+
+    /// Nothing waits to run.
+    pub(super) fn is_empty(&self) -> bool {
+        CHAIN_RING.is_empty(self.head, self.tail)
+    }
+
+    /// Room for `n` more entries.
+    pub(super) fn has_room(&self, n: u64) -> bool {
+        self.tail.wrapping_sub(self.head).saturating_add(n) <= CHAIN_RING.entries()
+    }
+
+    /// Append `entry` (the caller checked [`ChainQueue::has_room`]).
+    pub(super) fn push(&mut self, entry: ChainEntry) {
+        if let Some(s) = self.entries.get_mut(CHAIN_RING.slot(self.tail)) {
+            *s = Some(entry);
+            self.tail = self.tail.wrapping_add(1);
+        }
+    }
+
+    /// The oldest entry: `None` if the queue is empty, `Some(None)` if it
+    /// was cancelled.
+    pub(super) fn front(&self) -> Option<Option<ChainEntry>> {
+        if self.is_empty() {
+            return None;
+        }
+        self.entries.get(CHAIN_RING.slot(self.head)).copied()
+    }
+
+    /// Drop the oldest entry (it ran, or was cancelled).
+    pub(super) fn pop_front(&mut self) {
+        if self.is_empty() {
+            return;
+        }
+        if let Some(s) = self.entries.get_mut(CHAIN_RING.slot(self.head)) {
+            *s = None;
+        }
+        self.head = self.head.wrapping_add(1);
+    }
+
+    /// Cancel every entry of context `ctx` (detached: the next owner of
+    /// the index must not run them).
+    pub(super) fn cancel(&mut self, ctx: ContextIndex) {
+        for entry in self.entries.iter_mut() {
+            if entry.is_some_and(|e| e.ctx == ctx) {
+                *entry = None;
+            }
+        }
+    }
+}
+
+/// The events of every context.
+#[derive(Debug)]
+pub(super) struct EventTable<const EVENTS: usize> {
+    table: [[Event; EVENTS]; MAX_CONTEXTS],
+}
+
+impl<const EVENTS: usize> EventTable<EVENTS> {
+    pub(super) const RESET: Self = Self {
+        table: [[Event::RESET; EVENTS]; MAX_CONTEXTS],
+    };
+
+    /// Event `ev` of context `ctx`; `None` outside the table.
+    pub(super) fn get_mut(&mut self, ctx: ContextIndex, ev: EventId) -> Option<&mut Event> {
+        self.table
+            .get_mut(ctx as usize)
+            .and_then(|t| t.get_mut(ev.0 as usize))
+    }
+
+    /// Every event of context `ctx` back to its reset state (attach).
+    pub(super) fn reset(&mut self, ctx: ContextIndex) {
+        if let Some(t) = self.table.get_mut(ctx as usize) {
+            *t = [Event::RESET; EVENTS];
+        }
+    }
+}
