@@ -70,7 +70,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         dst_event: Option<EventId>,
         cookie: u32,
     ) -> Result<bool, ErrorCode> {
-        if self.bcast.active {
+        if self.bcasts.tx.active {
             return Ok(false);
         }
         self.check_range(ctx, low, high)?;
@@ -83,9 +83,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return Err(ErrorCode::BadLength);
         }
         let job_key = self.context(ctx).map_or(0, |c| c.job_key);
-        self.bcast_next_id = self.bcast_next_id.wrapping_add(1);
+        self.bcasts.next_id = self.bcasts.next_id.wrapping_add(1);
         for node in low..=high {
-            if let Some(d) = self.bcast_dest.get_mut(node as usize) {
+            if let Some(d) = self.bcasts.dest.get_mut(node as usize) {
                 *d = super::BcastDest {
                     received: 0,
                     status: None,
@@ -96,10 +96,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.hw.note(Activity::DmaStart {
             channel: BCAST_CHANNEL,
         });
-        self.bcast = BcastTx {
+        self.bcasts.tx = BcastTx {
             active: true,
             ctx,
-            id: self.bcast_next_id,
+            id: self.bcasts.next_id,
             low,
             high,
             src_phys,
@@ -121,10 +121,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// Fewest packets any destination (other than this node) has.
     fn bcast_min_received(&self) -> u32 {
-        let b = &self.bcast;
+        let b = &self.bcasts.tx;
         (b.low..=b.high)
             .filter(|n| *n != self.loc.node)
-            .filter_map(|n| self.bcast_dest.get(n as usize))
+            .filter_map(|n| self.bcasts.dest.get(n as usize))
             .map(|d| d.received)
             .min()
             .unwrap_or(b.total)
@@ -132,9 +132,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// Can a broadcast packet go out now?
     pub(super) fn bcast_sendable(&self) -> bool {
-        self.bcast.active
-            && self.bcast.sent < self.bcast.total
-            && self.bcast.sent.saturating_sub(self.bcast_min_received()) < TX_WINDOW as u32
+        self.bcasts.tx.active
+            && self.bcasts.tx.sent < self.bcasts.tx.total
+            && self
+                .bcasts
+                .tx
+                .sent
+                .saturating_sub(self.bcast_min_received())
+                < TX_WINDOW as u32
     }
 
     /// Send broadcast packets within the window.
@@ -144,7 +149,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if !self.bcast_sendable() {
                 break;
             }
-            let b = self.bcast;
+            let b = self.bcasts.tx;
             let size = self.params.packet_size.max(1);
             let offset = b.sent.saturating_mul(size);
             let len = b.len.saturating_sub(offset).min(size);
@@ -177,7 +182,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 channel: BCAST_CHANNEL,
             });
             let header = packet.emit();
-            if let Some(via) = self.bcast_via {
+            if let Some(via) = self.bcasts.via {
                 // A broadcast's first packet also tries the direct path:
                 // a destination that gets it acknowledges it directly,
                 // and broadcasts come back to this rail's switch.
@@ -188,7 +193,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             } else {
                 let _ = self.hw.send(&header, Some(payload), Path::Direct);
             }
-            self.bcast.sent = self.bcast.sent.wrapping_add(1);
+            self.bcasts.tx.sent = self.bcasts.tx.sent.wrapping_add(1);
             progressed = true;
         }
         progressed
@@ -203,44 +208,44 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         error: Option<ErrorCode>,
         path: Path,
     ) {
-        let b = self.bcast;
+        let b = self.bcasts.tx;
         if !b.active || id != b.id || from < b.low || from > b.high || from == self.loc.node {
             return;
         }
-        if let Some(d) = self.bcast_dest.get_mut(from as usize) {
+        if let Some(d) = self.bcasts.dest.get_mut(from as usize) {
             d.direct |= path == Path::Direct;
             if received > d.received {
                 d.received = received.min(b.total);
-                self.bcast.progress_ns = self.hw.now_ns();
-                self.bcast.retries = 0;
+                self.bcasts.tx.progress_ns = self.hw.now_ns();
+                self.bcasts.tx.retries = 0;
             }
             if let Some(code) = error
                 && d.status.is_none()
             {
                 d.status = Some(code);
-                self.bcast.status = self.bcast.status.or(Some(code));
+                self.bcasts.tx.status = self.bcasts.tx.status.or(Some(code));
             }
         }
         // Broadcasts come back to this rail's switch once every destination
         // has answered on it (one that answers directly proves little for
         // the others: its own link may be the one alive).
-        if self.bcast_via.is_some()
+        if self.bcasts.via.is_some()
             && (b.low..=b.high)
                 .filter(|n| *n != self.loc.node)
-                .all(|n| self.bcast_dest.get(n as usize).is_some_and(|d| d.direct))
+                .all(|n| self.bcasts.dest.get(n as usize).is_some_and(|d| d.direct))
         {
-            self.bcast_via = None;
+            self.bcasts.via = None;
             self.note_path_change(false);
         }
         self.finish_bcast_if_done();
     }
 
     fn finish_bcast_if_done(&mut self) {
-        if !self.bcast.active || self.bcast_min_received() < self.bcast.total {
+        if !self.bcasts.tx.active || self.bcast_min_received() < self.bcasts.tx.total {
             return;
         }
-        let b = self.bcast;
-        self.bcast.active = false;
+        let b = self.bcasts.tx;
+        self.bcasts.tx.active = false;
         self.stats.dmas_completed = self.stats.dmas_completed.wrapping_add(1);
         if let Some(ev) = b.src_event {
             let _ = self.set_event(b.ctx, ev, 1, b.status);
@@ -251,7 +256,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// acknowledgements go back).
     pub(super) fn on_bcast(&mut self, p: &BcastPacket, payload: &H::Payload, path: Path) {
         let src = p.route.src_node;
-        let Some(rx) = self.bcast_rx.get(src as usize).copied() else {
+        let Some(rx) = self.bcasts.rx.get(src as usize).copied() else {
             self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
             return;
         };
@@ -313,7 +318,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
         }
         state.next = state.next.wrapping_add(1);
-        if let Some(r) = self.bcast_rx.get_mut(src as usize) {
+        if let Some(r) = self.bcasts.rx.get_mut(src as usize) {
             *r = state;
         }
         self.send_bcast_ack(src, state, path);
@@ -376,8 +381,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if let Some(b) = self.barriers.get_mut(ctx as usize).and_then(Option::take) {
             self.send_barrier(ctx, b, Packet::BarrierLeave);
         }
-        if self.bcast.active && self.bcast.ctx == ctx {
-            self.bcast.active = false;
+        if self.bcasts.tx.active && self.bcasts.tx.ctx == ctx {
+            self.bcasts.tx.active = false;
             self.stats.dmas_completed = self.stats.dmas_completed.wrapping_add(1);
         }
     }
@@ -439,33 +444,33 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     pub(super) fn collective_timers(&mut self, now: u64) -> bool {
         let timeout = self.params.retry_timeout_ns;
         let mut progressed = false;
-        if self.bcast.active && now >= self.bcast.progress_ns.saturating_add(timeout) {
+        if self.bcasts.tx.active && now >= self.bcasts.tx.progress_ns.saturating_add(timeout) {
             progressed = true;
-            self.bcast.retries = self.bcast.retries.wrapping_add(1);
-            self.bcast.progress_ns = now;
-            if self.bcast.retries > self.params.retry_limit
-                && self.bcast_via.is_none()
+            self.bcasts.tx.retries = self.bcasts.tx.retries.wrapping_add(1);
+            self.bcasts.tx.progress_ns = now;
+            if self.bcasts.tx.retries > self.params.retry_limit
+                && self.bcasts.via.is_none()
                 && let Some(via) = self.params.alternate
             {
                 // The switch or its link is dead: go on through the
                 // sibling, from the slowest destination.
-                self.bcast_via = Some(via);
-                self.bcast.retries = 0;
-                self.bcast.sent = self.bcast_min_received();
+                self.bcasts.via = Some(via);
+                self.bcasts.tx.retries = 0;
+                self.bcasts.tx.sent = self.bcast_min_received();
                 self.note_path_change(true);
-            } else if self.bcast.retries > self.params.retry_limit {
+            } else if self.bcasts.tx.retries > self.params.retry_limit {
                 // Destinations that never answered are unreachable.
-                self.bcast.status = Some(ErrorCode::PeerUnreachable);
-                let total = self.bcast.total;
-                for node in self.bcast.low..=self.bcast.high {
-                    if let Some(d) = self.bcast_dest.get_mut(node as usize) {
+                self.bcasts.tx.status = Some(ErrorCode::PeerUnreachable);
+                let total = self.bcasts.tx.total;
+                for node in self.bcasts.tx.low..=self.bcasts.tx.high {
+                    if let Some(d) = self.bcasts.dest.get_mut(node as usize) {
                         d.received = total;
                     }
                 }
                 self.finish_bcast_if_done();
             } else {
                 self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
-                self.bcast.sent = self.bcast_min_received();
+                self.bcasts.tx.sent = self.bcast_min_received();
             }
         }
         for ctx in 0..self.barriers.len() {
@@ -518,9 +523,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     pub(super) fn collective_timer(&self) -> Option<u64> {
         let timeout = self.params.retry_timeout_ns;
         let bcast = self
-            .bcast
+            .bcasts
+            .tx
             .active
-            .then(|| self.bcast.progress_ns.saturating_add(timeout));
+            .then(|| self.bcasts.tx.progress_ns.saturating_add(timeout));
         let barrier = self
             .barriers
             .iter()

@@ -138,7 +138,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 // into the region (a broadcast reads its source on every
                 // send and resend).
                 if self.dmas.slots.iter().any(|d| d.active && d.ctx == r.ctx)
-                    || (self.bcast.active && self.bcast.ctx == r.ctx)
+                    || (self.bcasts.tx.active && self.bcasts.tx.ctx == r.ctx)
                 {
                     return Err(ErrorCode::Busy);
                 }

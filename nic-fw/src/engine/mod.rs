@@ -540,22 +540,12 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     events: tables::EventTable<EVENTS>,
     queues: [[Option<InputQueue>; MAX_QUEUES as usize]; MAX_CONTEXTS],
     dmas: tables::DmaTable,
-    tx: [TxFlow; NODES],
-    rx: [RxFlow; NODES],
-    ack_list: [NodeId; NODES],
-    ack_list_len: usize,
-    bcast: BcastTx,
-    /// Broadcasts go through the sibling on this rail (ABI 1.5): an
-    /// earlier one's destinations stayed silent past the retry limit.
-    bcast_via: Option<u8>,
-    bcast_next_id: u32,
-    bcast_dest: [BcastDest; NODES],
-    bcast_rx: [BcastRx; NODES],
+    flows: tables::Flows<NODES>,
+    bcasts: tables::Broadcasts<NODES>,
     barriers: [Option<PendingBarrier>; MAX_CONTEXTS],
     chain: tables::ChainQueue,
     /// Contexts whose queues may hold unconsumed commands.
     queues_pending: u32,
-    flows_in_flight: usize,
     stats: Stats,
 }
 
@@ -617,28 +607,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             events: tables::EventTable::RESET,
             queues: [[None; MAX_QUEUES as usize]; MAX_CONTEXTS],
             dmas: tables::DmaTable::IDLE,
-            tx: [TxFlow::NEW; NODES],
-            rx: [RxFlow::NEW; NODES],
-            ack_list: [0; NODES],
-            ack_list_len: 0,
-            bcast: BcastTx::IDLE,
-            bcast_via: None,
-            bcast_next_id: 0,
-            bcast_dest: [BcastDest {
-                received: 0,
-                status: None,
-                direct: false,
-            }; NODES],
-            bcast_rx: [BcastRx {
-                id: 0,
-                next: 0,
-                started: false,
-                status: None,
-            }; NODES],
+            flows: tables::Flows::NEW,
+            bcasts: tables::Broadcasts::IDLE,
             barriers: [None; MAX_CONTEXTS],
             chain: tables::ChainQueue::EMPTY,
             queues_pending: 0,
-            flows_in_flight: 0,
             stats: Stats::default(),
         }
     }
@@ -774,13 +747,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     fn next_timer(&self) -> Option<u64> {
         let collective = self.collective_timer();
-        if self.flows_in_flight == 0 {
+        if self.flows.in_flight == 0 {
             return [collective, self.requeue_timer()]
                 .into_iter()
                 .flatten()
                 .min();
         }
         let unicast = self
+            .flows
             .tx
             .iter()
             .filter(|f| f.in_flight > 0 && !f.broken)

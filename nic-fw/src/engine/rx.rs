@@ -117,7 +117,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         payload: &H::Payload,
         path: Path,
     ) {
-        let Some(flow) = self.rx.get_mut(src as usize) else {
+        let Some(flow) = self.flows.rx.get_mut(src as usize) else {
             self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
             return;
         };
@@ -141,7 +141,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if distance > 0 {
             // A gap: an earlier packet was lost. Go-back-N: ask for it,
             // once per loss.
-            if let Some(flow) = self.rx.get_mut(src as usize)
+            if let Some(flow) = self.flows.rx.get_mut(src as usize)
                 && !flow.gap_nacked
             {
                 flow.gap_nacked = true;
@@ -155,7 +155,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Packet::GetRequest(request) => self.on_get_request(request),
             _ => Verdict::Accepted,
         };
-        let Some(flow) = self.rx.get_mut(src as usize) else {
+        let Some(flow) = self.flows.rx.get_mut(src as usize) else {
             return;
         };
         match verdict {
@@ -322,7 +322,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// The entry of the queue `d` targets, if it holds back `d`'s sender.
     fn held_queue(&self, d: &DataPacket) -> Option<HeldQueue> {
-        let flow = self.rx.get(d.route.src_node as usize)?;
+        let flow = self.flows.rx.get(d.route.src_node as usize)?;
         flow.held
             .iter()
             .flatten()
@@ -335,7 +335,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// items may then overtake its refused one: order is kept for
     /// [`super::HELD_QUEUES`] queues per sender at once).
     fn hold_queue(&mut self, d: &DataPacket, since_ns: u64) {
-        let Some(flow) = self.rx.get_mut(d.route.src_node as usize) else {
+        let Some(flow) = self.flows.rx.get_mut(d.route.src_node as usize) else {
             return;
         };
         let entry = HeldQueue {
@@ -367,7 +367,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// `d`'s queue no longer holds back its sender.
     fn release_held(&mut self, d: &DataPacket) {
-        if let Some(flow) = self.rx.get_mut(d.route.src_node as usize) {
+        if let Some(flow) = self.flows.rx.get_mut(d.route.src_node as usize) {
             for h in &mut flow.held {
                 if h.is_some_and(|h| is_held_for(&h, d)) {
                     *h = None;
@@ -545,7 +545,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     fn owe_ack(&mut self, src: NodeId, nack: bool) {
-        let Some(flow) = self.rx.get_mut(src as usize) else {
+        let Some(flow) = self.flows.rx.get_mut(src as usize) else {
             return;
         };
         if nack {
@@ -555,22 +555,22 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         if !flow.listed {
             flow.listed = true;
-            if let Some(slot) = self.ack_list.get_mut(self.ack_list_len) {
+            if let Some(slot) = self.flows.acks.get_mut(self.flows.acks_len) {
                 *slot = src;
-                self.ack_list_len = self.ack_list_len.wrapping_add(1);
+                self.flows.acks_len = self.flows.acks_len.wrapping_add(1);
             }
         }
     }
 
     /// Send one ack (or nack) per flow that is owed one.
     pub(super) fn send_acks(&mut self) -> bool {
-        let n = self.ack_list_len;
-        self.ack_list_len = 0;
+        let n = self.flows.acks_len;
+        self.flows.acks_len = 0;
         for i in 0..n {
-            let Some(src) = self.ack_list.get(i).copied() else {
+            let Some(src) = self.flows.acks.get(i).copied() else {
                 break;
             };
-            let Some(flow) = self.rx.get_mut(src as usize) else {
+            let Some(flow) = self.flows.rx.get_mut(src as usize) else {
                 continue;
             };
             let cum_seq = flow.expected.wrapping_sub(1);

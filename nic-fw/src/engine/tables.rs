@@ -5,7 +5,8 @@
 //! each and goes through these methods, so no caller recounts `active` or
 //! walks the ring by hand.
 
-use super::{CHAIN_RING, ChainEntry, Dma, Event};
+use super::{BcastDest, BcastRx, BcastTx, CHAIN_RING, ChainEntry, Dma, Event, RxFlow, TxFlow};
+use crate::abi::NodeId;
 use crate::abi::event::EventId;
 use crate::abi::{ContextIndex, MAX_CONTEXTS, MAX_DMAS};
 
@@ -170,4 +171,62 @@ impl<const EVENTS: usize> EventTable<EVENTS> {
             *t = [Event::RESET; EVENTS];
         }
     }
+}
+
+/// The reliable flows to and from every node (docs/abi.md §8.1), the
+/// receivers that owe an acknowledgement, and how many transmit flows have
+/// packets in flight (zero: no retransmission timer is due).
+#[derive(Debug)]
+pub(super) struct Flows<const NODES: usize> {
+    pub(super) tx: [TxFlow; NODES],
+    pub(super) rx: [RxFlow; NODES],
+    /// Nodes owed an ack, in the order they became so: the first
+    /// `acks_len` entries.
+    pub(super) acks: [NodeId; NODES],
+    pub(super) acks_len: usize,
+    /// Transmit flows with packets in flight.
+    pub(super) in_flight: usize,
+}
+
+impl<const NODES: usize> Flows<NODES> {
+    pub(super) const NEW: Self = Self {
+        tx: [TxFlow::NEW; NODES],
+        rx: [RxFlow::NEW; NODES],
+        acks: [0; NODES],
+        acks_len: 0,
+        in_flight: 0,
+    };
+}
+
+/// The broadcast DMA this NIC sends (one at a time), what each
+/// destination acknowledged of it, and what this NIC receives of each
+/// sender's.
+#[derive(Debug)]
+pub(super) struct Broadcasts<const NODES: usize> {
+    pub(super) tx: BcastTx,
+    /// Broadcasts go through the sibling on this rail (ABI 1.5): an
+    /// earlier one's destinations stayed silent past the retry limit.
+    pub(super) via: Option<u8>,
+    pub(super) next_id: u32,
+    pub(super) dest: [BcastDest; NODES],
+    pub(super) rx: [BcastRx; NODES],
+}
+
+impl<const NODES: usize> Broadcasts<NODES> {
+    pub(super) const IDLE: Self = Self {
+        tx: BcastTx::IDLE,
+        via: None,
+        next_id: 0,
+        dest: [BcastDest {
+            received: 0,
+            status: None,
+            direct: false,
+        }; NODES],
+        rx: [BcastRx {
+            id: 0,
+            next: 0,
+            started: false,
+            status: None,
+        }; NODES],
+    };
 }

@@ -15,7 +15,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     pub(super) fn transmit(&mut self) -> bool {
         let mut budget = TX_BUDGET;
         let mut progressed = self.bcast_transmit();
-        if self.flows_in_flight > 0 {
+        if self.flows.in_flight > 0 {
             let now = self.hw.now_ns();
             for node in 0..NODES {
                 if budget == 0 {
@@ -56,14 +56,16 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     && d.packets_sent < d.packets_total
                     && self.queue_ready(d, now)
                     && self
+                        .flows
                         .tx
                         .get(d.peer_node as usize)
                         .is_some_and(|f| (f.in_flight as usize) < TX_WINDOW || f.broken)
             });
-        if unsent || self.flows_in_flight == 0 {
+        if unsent || self.flows.in_flight == 0 {
             return unsent;
         }
-        self.tx
+        self.flows
+            .tx
             .iter()
             .any(|f| f.resend.is_some() && now >= f.resend_not_before)
     }
@@ -78,7 +80,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         {
             return false;
         }
-        let Some(flow) = self.tx.get(dma.peer_node as usize) else {
+        let Some(flow) = self.flows.tx.get(dma.peer_node as usize) else {
             return false;
         };
         if flow.broken {
@@ -109,7 +111,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             d.packets_sent = d.packets_sent.wrapping_add(1);
         }
         let now = self.hw.now_ns();
-        let Some(flow) = self.tx.get_mut(dma.peer_node as usize) else {
+        let Some(flow) = self.flows.tx.get_mut(dma.peer_node as usize) else {
             return false;
         };
         let seq = flow.next_seq;
@@ -119,7 +121,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         flow.next_seq = seq.wrapping_add(1);
         if flow.in_flight == 0 {
             flow.progress_ns = now;
-            self.flows_in_flight = self.flows_in_flight.wrapping_add(1);
+            self.flows.in_flight = self.flows.in_flight.wrapping_add(1);
         }
         flow.in_flight = flow.in_flight.wrapping_add(1);
         let path = flow.path();
@@ -129,7 +131,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// Retransmit the next packet of a go-back in progress, if due.
     fn resend_one(&mut self, node: usize, now: u64) -> bool {
-        let Some(flow) = self.tx.get_mut(node) else {
+        let Some(flow) = self.flows.tx.get_mut(node) else {
             return false;
         };
         let Some(seq) = flow.resend else {
@@ -221,7 +223,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if path == Path::Direct {
             self.restore_path(peer as usize);
         }
-        let Some(flow) = self.tx.get(peer as usize).copied() else {
+        let Some(flow) = self.flows.tx.get(peer as usize).copied() else {
             return;
         };
         // Packets newly covered by this cumulative ack.
@@ -240,7 +242,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             let failed = distance < 64 && (bits >> distance) & 1 == 1;
             self.credit(entry.dma as usize, if failed { code } else { None });
         }
-        let Some(flow) = self.tx.get_mut(peer as usize) else {
+        let Some(flow) = self.flows.tx.get_mut(peer as usize) else {
             return;
         };
         if newly > 0 {
@@ -251,7 +253,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if flow.in_flight == 0 {
                 flow.resend = None;
                 flow.probing = false;
-                self.flows_in_flight = self.flows_in_flight.saturating_sub(1);
+                self.flows.in_flight = self.flows.in_flight.saturating_sub(1);
             } else if flow.probing {
                 // The probe got through: go back for the rest (the
                 // receiver dropped whatever followed a loss).
@@ -373,7 +375,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// retry limit.
     pub(super) fn check_timers(&mut self) -> bool {
         let collective_due = self.collective_timer().is_some();
-        if self.flows_in_flight == 0 && !collective_due {
+        if self.flows.in_flight == 0 && !collective_due {
             return false;
         }
         let now = self.hw.now_ns();
@@ -382,11 +384,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         } else {
             false
         };
-        if self.flows_in_flight == 0 {
+        if self.flows.in_flight == 0 {
             return progressed;
         }
         for node in 0..NODES {
-            let Some(flow) = self.tx.get_mut(node) else {
+            let Some(flow) = self.flows.tx.get_mut(node) else {
                 break;
             };
             if flow.in_flight == 0 || flow.broken {
@@ -396,7 +398,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 progressed = true;
                 self.probe_direct_path(node, now);
             }
-            let Some(flow) = self.tx.get_mut(node) else {
+            let Some(flow) = self.flows.tx.get_mut(node) else {
                 break;
             };
             let timeout = super::backed_off(self.params.retry_timeout_ns, flow.retries);
@@ -432,7 +434,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// arrived but whose ack was lost is only acknowledged again).
     fn migrate(&mut self, node: usize, via: u8, now: u64) {
         let probe_every = self.path_probe_interval();
-        let Some(flow) = self.tx.get_mut(node) else {
+        let Some(flow) = self.flows.tx.get_mut(node) else {
             return;
         };
         flow.via = Some(via);
@@ -468,7 +470,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// takes the flow back ([`Engine::restore_path`]).
     fn probe_direct_path(&mut self, node: usize, now: u64) {
         let probe_every = self.path_probe_interval();
-        let Some(flow) = self.tx.get_mut(node) else {
+        let Some(flow) = self.flows.tx.get_mut(node) else {
             return;
         };
         flow.path_probe_ns = now.saturating_add(probe_every);
@@ -482,7 +484,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// The direct path to `node` answered: its flow leaves the sibling path.
     pub(super) fn restore_path(&mut self, node: usize) {
-        let Some(flow) = self.tx.get_mut(node) else {
+        let Some(flow) = self.flows.tx.get_mut(node) else {
             return;
         };
         if flow.via.take().is_some() {
@@ -504,6 +506,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let now = self.hw.now_ns();
         let probe_every = self.path_probe_interval();
         if self
+            .flows
             .rx
             .get(node)
             .is_some_and(|r| r.direct_ns != 0 && now < r.direct_ns.saturating_add(probe_every))
@@ -511,6 +514,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return;
         }
         if self
+            .flows
             .tx
             .get(node)
             .is_some_and(|f| f.via.is_none() && !f.broken)
@@ -522,7 +526,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// `STATUS.MIGRATED`: set while any flow, or the broadcasts, run
     /// through a sibling.
     pub(super) fn update_migrated_status(&mut self) {
-        let migrated = self.tx.iter().any(|f| f.via.is_some()) || self.bcast_via.is_some();
+        let migrated = self.flows.tx.iter().any(|f| f.via.is_some()) || self.bcasts.via.is_some();
         let mut status = Status::from_bits_retain(self.hw.load(regs::STATUS));
         status.set(Status::MIGRATED, migrated);
         self.hw.store(regs::STATUS, status.bits());
@@ -531,7 +535,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// The peer is unreachable: fail everything in the window; unsent
     /// packets fail when the transmitter reaches them.
     fn break_flow(&mut self, node: usize) {
-        let Some(flow) = self.tx.get_mut(node) else {
+        let Some(flow) = self.flows.tx.get_mut(node) else {
             return;
         };
         let old = *flow;
@@ -541,7 +545,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         flow.via = None;
         flow.base_seq = flow.next_seq;
         if old.in_flight > 0 {
-            self.flows_in_flight = self.flows_in_flight.saturating_sub(1);
+            self.flows.in_flight = self.flows.in_flight.saturating_sub(1);
         }
         for i in 0..old.in_flight {
             let seq = old.base_seq.wrapping_add(i);
@@ -561,16 +565,16 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .slots
             .iter()
             .any(|d| d.active && d.peer_node as usize == node);
-        let flow = self.tx.get_mut(node).ok_or(ErrorCode::BadConfig)?;
+        let flow = self.flows.tx.get_mut(node).ok_or(ErrorCode::BadConfig)?;
         if busy || flow.in_flight > 0 {
             return Err(ErrorCode::Busy);
         }
         *flow = TxFlow::NEW;
-        if let Some(rx) = self.rx.get_mut(node) {
+        if let Some(rx) = self.flows.rx.get_mut(node) {
             *rx = super::RxFlow::NEW;
         }
         self.update_migrated_status();
-        if !self.tx.iter().any(|f| f.broken) {
+        if !self.flows.tx.iter().any(|f| f.broken) {
             let status = self.hw.load(regs::STATUS) & !Status::FLOW_BROKEN.bits();
             self.hw.store(regs::STATUS, status);
         }
