@@ -259,6 +259,10 @@ pub fn gather_round<F: Flags, S: Sync>(
     }
 }
 
+/// A copy of one chunk between a rank's buffer (at the byte offset given)
+/// and the node segment's memory given.
+pub type SegmentChunk<'f, E> = dyn FnMut(usize, &DmaMemory) -> Result<(), E> + 'f;
+
 /// Cache line size: one flag per line.
 pub const LINE: usize = 64;
 
@@ -414,8 +418,8 @@ impl NodeShm {
         root: usize,
         len: usize,
         cursor: &mut BcastCursor,
-        src: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), S::Error>,
-        dst: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), S::Error>,
+        src: &mut SegmentChunk<'_, S::Error>,
+        dst: &mut SegmentChunk<'_, S::Error>,
     ) -> Result<(), S::Error> {
         loop {
             let offset = cursor.done;
@@ -459,7 +463,7 @@ impl NodeShm {
         root: usize,
         block: usize,
         own: &mut dyn FnMut(usize, usize) -> Result<(), S::Error>,
-        fill: &mut dyn FnMut(usize, &DmaMemory) -> Result<(), S::Error>,
+        fill: &mut SegmentChunk<'_, S::Error>,
         collect: &mut dyn FnMut(usize, usize, &DmaMemory) -> Result<(), S::Error>,
     ) -> Result<(), S::Error> {
         let mut offset = 0;

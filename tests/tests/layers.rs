@@ -187,7 +187,14 @@ const HOST_LAYERS: &[&[&str]] = &[
         "error", "env", "device", "topology", "arena", "stripe", "config", "group",
     ],
     // The node segment and the driver (rings, mailbox, completion words).
-    &["shm", "driver"],
+    &[
+        "shm",
+        "driver",
+        "driver::mailbox",
+        "driver::ring",
+        "driver::posting",
+        "driver::completion",
+    ],
     // The RDMA endpoint: no collective state.
     &["endpoint", "slots"],
     // The compiler: schedules as data, generated, verified, compiled onto
