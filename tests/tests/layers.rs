@@ -209,6 +209,9 @@ const HOST_LAYERS: &[&[&str]] = &[
     // the NICs, costed. It knows the NICs' limits, not the runtime.
     &[
         "sched",
+        "sched::ir",
+        "sched::seal",
+        "sched::display",
         "sched::algo",
         "sched::budget",
         "sched::catalogue",
