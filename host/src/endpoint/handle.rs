@@ -71,22 +71,12 @@ impl Endpoint {
         if posted.done {
             return Some(Ok(()));
         }
-        if !block {
-            // Complete, or the poll given up (what a wait would have got).
-            let polled = self.driver.borrow().test_completions(&posted.parts)?;
-            if let Err(e @ Error::Timeout(_)) = polled {
-                return Some(Err(e));
-            }
+        let settled = self.driver.borrow_mut().settle(&posted.parts, block)?;
+        // A poll the environment gave up leaves the post to settle again.
+        if block || !matches!(settled, Err(Error::Timeout(_))) {
+            posted.done = true;
         }
-        posted.done = true;
-        let result = self.driver.borrow().wait_completions(&posted.parts);
-        let mut driver = self.driver.borrow_mut();
-        for c in &posted.parts {
-            if driver.test_completion(c).is_some() {
-                driver.release(c);
-            }
-        }
-        Some(result)
+        Some(settled)
     }
 
     /// Post `posts` (all or nothing) and return the handle of their
