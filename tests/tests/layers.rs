@@ -225,6 +225,7 @@ const HOST_LAYERS: &[&[&str]] = &[
         "sched::counted",
         "sched::offload",
         "sched::offload::analysis",
+        "sched::offload::compile",
         "sched::offload::plan",
         "sched::offload::program",
         "sched::persist",
