@@ -24,13 +24,13 @@
 //!   barrier, broadcast and gather among a node's ranks.
 //! - [`driver`]: command rings, the admin mailbox, events and completion
 //!   words of one rank on every rail.
-//! - [`sched`]: every collective (gather, all-gather, all-to-all,
-//!   broadcast, barrier) as per-rank schedules: the catalogue, generators,
-//!   verifier, Hockney cost model, offload compiler, executor, tuning
-//!   table, and the non-blocking and persistent requests
-//!   ([`Request`], [`Persistent`]).
-//! - [`coll`]: what the executor runs on besides the endpoint: the
-//!   collectives' per-communicator state, the barrier mechanisms, the
+//! - [`sched`], the compiler: every collective (gather, all-gather,
+//!   all-to-all, broadcast, barrier) as per-rank schedules: the IR, the
+//!   catalogue, generators, verifier, Hockney cost model, offload compiler
+//!   and tuning table. It imports nothing of the runtime.
+//! - [`coll`], the runtime: the executor that runs schedule sets, the
+//!   non-blocking and persistent requests ([`Request`], [`Persistent`]),
+//!   the collectives' per-communicator state, the barrier mechanisms, the
 //!   node segment's phases, and the revoke that makes the ranks of a
 //!   communicator fail together.
 //! - [`config`]: a communicator's configuration (shape, rank, arena,
@@ -42,7 +42,8 @@
 //!   split off another keeps for itself.
 //! - [`comm`]: the public API in one place: `Comm` is a communicator's
 //!   collective state over the rank's shared endpoint; it is split
-//!   ([`Comm::split`]), forwards the RDMA calls and runs the collectives.
+//!   ([`Comm::split`]) and runs the collectives; the one-sided calls are
+//!   the endpoint's ([`Comm::endpoint`]).
 //! - [`error`]: typed errors.
 
 #![forbid(unsafe_code)]

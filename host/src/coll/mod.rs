@@ -1,5 +1,5 @@
-//! What the collectives run on besides the endpoint: their per-communicator
-//! state and the mechanisms schedule steps drive.
+//! The collectives' runtime: the executor that runs schedule sets on the
+//! endpoint, requests, and each communicator's state and mechanisms.
 //!
 //! Every collective (gather, all-gather, all-to-all, broadcast, barrier)
 //! is a schedule ([`crate::sched`], the compiler, below this layer): a
@@ -7,7 +7,8 @@
 //! executor runs them. It holds the runtime:
 //!
 //! - `exec`: the executor, a rank's schedule run on the driver and the node
-//!   segment as a resumable run, and the blocking calls built on it;
+//!   segment as a resumable run; `Coll::select`, the one path from a call
+//!   to its schedule set; `run_collective`, a blocking call;
 //! - [`request`]: non-blocking and persistent collectives, and the
 //!   communicator's table of collectives in flight that every call
 //!   progresses; `run`: the data of a resumable run and of that table;

@@ -662,7 +662,11 @@ impl Comm {
     }
 
     /// The algorithm the tuning table picks for `collective` with blocks of
-    /// `block_bytes` on this communicator.
+    /// `block_bytes` on this communicator: the first candidate whose set
+    /// generates and fits here, probed with root 0 and without the
+    /// persistent guard (a rooted or persistent call selects with its own
+    /// root and guard, and on an unusual root may pick a later candidate).
+    /// `Err` is the fallback's refusal when no candidate fits.
     pub fn tuned_algorithm(
         &self,
         collective: Collective,

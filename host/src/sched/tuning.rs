@@ -284,19 +284,25 @@ impl TuningTable {
             .iter()
             .filter(|r| r.collective == collective.name() && r.matches(bytes, shape))
             .filter_map(|r| collective.parse_choice(&r.algorithm).ok());
+        let fallback: Choice = collective.fallback().into();
+        let mut refusal = None;
         for a in ruled {
             if tried.contains(&a) {
                 continue;
             }
             tried.push(a);
-            if let Ok(t) = build(a) {
-                return Ok((a, t));
+            match build(a) {
+                Ok(t) => return Ok((a, t)),
+                Err(e) if a == fallback => refusal = Some(e),
+                Err(_) => {}
             }
         }
-        let fallback: Choice = collective.fallback().into();
-        let refusal = match build(fallback) {
-            Ok(t) => return Ok((fallback, t)),
-            Err(e) => e,
+        let refusal = match refusal {
+            Some(e) => e,
+            None => match build(fallback) {
+                Ok(t) => return Ok((fallback, t)),
+                Err(e) => e,
+            },
         };
         tried.push(fallback);
         for a in collective.algorithms().into_iter().map(Choice::from) {

@@ -1,9 +1,10 @@
 //! The engine's tables that keep invariants of their own: the DMA channels
 //! (how many are active, the issue order, the transmit cursor), the chain
-//! queue (a ring of fired commands between `head` and `tail`), and the
-//! events of every context (one lookup, one reset). The engine holds one of
-//! each and goes through these methods, so no caller recounts `active` or
-//! walks the ring by hand.
+//! queue (a ring of fired commands between `head` and `tail`), the events
+//! of every context (one lookup, one reset), the flows and the broadcasts.
+//! Only `install` and `retire` change which DMA channels are active (the
+//! engine updates an active channel's progress through `slots`), and only
+//! the chain queue's methods move its ring.
 
 use super::{BcastDest, BcastRx, BcastTx, CHAIN_RING, ChainEntry, Dma, Event, RxFlow, TxFlow};
 use crate::abi::NodeId;
@@ -86,9 +87,9 @@ impl DmaTable {
 pub(super) struct ChainQueue {
     entries: [Option<ChainEntry>; crate::abi::CHAIN_DEPTH],
     /// Entries run (free-running).
-    pub(super) head: u64,
+    head: u64,
     /// Entries injected (free-running).
-    pub(super) tail: u64,
+    tail: u64,
 }
 
 impl ChainQueue {
@@ -134,6 +135,19 @@ impl ChainQueue {
             *s = None;
         }
         self.head = self.head.wrapping_add(1);
+    }
+
+    /// The free-running counts (head, tail), for tests.
+    #[cfg(test)]
+    pub(super) fn counts(&self) -> (u64, u64) {
+        (self.head, self.tail)
+    }
+
+    /// Move the free-running counts (tests: a queue that is nearly full,
+    /// or counts about to wrap), its entries as they are.
+    #[cfg(test)]
+    pub(super) fn set_counts(&mut self, head: u64, tail: u64) {
+        (self.head, self.tail) = (head, tail);
     }
 
     /// Cancel every entry of context `ctx` (detached: the next owner of

@@ -176,27 +176,33 @@ fn a_copy_that_does_not_fit_injects_nothing() {
     }
     let e = &mut net.nics[0];
     // Three entries left (the queued ones stand for commands not run yet).
-    e.chain.tail = e.chain.head + crate::abi::CHAIN_DEPTH as u64 - 3;
-    let (tail, chained) = (e.chain.tail, e.stats().chained);
+    let (head, _) = e.chain.counts();
+    e.chain
+        .set_counts(head, head + crate::abi::CHAIN_DEPTH as u64 - 3);
+    let (tail, chained) = (e.chain.counts().1, e.stats().chained);
     assert_eq!(
         e.inject_chain(0, VA_WORDS + 0x100, 4),
         Err(ErrorCode::ChainOverflow)
     );
     assert_eq!(
-        (e.chain.tail, e.stats().chained),
+        (e.chain.counts().1, e.stats().chained),
         (tail, chained),
         "nothing injected"
     );
     assert_eq!(e.inject_chain(0, VA_WORDS + 0x100, 3), Ok(()));
-    assert_eq!((e.chain.tail, e.stats().chained), (tail + 3, chained + 3));
+    assert_eq!(
+        (e.chain.counts().1, e.stats().chained),
+        (tail + 3, chained + 3)
+    );
     // A range that is not readable in full injects nothing either.
-    e.chain.head = e.chain.tail;
-    let tail = e.chain.tail;
+    let (_, tail) = e.chain.counts();
+    e.chain.set_counts(tail, tail);
+    let tail = e.chain.counts().1;
     assert_eq!(
         e.inject_chain(0, VA_DATA + DATA_LEN - 64, 2),
         Err(ErrorCode::Protection)
     );
-    assert_eq!(e.chain.tail, tail);
+    assert_eq!(e.chain.counts().1, tail);
 }
 
 /// `SET_EVENT` naming a sibling rail goes out on the node's NIC-to-NIC
@@ -365,7 +371,7 @@ fn chained_commands_of_a_detached_context_do_not_run_for_the_next_owner() {
     net.run_for(1000);
     let e = &net.nics[0];
     assert_eq!(
-        (e.stats().chained, e.chain.tail - e.chain.head),
+        (e.stats().chained, e.chain.counts().1 - e.chain.counts().0),
         (3, 3),
         "all three injected, none run"
     );
@@ -396,7 +402,8 @@ fn chained_commands_of_a_detached_context_do_not_run_for_the_next_owner() {
     assert_eq!(net.word(0, 12).value, 0, "the old word write");
     assert_eq!(net.word(0, 13).value, 0x600d, "the new owner's command ran");
     assert_eq!(
-        net.nics[0].chain.head, net.nics[0].chain.tail,
+        net.nics[0].chain.counts().0,
+        net.nics[0].chain.counts().1,
         "chain drained"
     );
 }
