@@ -573,3 +573,55 @@ fn multi_leader_groups_are_the_socket_split_and_compose_from_it() {
         assert_eq!(r.expect("rank ran").expect("rank's checks"), 12);
     }
 }
+
+/// The arena is the job's: `reset_arena` on the job's communicator is
+/// refused while a collective on a communicator split off it is in flight
+/// (its NICs may still write the buffers), and that collective then ends
+/// byte-exact: nothing was freed under it. Ranks 0 and 1 start their
+/// half's all-gather and try the reset before the job's barrier; their
+/// partners start only after it, so the all-gathers cannot be over yet.
+/// The argument check is off: with it, a start waits for its neighbours to
+/// start too, and the early ranks would never reach the barrier.
+#[test]
+fn reset_arena_is_refused_while_a_split_communicator_has_a_collective_in_flight() {
+    let mut cfg = cluster_config(2, 2, 2, 8 << 20);
+    cfg.check = false;
+    let cluster = railcoll_emu::Cluster::new(cfg).expect("cluster");
+    let results = cluster.run(|comm| -> Result<(), Error> {
+        let me = comm.rank();
+        let half = comm.split(Some(me as u32 % 2), 0)?.expect("colour");
+        let block = 64;
+        let send = comm.alloc(block)?;
+        let recv = comm.alloc(block * half.size())?;
+        comm.write_local(&send, 0, &[me as u8 ^ 0x5a; 64])?;
+        let early = me < 2;
+        let request = if early {
+            let request = half.iallgather(&send, &recv)?;
+            assert!(
+                matches!(comm.reset_arena(), Err(Error::CollectiveInFlight(_))),
+                "rank {me}: the reset went ahead under the half's all-gather"
+            );
+            comm.barrier()?;
+            request
+        } else {
+            comm.barrier()?;
+            half.iallgather(&send, &recv)?
+        };
+        request.wait()?;
+        let mut got = vec![0u8; block * half.size()];
+        comm.read_local(&recv, 0, &mut got)?;
+        for (r, b) in got.chunks(block).enumerate() {
+            let job = half.job_rank(r)?;
+            assert!(
+                b.iter().all(|&x| x == job as u8 ^ 0x5a),
+                "rank {me}: block {r}"
+            );
+        }
+        // Every collective is over: the reset goes ahead on every rank.
+        comm.reset_arena()?;
+        half.free()
+    });
+    for r in results {
+        r.expect("rank ran").expect("rank's calls");
+    }
+}

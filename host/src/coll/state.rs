@@ -13,6 +13,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Deref;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
 use crate::arena::SymBuffer;
@@ -144,7 +145,7 @@ pub(crate) struct ExecState {
     /// once ([`nic_share`]) and carried by every set's [`Params`].
     pub(crate) budget: Budget,
     /// The collectives in flight, oldest first (`coll::request`).
-    pub(crate) in_flight: super::run::InFlight,
+    pub(crate) in_flight: Rc<super::run::InFlight>,
 }
 
 impl ExecState {
@@ -158,7 +159,7 @@ impl ExecState {
             cache: RefCell::new(HashMap::new()),
             tuning,
             budget,
-            in_flight: Default::default(),
+            in_flight: Rc::default(),
         }
     }
 }
@@ -232,6 +233,40 @@ pub(crate) struct CollState {
     pub(crate) exec: ExecState,
     /// The rank's wait hook, whose waits end on a revoke notice.
     pub(crate) notice_wait: Arc<NoticeWait>,
+    /// The collective tables of every communicator of the rank.
+    pub(crate) family: Family,
+}
+
+/// What every communicator of a rank shares with the job's: the tuning
+/// table, the wait hook and the family of collective tables.
+pub(crate) struct Lineage {
+    pub(crate) tuning: Arc<TuningTable>,
+    pub(crate) notice_wait: Arc<NoticeWait>,
+    pub(crate) family: Family,
+}
+
+/// The tables of collectives in flight of every communicator of a rank:
+/// the job's and every one split off it (a dropped one's goes with it).
+/// What must be empty before the arena the rank's communicators share is
+/// reset.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Family(Rc<RefCell<Vec<Weak<super::run::InFlight>>>>);
+
+impl Family {
+    fn join(&self, table: &Rc<super::run::InFlight>) {
+        let mut members = self.0.borrow_mut();
+        members.retain(|t| t.strong_count() > 0);
+        members.push(Rc::downgrade(table));
+    }
+
+    /// A collective in flight on any of the rank's communicators, by name.
+    pub(crate) fn running(&self) -> Option<&'static str> {
+        self.0
+            .borrow()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find_map(|t| t.running())
+    }
 }
 
 impl CollState {
@@ -255,7 +290,12 @@ impl CollState {
             id: 0,
             tag: ep.config().instance,
         };
-        let mut st = Self::assemble(ep, who, None, bufs, shm, tuning, notice_wait)?;
+        let lineage = Lineage {
+            tuning,
+            notice_wait,
+            family: Family::default(),
+        };
+        let mut st = Self::assemble(ep, who, None, bufs, shm, lineage)?;
         // Every barrier step carries one 8-byte message; a rank can be one
         // barrier ahead of a partner, so 64 slots never limit progress (a
         // full queue would only delay a sender).
@@ -264,17 +304,25 @@ impl CollState {
         Ok(st)
     }
 
+    /// What a communicator split off this one shares with it: the tuning
+    /// table, the rank's wait hook and the family of collective tables.
+    pub(crate) fn lineage(&self) -> Lineage {
+        Lineage {
+            tuning: Arc::clone(&self.exec.tuning),
+            notice_wait: Arc::clone(&self.notice_wait),
+            family: self.family.clone(),
+        }
+    }
+
     /// A communicator split off another: `who` its identity, `slot` the
     /// slot its members agreed on (taken on `ep` here), `shm` its node
-    /// segment.
+    /// segment, `lineage` what it shares with its parent.
     pub(crate) fn split_off(
         ep: &Endpoint,
         who: Identity,
-        slot_index: usize,
-        span: usize,
+        (slot_index, span): (usize, usize),
         shm: NodeShm,
-        tuning: Arc<TuningTable>,
-        notice_wait: Arc<NoticeWait>,
+        lineage: Lineage,
     ) -> Result<Self, Error> {
         let slot = ep.take_slot(slot_index, span)?;
         let region = slot.region;
@@ -321,7 +369,7 @@ impl CollState {
             spare_events: RefCell::new(spare),
             span,
         };
-        Self::assemble(ep, who, Some(split), bufs, shm, tuning, notice_wait).inspect_err(|_| {
+        Self::assemble(ep, who, Some(split), bufs, shm, lineage).inspect_err(|_| {
             ep.release_slot(slot_index, span);
         })
     }
@@ -332,9 +380,13 @@ impl CollState {
         split: Option<SplitResources>,
         bufs: CollBuffers,
         shm: NodeShm,
-        tuning: Arc<TuningTable>,
-        notice_wait: Arc<NoticeWait>,
+        lineage: Lineage,
     ) -> Result<Self, Error> {
+        let Lineage {
+            tuning,
+            notice_wait,
+            family,
+        } = lineage;
         let notice = super::notice::notice_watch(ep.local_memory(&bufs.notices)?);
         {
             let (mem, phys) = ep.arena();
@@ -343,6 +395,8 @@ impl CollState {
         }
         let locals = who.group.node_size();
         let budget = nic_share(ep, &who.group, split.is_some());
+        let exec = ExecState::new(locals, tuning, budget);
+        family.join(&exec.in_flight);
         Ok(Self {
             who,
             split,
@@ -353,8 +407,9 @@ impl CollState {
             shm: RefCell::new(shm),
             barrier_queue: None,
             unexpected: RefCell::new(Vec::new()),
-            exec: ExecState::new(locals, tuning, budget),
+            exec,
             notice_wait,
+            family,
         })
     }
 

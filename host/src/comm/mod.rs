@@ -259,7 +259,8 @@ impl Comm {
 
     /// Free every user allocation of the arena (all ranks together; the
     /// communicator's own buffers stay). Refused, with nothing freed, while
-    /// a non-blocking or persistent collective is in flight
+    /// a non-blocking or persistent collective is in flight on this
+    /// communicator or on any communicator split off it
     /// ([`Error::CollectiveInFlight`]): its NICs may still write the
     /// buffers being freed (complete it, or drop it, first).
     ///
@@ -287,7 +288,9 @@ impl Comm {
         // Whatever in flight can end without waiting ends first.
         let coll = self.coll();
         coll.together(|| coll.progress(None, Progress::Poll))?;
-        if let Some(name) = self.coll.exec.in_flight.running() {
+        // Every communicator of the rank allocates from this arena: one
+        // split off this one may still have a collective writing it.
+        if let Some(name) = self.coll.family.running() {
             return Err(Error::CollectiveInFlight(name));
         }
         self.ep.reset_arena();

@@ -169,15 +169,7 @@ impl Comm {
             .device
             .node_segment(key, NodeShm::segment_len(locals))?;
         let shm = NodeShm::new(segment, locals, who.group.local())?;
-        let coll = CollState::split_off(
-            &self.ep,
-            who,
-            slot,
-            span,
-            shm,
-            self.tuning(),
-            Arc::clone(&self.coll.notice_wait),
-        )?;
+        let coll = CollState::split_off(&self.ep, who, (slot, span), shm, self.coll.lineage())?;
         Ok(Some(Comm {
             ep: Rc::clone(&self.ep),
             coll,
