@@ -145,7 +145,7 @@ pub(crate) struct ExecState {
     /// once ([`nic_share`]) and carried by every set's [`Params`].
     pub(crate) budget: Budget,
     /// The collectives in flight, oldest first (`coll::request`).
-    pub(crate) in_flight: Rc<super::run::InFlight>,
+    pub(crate) in_flight: super::run::InFlight,
 }
 
 impl ExecState {
@@ -159,7 +159,7 @@ impl ExecState {
             cache: RefCell::new(HashMap::new()),
             tuning,
             budget,
-            in_flight: Rc::default(),
+            in_flight: Default::default(),
         }
     }
 }
@@ -233,7 +233,7 @@ pub(crate) struct CollState {
     pub(crate) exec: ExecState,
     /// The rank's wait hook, whose waits end on a revoke notice.
     pub(crate) notice_wait: Arc<NoticeWait>,
-    /// The collective tables of every communicator of the rank.
+    /// Every communicator of the rank (this one joins once shared).
     pub(crate) family: Family,
 }
 
@@ -245,27 +245,27 @@ pub(crate) struct Lineage {
     pub(crate) family: Family,
 }
 
-/// The tables of collectives in flight of every communicator of a rank:
-/// the job's and every one split off it (a dropped one's goes with it).
-/// What must be empty before the arena the rank's communicators share is
-/// reset.
+/// Every communicator of a rank: the job's and every one split off it (a
+/// dropped one leaves by itself: the family holds them weakly). What must
+/// have no collective in flight before the arena they share is reset.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Family(Rc<RefCell<Vec<Weak<super::run::InFlight>>>>);
+pub(crate) struct Family(Rc<RefCell<Vec<Weak<CollState>>>>);
 
 impl Family {
-    fn join(&self, table: &Rc<super::run::InFlight>) {
+    /// `st` joins (once it is shared: the communicator holds it in an `Rc`).
+    pub(crate) fn join(&self, st: &Rc<CollState>) {
         let mut members = self.0.borrow_mut();
-        members.retain(|t| t.strong_count() > 0);
-        members.push(Rc::downgrade(table));
+        members.retain(|m| m.strong_count() > 0);
+        members.push(Rc::downgrade(st));
     }
 
-    /// A collective in flight on any of the rank's communicators, by name.
+    /// A collective in flight on any member, by name.
     pub(crate) fn running(&self) -> Option<&'static str> {
         self.0
             .borrow()
             .iter()
             .filter_map(Weak::upgrade)
-            .find_map(|t| t.running())
+            .find_map(|m| m.exec.in_flight.running())
     }
 }
 
@@ -396,7 +396,6 @@ impl CollState {
         let locals = who.group.node_size();
         let budget = nic_share(ep, &who.group, split.is_some());
         let exec = ExecState::new(locals, tuning, budget);
-        family.join(&exec.in_flight);
         Ok(Self {
             who,
             split,

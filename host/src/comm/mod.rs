@@ -45,7 +45,7 @@ use crate::topology::Topology;
 /// endpoint's ([`Comm::job_rank`] maps one to the other).
 pub struct Comm {
     ep: Rc<Endpoint>,
-    coll: CollState,
+    coll: Rc<CollState>,
     device: Arc<dyn Device>,
     /// Freed already (by [`Comm::free`]): the drop does nothing more.
     closed: Cell<bool>,
@@ -119,7 +119,8 @@ impl Comm {
         )?;
         // Reserved before any user allocation, so the same on every rank,
         // and kept across `reset_arena`.
-        let coll = CollState::new(&ep, shm, tuning, notice_wait)?;
+        let coll = Rc::new(CollState::new(&ep, shm, tuning, notice_wait)?);
+        coll.family.join(&coll);
         ep.keep_allocations();
         Ok(Self {
             ep: Rc::new(ep),

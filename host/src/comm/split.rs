@@ -169,7 +169,14 @@ impl Comm {
             .device
             .node_segment(key, NodeShm::segment_len(locals))?;
         let shm = NodeShm::new(segment, locals, who.group.local())?;
-        let coll = CollState::split_off(&self.ep, who, (slot, span), shm, self.coll.lineage())?;
+        let coll = Rc::new(CollState::split_off(
+            &self.ep,
+            who,
+            (slot, span),
+            shm,
+            self.coll.lineage(),
+        )?);
+        coll.family.join(&coll);
         Ok(Some(Comm {
             ep: Rc::clone(&self.ep),
             coll,
