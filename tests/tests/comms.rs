@@ -625,3 +625,36 @@ fn reset_arena_is_refused_while_a_split_communicator_has_a_collective_in_flight(
         r.expect("rank ran").expect("rank's calls");
     }
 }
+
+/// A split communicator whose close fails (it was revoked: one member
+/// passed a short buffer) keeps its slot, and the job's arena is never
+/// reset again: its NICs may still hold chained puts into it. The job's
+/// communicator still works, byte-exact, on the buffers it had.
+#[test]
+fn after_a_failed_close_the_arena_is_not_reset() {
+    let cluster = railcoll_emu::Cluster::new(cluster_config(2, 2, 2, 8 << 20)).expect("cluster");
+    let results = cluster.run(|comm| -> Result<(), Error> {
+        let me = comm.rank();
+        let twin = comm.dup()?;
+        let send = comm.alloc(64)?;
+        let recv = comm.alloc(64 * comm.size())?;
+        comm.write_local(&send, 0, &[me as u8 + 1; 64])?;
+        let short = if me == 1 { recv.slice(0, 127)? } else { recv };
+        assert!(twin.allgather(&send, &short).is_err(), "rank {me}");
+        assert!(twin.free().is_err(), "rank {me}: a revoked close");
+        match comm.reset_arena() {
+            Err(Error::CollectiveInFlight(why)) => assert!(why.contains("close failed"), "{why}"),
+            other => panic!("rank {me}: {other:?}"),
+        }
+        comm.allgather(&send, &recv)?;
+        let mut got = vec![0u8; 64 * comm.size()];
+        comm.read_local(&recv, 0, &mut got)?;
+        for (r, b) in got.chunks(64).enumerate() {
+            assert!(b.iter().all(|&x| x == r as u8 + 1), "rank {me}: block {r}");
+        }
+        Ok(())
+    });
+    for r in results {
+        r.expect("rank ran").expect("rank's calls");
+    }
+}

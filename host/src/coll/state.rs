@@ -238,7 +238,7 @@ pub(crate) struct CollState {
 }
 
 /// What every communicator of a rank shares with the job's: the tuning
-/// table, the wait hook and the family of collective tables.
+/// table, the wait hook and the family of communicators.
 pub(crate) struct Lineage {
     pub(crate) tuning: Arc<TuningTable>,
     pub(crate) notice_wait: Arc<NoticeWait>,
@@ -249,19 +249,37 @@ pub(crate) struct Lineage {
 /// dropped one leaves by itself: the family holds them weakly). What must
 /// have no collective in flight before the arena they share is reset.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Family(Rc<RefCell<Vec<Weak<CollState>>>>);
+pub(crate) struct Family(Rc<FamilyInner>);
+
+#[derive(Debug, Default)]
+struct FamilyInner {
+    members: RefCell<Vec<Weak<CollState>>>,
+    /// Communicators whose close failed, kept alive: their NICs may still
+    /// hold chained puts into the arena, so it is never reset again.
+    failed: RefCell<Vec<Rc<CollState>>>,
+}
 
 impl Family {
     /// `st` joins (once it is shared: the communicator holds it in an `Rc`).
     pub(crate) fn join(&self, st: &Rc<CollState>) {
-        let mut members = self.0.borrow_mut();
+        let mut members = self.0.members.borrow_mut();
         members.retain(|m| m.strong_count() > 0);
         members.push(Rc::downgrade(st));
     }
 
-    /// A collective in flight on any member, by name.
+    /// `st`'s close failed: keep it (see [`Family::running`]).
+    pub(crate) fn keep_failed(&self, st: &Rc<CollState>) {
+        self.0.failed.borrow_mut().push(Rc::clone(st));
+    }
+
+    /// A collective in flight on any member, by name; a member whose close
+    /// failed counts as one for ever (its NICs may still write the arena).
     pub(crate) fn running(&self) -> Option<&'static str> {
+        if !self.0.failed.borrow().is_empty() {
+            return Some("a communicator whose close failed");
+        }
         self.0
+            .members
             .borrow()
             .iter()
             .filter_map(Weak::upgrade)
@@ -305,7 +323,7 @@ impl CollState {
     }
 
     /// What a communicator split off this one shares with it: the tuning
-    /// table, the rank's wait hook and the family of collective tables.
+    /// table, the rank's wait hook and the family of communicators.
     pub(crate) fn lineage(&self) -> Lineage {
         Lineage {
             tuning: Arc::clone(&self.exec.tuning),

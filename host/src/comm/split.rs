@@ -237,8 +237,12 @@ impl Comm {
         // or a revoke, NICs may still hold chained puts triggered by its
         // events and peers may still put into it, so it stays taken (the
         // rank has one communicator fewer to split off).
-        if let (Some(split), true) = (&self.coll.split, synced.is_ok()) {
-            self.ep.release_slot(split.slot.index, split.span);
+        if let Some(split) = &self.coll.split {
+            match synced {
+                Ok(()) => self.ep.release_slot(split.slot.index, split.span),
+                // And the arena is not reset under those puts either.
+                Err(_) => self.coll.family.keep_failed(&self.coll),
+            }
         }
         synced
     }

@@ -326,6 +326,35 @@ mod tests {
         Shape::new(nodes, rpn, 1, 2, crate::topology::Placement::Block).expect("shape")
     }
 
+    /// A rule naming the fallback that does not build: the fallback is
+    /// not built a second time, its refusal is what comes back if nothing
+    /// builds, and otherwise the first of the catalogue that builds wins.
+    #[test]
+    fn select_with_builds_each_candidate_once_and_returns_the_fallbacks_refusal() {
+        let c = Collective::Allgather;
+        let fallback: Choice = c.fallback().into();
+        let t = TuningTable::parse(&format!(
+            "[[rule]]\ncollective = \"allgather\"\nalgorithm = \"{}\"\n",
+            fallback.name()
+        ))
+        .expect("table");
+        let mut built: Vec<Choice> = Vec::new();
+        let none = t.select_with(c, 64, &shape(4, 1), |a| {
+            built.push(a);
+            Err::<(), _>(a)
+        });
+        assert_eq!(none, Err(fallback), "the fallback's refusal");
+        assert_eq!(built.iter().filter(|&&a| a == fallback).count(), 1);
+        for (i, a) in built.iter().enumerate() {
+            assert!(!built[..i].contains(a), "{a:?} built twice: {built:?}");
+        }
+        let other = built.get(1).copied().expect("a second candidate");
+        let picked = t.select_with(c, 64, &shape(4, 1), |a| {
+            if a == other { Ok(()) } else { Err(()) }
+        });
+        assert_eq!(picked, Ok((other, ())));
+    }
+
     #[test]
     fn the_fallback_rules_parse_and_end_the_builtin_table() {
         let fallback = TuningTable::parse(FALLBACK).expect("fallback table");
