@@ -44,6 +44,9 @@
 //!   collective state over the rank's shared endpoint; it is split
 //!   ([`Comm::split`]) and runs the collectives; the one-sided calls are
 //!   the endpoint's ([`Comm::endpoint`]).
+//! - [`launch`]: this process's rank, size and node from the variables
+//!   its launcher set (railcoll, Open MPI, MPICH Hydra, Slurm), and the
+//!   job's topology from them.
 //! - [`error`]: typed errors.
 
 #![forbid(unsafe_code)]
@@ -58,6 +61,7 @@ pub mod endpoint;
 pub mod env;
 pub mod error;
 pub mod group;
+pub mod launch;
 pub mod sched;
 pub mod shm;
 pub mod slots;

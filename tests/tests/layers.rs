@@ -184,7 +184,7 @@ fn no_crate_has_an_import_circle() {
 const HOST_LAYERS: &[&[&str]] = &[
     // Memory and device access, and plain vocabulary.
     &[
-        "error", "env", "device", "topology", "arena", "stripe", "config", "group",
+        "error", "env", "device", "topology", "arena", "stripe", "config", "group", "launch",
     ],
     // The node segment and the driver (rings, mailbox, completion words).
     &[
