@@ -7,8 +7,9 @@
 //! - [`dma_mem`]: [`dma_mem::DmaMemory`], the only way to touch memory a
 //!   NIC or another rank may write concurrently: bounds-checked copies and
 //!   aligned 64-bit atomics, never a Rust reference.
-//! - [`mmap`]: anonymous shared mappings (node memory, shared-memory
-//!   segments), and returning a range's pages to zero them.
+//! - [`mmap`]: shared mappings (node memory, shared-memory segments):
+//!   anonymous ones, and memfd-backed ones other processes can map; and
+//!   returning a range's pages to zero them.
 //! - [`regio`]: register access ([`regio::RegisterIo`]), with a volatile
 //!   MMIO implementation for a real BAR.
 //! - [`signals`]: termination signals deferred around a step that must

@@ -1,6 +1,10 @@
-//! Anonymous shared memory mappings: the backing of emulated node memory and
-//! of shared-memory segments.
+//! Shared memory mappings: the backing of emulated node memory and of
+//! shared-memory segments. Anonymous ones are shared by the threads of one
+//! process; memfd-backed ones ([`SharedMapping::memfd`],
+//! [`SharedMapping::from_fd`]) by every process that maps the same file,
+//! which is how a node's ranks as processes will share their segment.
 
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use crate::dma_mem::DmaMemory;
@@ -31,22 +35,88 @@ impl Drop for Mapping {
     }
 }
 
+/// `len` rounded up to whole pages (at least one).
+fn page_rounded(len: usize) -> std::io::Result<usize> {
+    let page = 4096;
+    len.max(1).div_ceil(page).checked_mul(page).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "mapping size overflows")
+    })
+}
+
 impl SharedMapping {
     /// Map `len` zeroed bytes (rounded up to a page).
     pub fn new(len: usize) -> std::io::Result<Self> {
-        let page = 4096;
-        let len = len.max(1).div_ceil(page).checked_mul(page).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "mapping size overflows")
+        Self::map(
+            page_rounded(len)?,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+        )
+    }
+
+    /// A new memory file of `len` zeroed bytes (rounded up to a page),
+    /// mapped here: the mapping, and the file for other processes to map
+    /// with [`SharedMapping::from_fd`] (inherited across `exec` only if the
+    /// caller clears its close-on-exec flag, or passed over a Unix socket).
+    /// `name` shows in `/proc/PID/fd` and nowhere else.
+    pub fn memfd(name: &str, len: usize) -> std::io::Result<(Self, OwnedFd)> {
+        let len = page_rounded(len)?;
+        let cname = std::ffi::CString::new(name).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "a name with a NUL")
         })?;
-        // SAFETY: anonymous mapping with no address hint: the kernel picks a
-        // fresh range, so no existing memory is affected.
+        // SAFETY: a valid C string; the call creates a new file descriptor
+        // and touches no memory of ours.
+        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a descriptor memfd_create just returned, owned by
+        // nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let size = libc::off_t::try_from(len)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "too large"))?;
+        // SAFETY: resizing a file we own; no memory is involved.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mapping = Self::map(len, libc::MAP_SHARED, fd.as_raw_fd())?;
+        Ok((mapping, fd))
+    }
+
+    /// Map `len` bytes (rounded up to a page) of the memory file `fd` made
+    /// by [`SharedMapping::memfd`], here or in another process: every
+    /// mapping of one file sees the others' writes. Refused if the file is
+    /// shorter than that.
+    pub fn from_fd(fd: BorrowedFd<'_>, len: usize) -> std::io::Result<Self> {
+        let len = page_rounded(len)?;
+        let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+        // SAFETY: fstat writes a `stat` into the buffer, which is large
+        // enough and exclusively ours.
+        if unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fstat succeeded, so it initialised the whole struct.
+        let size = unsafe { st.assume_init() }.st_size;
+        if usize::try_from(size).map_or(true, |s| s < len) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the memory file holds {size} bytes, {len} asked"),
+            ));
+        }
+        Self::map(len, libc::MAP_SHARED, fd.as_raw_fd())
+    }
+
+    /// `mmap` `len` bytes read-write with `flags` of `fd` (-1: none).
+    fn map(len: usize, flags: libc::c_int, fd: libc::c_int) -> std::io::Result<Self> {
+        // SAFETY: no address hint: the kernel picks a fresh range, so no
+        // existing memory is affected; `fd`, if any, is a descriptor the
+        // caller holds open for the call.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
+                flags,
+                fd,
                 0,
             )
         };
@@ -149,5 +219,54 @@ mod tests {
             assert_eq!(*b, if zeroed { 0 } else { 0xaa }, "byte {i}");
         }
         assert!(!m.zero(4 << 20, 1));
+    }
+
+    /// Two mappings of one memory file are one memory: a write through
+    /// either is read through the other, words and bytes; a file shorter
+    /// than asked is refused.
+    #[test]
+    fn two_mappings_of_a_memfd_share_their_bytes() {
+        use std::os::fd::AsFd;
+        let (a, fd) = SharedMapping::memfd("railcoll-test", 10_000).expect("memfd");
+        assert_eq!(a.len(), 12_288);
+        let b = SharedMapping::from_fd(fd.as_fd(), 10_000).expect("map again");
+        let (ma, mb) = (a.memory(), b.memory());
+        ma.write(4096, b"from a").expect("write");
+        mb.store_u64(64, 0xfeed, std::sync::atomic::Ordering::Release)
+            .expect("store");
+        let mut got = [0u8; 6];
+        mb.read(4096, &mut got).expect("read");
+        assert_eq!(&got, b"from a");
+        assert_eq!(
+            ma.load_u64(64, std::sync::atomic::Ordering::Acquire),
+            Ok(0xfeed)
+        );
+        assert!(SharedMapping::from_fd(fd.as_fd(), 1 << 20).is_err());
+    }
+
+    /// Across processes: a forked child writes through its inherited
+    /// mapping of the memory file and exits; the parent reads the bytes.
+    #[test]
+    fn a_forked_process_writes_what_its_parent_reads() {
+        let (m, _fd) = SharedMapping::memfd("railcoll-fork", 4096).expect("memfd");
+        let mem = m.memory();
+        // SAFETY: the child only copies bytes into the mapping (no lock, no
+        // allocation) and leaves with _exit, so fork in a threaded test
+        // process cannot deadlock it.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let ok = mem.write(100, b"child").is_ok();
+            // SAFETY: ends the child at once, running nothing of the parent's.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just forked; `status` is ours.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        let mut got = [0u8; 5];
+        mem.read(100, &mut got).expect("read");
+        assert_eq!(&got, b"child");
     }
 }
