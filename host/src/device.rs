@@ -1,10 +1,10 @@
 //! The device boundary: what the driver needs from a node's NICs.
 //!
 //! One [`Device`] object stands for all rails' NICs of one node and is shared
-//! by the ranks on that node. Two backends implement it: the emulator's, and
-//! (behind the `vfio` feature, for FPGA NICs) one over Linux VFIO, where
-//! `registers` is a mapped BAR0 per NIC and `alloc_dma` maps hugepage memory
-//! through the IOMMU.
+//! by the ranks on that node. The emulator's is the only backend today; a
+//! backend over Linux VFIO for FPGA NICs (issue 29), where `registers` would
+//! be a mapped BAR0 per NIC and `alloc_dma` memory mapped through the IOMMU,
+//! is not built yet.
 
 use std::sync::MutexGuard;
 
@@ -42,7 +42,7 @@ pub enum DeviceError {
         /// Rails present.
         rails: usize,
     },
-    /// The backend failed (VFIO ioctl, mapping).
+    /// The backend failed (a system call, a mapping).
     #[error("device backend: {0}")]
     Backend(String),
 }
@@ -65,7 +65,8 @@ pub trait Device: Send + Sync {
     fn node_segment(&self, key: u64, len: usize) -> Result<DmaMemory, DeviceError>;
     /// The CPU's view of DMA memory that any rank of this node allocated
     /// (`phys`, `len` as [`DmaBuffer`] reported them): how a rank reaches a
-    /// node peer's arena for the shared-memory phases. On hardware the
-    /// node's DMA pool is one memfd mapped by every rank.
+    /// node peer's arena for the shared-memory phases. With ranks as
+    /// processes the node's DMA pool would be one memory file mapped by
+    /// every rank (`railcoll_mem::SharedMapping::memfd`).
     fn dma_view(&self, phys: u64, len: usize) -> Result<DmaMemory, DeviceError>;
 }
