@@ -107,9 +107,9 @@ impl SharedMapping {
 
     /// `mmap` `len` bytes read-write with `flags` of `fd` (-1: none).
     fn map(len: usize, flags: libc::c_int, fd: libc::c_int) -> std::io::Result<Self> {
-        // SAFETY: no address hint: the kernel picks a fresh range, so no
-        // existing memory is affected; `fd`, if any, is a descriptor the
-        // caller holds open for the call.
+        // No address hint: the kernel picks a fresh range. `fd`, if any, is
+        // a descriptor the caller holds open for the call.
+        // SAFETY: a fresh mapping; no existing memory is affected.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -250,9 +250,9 @@ mod tests {
     fn a_forked_process_writes_what_its_parent_reads() {
         let (m, _fd) = SharedMapping::memfd("railcoll-fork", 4096).expect("memfd");
         let mem = m.memory();
-        // SAFETY: the child only copies bytes into the mapping (no lock, no
-        // allocation) and leaves with _exit, so fork in a threaded test
-        // process cannot deadlock it.
+        // The child only copies bytes into the mapping (no lock, no
+        // allocation) and leaves with _exit.
+        // SAFETY: so fork in a threaded test process cannot deadlock it.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork");
         if pid == 0 {

@@ -314,14 +314,16 @@ impl Comm {
     /// Barrier with the tuned algorithm (the tuning table's `barrier`
     /// rules; `smp` where none applies).
     pub fn barrier(&self) -> Result<(), Error> {
-        self.run(Collective::Barrier, None, None, 0)
+        let none = self.coll().no_buffer()?;
+        self.run(Collective::Barrier, None, &none, &none, 0)
     }
 
     /// Barrier with a chosen algorithm (a barrier algorithm of the
     /// catalogue: `Collective::Barrier.algorithms()`). No rank returns
     /// before every rank has entered.
     pub fn barrier_with(&self, algorithm: impl Into<Choice>) -> Result<(), Error> {
-        self.run(Collective::Barrier, Some(algorithm.into()), None, 0)
+        let none = self.coll().no_buffer()?;
+        self.run(Collective::Barrier, Some(algorithm.into()), &none, &none, 0)
     }
 
     /// Broadcast `buf` (the same symmetric buffer on every rank) from
@@ -330,7 +332,7 @@ impl Comm {
     /// after that rank has entered the call (by construction, proved for
     /// every broadcast), so broadcasts follow each other with no barrier.
     pub fn broadcast(&self, buf: &SymBuffer, root: usize) -> Result<(), Error> {
-        self.run(Collective::Bcast, None, Some((buf, buf)), root)
+        self.run(Collective::Bcast, None, buf, buf, root)
     }
 
     /// Broadcast with a chosen algorithm (`Collective::Bcast.algorithms()`).
@@ -340,12 +342,7 @@ impl Comm {
         buf: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.run(
-            Collective::Bcast,
-            Some(algorithm.into()),
-            Some((buf, buf)),
-            root,
-        )
+        self.run(Collective::Bcast, Some(algorithm.into()), buf, buf, root)
     }
 
     /// Gather `send` of this node's ranks into `recv` on local rank
@@ -368,7 +365,7 @@ impl Comm {
     /// holds `size() * send.len()` bytes on every rank (only the root's is
     /// written). Buffers: as [`Comm::allgather`]'s.
     pub fn gather(&self, send: &SymBuffer, recv: &SymBuffer, root: usize) -> Result<(), Error> {
-        self.run(Collective::Gather, None, Some((send, recv)), root)
+        self.run(Collective::Gather, None, send, recv, root)
     }
 
     /// Gather with a chosen algorithm.
@@ -379,12 +376,7 @@ impl Comm {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.run(
-            Collective::Gather,
-            Some(algorithm.into()),
-            Some((send, recv)),
-            root,
-        )
+        self.run(Collective::Gather, Some(algorithm.into()), send, recv, root)
     }
 
     /// All-gather `send` (one block) of every rank into `recv` of every
@@ -423,7 +415,7 @@ impl Comm {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn allgather(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
-        self.run(Collective::Allgather, None, Some((send, recv)), 0)
+        self.run(Collective::Allgather, None, send, recv, 0)
     }
 
     /// All-gather with a chosen algorithm.
@@ -433,19 +425,14 @@ impl Comm {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        self.run(
-            Collective::Allgather,
-            Some(algorithm.into()),
-            Some((send, recv)),
-            0,
-        )
+        self.run(Collective::Allgather, Some(algorithm.into()), send, recv, 0)
     }
 
     /// All-to-all: block `j` of `send` (N equal blocks) goes to block
     /// `rank` of rank `j`'s `recv`, with the tuned algorithm. Buffers: as
     /// [`Comm::allgather`]'s.
     pub fn alltoall(&self, send: &SymBuffer, recv: &SymBuffer) -> Result<(), Error> {
-        self.run(Collective::Alltoall, None, Some((send, recv)), 0)
+        self.run(Collective::Alltoall, None, send, recv, 0)
     }
 
     /// All-to-all with a chosen algorithm.
@@ -455,12 +442,7 @@ impl Comm {
         send: &SymBuffer,
         recv: &SymBuffer,
     ) -> Result<(), Error> {
-        self.run(
-            Collective::Alltoall,
-            Some(algorithm.into()),
-            Some((send, recv)),
-            0,
-        )
+        self.run(Collective::Alltoall, Some(algorithm.into()), send, recv, 0)
     }
 
     /// Run `collective` with `algorithm`.
@@ -472,29 +454,20 @@ impl Comm {
         recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.run(collective, Some(algorithm.into()), Some((send, recv)), root)
+        self.run(collective, Some(algorithm.into()), send, recv, root)
     }
 
     /// Run `collective` with `algorithm` (the tuned one where `None`) on
-    /// `(send, recv)`, or on no buffer (a barrier).
+    /// `send` and `recv`, failing together.
     fn run(
         &self,
         collective: Collective,
         algorithm: Option<Choice>,
-        bufs: Option<(&SymBuffer, &SymBuffer)>,
+        send: &SymBuffer,
+        recv: &SymBuffer,
         root: usize,
     ) -> Result<(), Error> {
-        self.together(|c| {
-            let none;
-            let (send, recv) = match bufs {
-                Some(b) => b,
-                None => {
-                    none = c.no_buffer()?;
-                    (&none, &none)
-                }
-            };
-            c.run_collective(collective, algorithm, send, recv, root)
-        })
+        self.together(|c| c.run_collective(collective, algorithm, send, recv, root))
     }
 
     /// Compute for `d`: the application's own work, which a non-blocking

@@ -156,53 +156,41 @@ impl Driver {
     /// flight (a modeled environment lets a poll's worth of time pass).
     /// A wait or poll the environment gave up is `Some(Err(Timeout))`;
     /// then only the parts that completed go back (a part still armed may
-    /// fire later: its event must not be handed out again). Each part's
-    /// word is read once more only if it was waited for.
+    /// fire later: its event must not be handed out again). When every part
+    /// has completed already, each word is read once and nothing is
+    /// allocated.
     pub fn settle(&mut self, parts: &[Completion], block: bool) -> Option<Result<(), Error>> {
-        let mut ends: Vec<Option<Result<(), ErrorCode>>> =
-            parts.iter().map(|c| self.test_completion(c)).collect();
-        let mut gave_up = None;
-        if ends.iter().any(Option::is_none) {
-            if !block {
-                return match self.wait.observer().idle_poll() {
-                    Ok(()) => None,
-                    Err(e) => Some(Err(e.into())),
-                };
-            }
-            let watches: Vec<WordWatch> = parts
-                .iter()
-                .zip(&ends)
-                .filter(|(_, end)| end.is_none())
-                .map(|(c, _)| WordWatch {
-                    mem: self.control.mem.clone(),
-                    offset: self.word_offset(c.rail, c.event),
-                    mask: MAX_WRITE_VALUE,
-                    test: WordTest::Equals(c.generation),
-                })
-                .collect();
-            gave_up = self.wait.wait_words(&watches).err();
-            for (c, end) in parts.iter().zip(ends.iter_mut()) {
-                if end.is_none() {
-                    *end = self.test_completion(c);
+        // The common case, every part complete, reads each word once.
+        let mut pending = false;
+        let mut failed = None;
+        for c in parts {
+            match self.test_completion(c) {
+                None => pending = true,
+                Some(Err(code)) => {
+                    failed.get_or_insert(Error::Nic { rail: c.rail, code });
                 }
+                Some(Ok(())) => {}
             }
         }
-        for (c, end) in parts.iter().zip(&ends) {
-            if end.is_some() {
+        if !pending {
+            for c in parts {
+                self.release(c);
+            }
+            return Some(failed.map_or(Ok(()), Err));
+        }
+        if !block {
+            return match self.wait.observer().idle_poll() {
+                Ok(()) => None,
+                Err(e) => Some(Err(e.into())),
+            };
+        }
+        let result = self.wait_completions(parts);
+        for c in parts {
+            if self.test_completion(c).is_some() {
                 self.release(c);
             }
         }
-        if let Some(e) = gave_up {
-            return Some(Err(e.into()));
-        }
-        let failed = parts.iter().zip(&ends).find_map(|(c, end)| match end {
-            Some(Err(code)) => Some(Error::Nic {
-                rail: c.rail,
-                code: *code,
-            }),
-            _ => None,
-        });
-        Some(failed.map_or(Ok(()), Err))
+        Some(result)
     }
 
     /// The first error among completed `parts`, or success.

@@ -63,6 +63,8 @@ struct Chaining {
     rest_after: Vec<u32>,
     /// A striped put's other part rails.
     others: Vec<u8>,
+    /// Chain queue entries it injects: the plan's and two per other part.
+    entries: u32,
 }
 
 /// One rank's compilation (see the module documentation).
@@ -419,8 +421,8 @@ impl<'s> RankCompiler<'s> {
             })
             .count() as u16;
         let takes = u16::from(plan.trigger == self.next_join) + u16::from(is_copy) + conversions;
-        let part_entries = 2 * others.len() as u32;
-        let fits = self.chains + plan.entries + part_entries <= self.sh.per_rank
+        let entries = plan.entries + 2 * others.len() as u32;
+        let fits = self.chains + entries <= self.sh.per_rank
             && u32::from(self.next_join) + u32::from(takes) <= u32::from(budget.counters);
         fits.then_some(Chaining {
             plan,
@@ -430,6 +432,7 @@ impl<'s> RankCompiler<'s> {
             after_all,
             rest_after,
             others,
+            entries,
         })
     }
 
@@ -449,6 +452,7 @@ impl<'s> RankCompiler<'s> {
             after_all,
             rest_after,
             others,
+            entries,
         } = c;
         let rail = plan.rail;
         if plan.trigger == self.next_join {
@@ -567,7 +571,7 @@ impl<'s> RankCompiler<'s> {
         self.implies_done.insert(at, implied);
         self.map.extend(std::iter::repeat_n(at, cand.steps));
         self.read_by_chain.push((src, at));
-        self.chains += plan.entries + 2 * others.len() as u32;
+        self.chains += entries;
     }
 
     /// The step at `i` stays with the host: it first waits for every
