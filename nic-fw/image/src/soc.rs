@@ -1,6 +1,6 @@
 //! The reference SoC: the engine's hardware traits over memory-mapped
-//! peripherals. Every access is a volatile MMIO access; this is the only
-//! module with `unsafe` code in the image.
+//! peripherals. Every access is a volatile MMIO access through
+//! `railcoll-mmio`; the one `unsafe` block here is `wfi`.
 //!
 //! | base | block | registers (32-bit unless noted) |
 //! |---|---|---|
@@ -15,8 +15,6 @@
 //! | `0x0200_bff8` | CLINT `mtime` | 64-bit, `MTIME_HZ` ticks per second |
 //! | `0x2000_0000` | bounce SRAM | 4 KiB, for host reads/writes by the CPU |
 
-use core::ptr::NonNull;
-
 use railcoll_fw::abi::ContextIndex;
 use railcoll_fw::abi::error::ErrorCode;
 use railcoll_fw::abi::packet::{HEADER_LEN, PacketHeader};
@@ -24,67 +22,31 @@ use railcoll_fw::engine::hw::{
     BusError, Clock, HostMemory, HostWake, Link, Meter, Path, PayloadSource, PeerSet, RegisterFile,
     Siblings,
 };
-use volatile::VolatilePtr;
+use railcoll_mmio::Block;
 
-/// A peripheral block of the SoC map above: `LEN` bytes at `BASE`, always
-/// mapped. The block's type is the only way to reach its registers, and a
-/// register's offset is a const parameter checked when the image is
-/// compiled, so no safe call can name an address outside the map.
-struct Block<const BASE: usize, const LEN: usize>;
-
-impl<const BASE: usize, const LEN: usize> Block<BASE, LEN> {
-    /// The 32-bit register at byte offset `OFF`.
-    fn r32<const OFF: usize>() -> VolatilePtr<'static, u32> {
-        // Checked when the image is compiled.
-        const { assert!(OFF.is_multiple_of(4) && OFF + 4 <= LEN) };
-        // SAFETY: BASE + OFF: an aligned register of the SoC map (asserted
-        // above), always mapped, reached only through volatile accesses.
-        unsafe { VolatilePtr::new(NonNull::new_unchecked((BASE + OFF) as *mut u32)) }
-    }
-
-    /// The 64-bit word at byte offset `offset`, if it lies in the block and
-    /// is 8-byte aligned.
-    fn r64(offset: usize) -> Option<VolatilePtr<'static, u64>> {
-        if !offset.is_multiple_of(8) || offset.checked_add(8).is_none_or(|end| end > LEN) {
-            return None;
-        }
-        // SAFETY: an aligned word inside a block of the SoC map (checked
-        // above), always mapped, reached only through volatile accesses.
-        Some(unsafe { VolatilePtr::new(NonNull::new_unchecked((BASE + offset) as *mut u64)) })
-    }
-
-    /// Byte `offset` of a byte-addressable window, if inside the block.
-    fn byte(offset: usize) -> Option<VolatilePtr<'static, u8>> {
-        if offset >= LEN {
-            return None;
-        }
-        // Byte windows: the SRAM and the MAC header windows.
-        // SAFETY: a byte of a byte-addressable block of the SoC map (checked
-        // above), always mapped, reached only through volatile accesses.
-        Some(unsafe { VolatilePtr::new(NonNull::new_unchecked((BASE + offset) as *mut u8)) })
-    }
+// The map above; every register is reached through railcoll-mmio.
+railcoll_mmio::blocks! {
+    /// The register file (BAR0, dual-ported with PCIe).
+    Regs at 0x1000_0000, railcoll_fw::abi::regs::BAR0_SIZE as usize;
+    /// Doorbell pending mask (read clears).
+    Doorbells at 0x1000_1000, 8;
+    /// Host DMA.
+    Dma at 0x1001_0000, 0x20;
+    /// MAC transmit.
+    Tx at 0x1002_0000, 0x54;
+    /// MAC receive.
+    Rx at 0x1003_0000, 0x60;
+    /// Host interrupt.
+    Irq at 0x1004_0000, 4;
+    /// Board straps.
+    Board at 0x1005_0000, 4;
+    /// NIC-to-NIC path (sibling `PEER_SET` FIFOs).
+    Peer at 0x1006_0000, 0x20;
+    /// CLINT `mtime`.
+    Mtime at 0x0200_bff8, 8;
+    /// Bounce SRAM for host reads and writes by the CPU.
+    Sram at 0x2000_0000, SRAM_LEN;
 }
-
-/// The register file (BAR0, dual-ported with PCIe).
-type Regs = Block<0x1000_0000, { railcoll_fw::abi::regs::BAR0_SIZE as usize }>;
-/// Doorbell pending mask (read clears).
-type Doorbells = Block<0x1000_1000, 8>;
-/// Host DMA.
-type Dma = Block<0x1001_0000, 0x20>;
-/// MAC transmit.
-type Tx = Block<0x1002_0000, 0x54>;
-/// MAC receive.
-type Rx = Block<0x1003_0000, 0x60>;
-/// Host interrupt.
-type Irq = Block<0x1004_0000, 4>;
-/// Board straps.
-type Board = Block<0x1005_0000, 4>;
-/// NIC-to-NIC path (sibling `PEER_SET` FIFOs).
-type Peer = Block<0x1006_0000, 0x20>;
-/// CLINT `mtime`.
-type Mtime = Block<0x0200_bff8, 8>;
-/// Bounce SRAM for host reads and writes by the CPU.
-type Sram = Block<0x2000_0000, SRAM_LEN>;
 /// Local address of the bounce SRAM, as the DMA block takes it.
 const SRAM_BASE: usize = 0x2000_0000;
 const SRAM_LEN: usize = 4096;
