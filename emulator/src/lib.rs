@@ -35,6 +35,11 @@
 //!   timed calls (no figure for a wrong result).
 //! - [`workbench`]: the researcher's workbench: sweeps, their tables, CSV,
 //!   JSON and plots, Chrome traces, tuning tables, presets and study files.
+//! - [`nicd`]: `railcoll nicd`: a job's NICs in this process, each
+//!   served as a vfio-user device to rank processes (threads mode's NIC
+//!   side over memory files, interrupts as eventfds).
+//! - [`launcher`]: `railcoll launch`: a job of rank processes on this
+//!   machine, their NICs in a [`nicd::Nicd`] of the launcher's process.
 //! - [`cli`]: the `railcoll` command line.
 //! - [`fuzzing`]: the fuzz targets' entry points on the parsers of
 //!   untrusted text (profiles, tuning tables, fault specs, study files,
@@ -51,7 +56,9 @@ pub mod cli;
 pub mod cluster;
 pub mod fuzzing;
 pub mod hw;
+pub mod launcher;
 pub mod modeled;
+pub mod nicd;
 pub mod overlap;
 pub mod soak;
 pub mod threads;

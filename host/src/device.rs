@@ -6,8 +6,6 @@
 //! be a mapped BAR0 per NIC and `alloc_dma` memory mapped through the IOMMU,
 //! is not built yet.
 
-use std::sync::MutexGuard;
-
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 
@@ -42,9 +40,43 @@ pub enum DeviceError {
         /// Rails present.
         rails: usize,
     },
+    /// The device could not be reached (no `nicd` serving that socket,
+    /// no such device file).
+    #[error("cannot reach {what}: {reason}")]
+    Connect {
+        /// The socket or device file.
+        what: String,
+        /// Why.
+        reason: String,
+    },
     /// The backend failed (a system call, a mapping).
     #[error("device backend: {0}")]
     Backend(String),
+}
+
+/// A held admin lock, whatever lock the backend takes (a mutex, a record
+/// lock across processes): released when dropped.
+pub struct AdminGuard<'a> {
+    _held: Box<dyn Held + 'a>,
+}
+
+/// Anything a backend holds while the lock is taken.
+trait Held {}
+impl<T> Held for T {}
+
+impl<'a> AdminGuard<'a> {
+    /// Hold `guard` (the backend's own guard) until this drops.
+    pub fn new<T: 'a>(guard: T) -> Self {
+        Self {
+            _held: Box::new(guard),
+        }
+    }
+}
+
+impl std::fmt::Debug for AdminGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminGuard")
+    }
 }
 
 /// A node's NICs as the driver sees them.
@@ -56,8 +88,9 @@ pub trait Device: Send + Sync {
     /// Allocate zeroed DMA-able memory.
     fn alloc_dma(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError>;
     /// Serialises use of the NICs' admin mailboxes among a node's ranks (the
-    /// kernel driver's lock, on hardware).
-    fn admin_lock(&self) -> MutexGuard<'_, ()>;
+    /// kernel driver's lock, on hardware; a lock across the node's
+    /// processes when ranks are processes), held until the guard drops.
+    fn admin_lock(&self) -> Result<AdminGuard<'_>, DeviceError>;
     /// The node-wide shared-memory segment named `key`, created zeroed with
     /// `len` bytes by the first caller; later callers on the same node get
     /// the same memory (a real `mmap` shared by the node's ranks). A later

@@ -242,20 +242,30 @@ impl WaitHook for NodeWait {
     }
 }
 
+/// The cheap start of a wait: `spins` busy polls, then polls that yield
+/// the core for `yield_for`. True as soon as `ready()` holds; false if it
+/// did not in that time (the caller then sleeps its own way).
+pub fn spin_then_yield(spins: u32, yield_for: Duration, ready: &mut dyn FnMut() -> bool) -> bool {
+    for _ in 0..spins {
+        if ready() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    let yield_start = Instant::now();
+    while yield_start.elapsed() < yield_for {
+        if ready() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    false
+}
+
 impl WaitHook for ParkingWait {
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
-        for _ in 0..self.spins {
-            if ready() {
-                return Ok(());
-            }
-            std::hint::spin_loop();
-        }
-        let yield_start = Instant::now();
-        while yield_start.elapsed() < self.yield_for {
-            if ready() {
-                return Ok(());
-            }
-            std::thread::yield_now();
+        if spin_then_yield(self.spins, self.yield_for, ready) {
+            return Ok(());
         }
         let start = Instant::now();
         loop {
@@ -272,11 +282,22 @@ impl WaitHook for ParkingWait {
     }
 }
 
-/// Wakes the thread of a rank (registered by the launcher; a later run may
-/// bind another thread).
+/// Wakes a rank: its thread, when ranks are threads of one process (the
+/// launcher registers it; a later run may bind another thread), or its
+/// interrupt eventfd, when the rank is a process of its own (a `nicd`
+/// registers the eventfd the rank handed over, as a device's MSI-X
+/// vector).
 #[derive(Clone, Debug, Default)]
 pub struct Waker {
-    thread: Arc<Mutex<Option<Thread>>>,
+    target: Arc<Mutex<WakeTarget>>,
+}
+
+#[derive(Debug, Default)]
+enum WakeTarget {
+    #[default]
+    Nobody,
+    Thread(Thread),
+    Interrupt(Arc<railcoll_mem::event_fd::EventFd>),
 }
 
 impl Waker {
@@ -285,20 +306,35 @@ impl Waker {
         Self::default()
     }
 
-    /// Bind to the calling thread.
-    pub fn register_current(&self) {
-        *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current());
+    fn set(&self, target: WakeTarget) {
+        *self.target.lock().unwrap_or_else(|p| p.into_inner()) = target;
     }
 
-    /// Wake the bound thread, if any.
+    /// Bind to the calling thread.
+    pub fn register_current(&self) {
+        self.set(WakeTarget::Thread(std::thread::current()));
+    }
+
+    /// Bind to an interrupt eventfd (a rank in another process).
+    pub fn register_interrupt(&self, interrupt: Arc<railcoll_mem::event_fd::EventFd>) {
+        self.set(WakeTarget::Interrupt(interrupt));
+    }
+
+    /// Forget the bound thread or interrupt (its rank went away).
+    pub fn clear(&self) {
+        self.set(WakeTarget::Nobody);
+    }
+
+    /// Wake the bound thread or signal the bound interrupt, if any.
     pub fn wake(&self) {
-        if let Some(t) = self
-            .thread
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            t.unpark();
+        match &*self.target.lock().unwrap_or_else(|p| p.into_inner()) {
+            WakeTarget::Nobody => {}
+            WakeTarget::Thread(t) => t.unpark(),
+            // A failed signal (the rank closed its eventfd) wakes nobody,
+            // as an interrupt to a gone process would.
+            WakeTarget::Interrupt(fd) => {
+                let _ = fd.signal();
+            }
         }
     }
 }

@@ -109,6 +109,10 @@ pub enum Error {
     /// The device backend failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// The process's launcher variables are missing, malformed or
+    /// disagree ([`crate::launch`]).
+    #[error("launcher: {0}")]
+    Launch(#[from] LaunchError),
     /// A wait gave up.
     #[error(transparent)]
     Timeout(#[from] WaitTimeout),
@@ -346,4 +350,66 @@ pub(crate) fn out_of_range(what: &'static str, e: OutOfRange) -> Error {
         len: e.len,
         limit: e.size,
     }
+}
+
+/// The launcher whose variables were read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// railcoll's own (`RAILCOLL_*`).
+    Railcoll,
+    /// Open MPI's `mpirun`/`prterun` (`OMPI_COMM_WORLD_*`).
+    OpenMpi,
+    /// MPICH's Hydra (`PMI_*`, `MPI_LOCAL*`).
+    Hydra,
+    /// Slurm's `srun` (`SLURM_*`).
+    Slurm,
+}
+
+impl std::fmt::Display for Launcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Launcher::Railcoll => "railcoll",
+            Launcher::OpenMpi => "Open MPI",
+            Launcher::Hydra => "MPICH Hydra",
+            Launcher::Slurm => "Slurm",
+        })
+    }
+}
+
+/// A launcher's variables that are missing, malformed or disagree.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// The launcher set its rank variable but not this one.
+    #[error("{launcher} set its rank but not {var}")]
+    Missing {
+        /// The launcher.
+        launcher: Launcher,
+        /// The variable.
+        var: &'static str,
+    },
+    /// A variable's value is not what the launcher writes there.
+    #[error("{var}={value:?} is not {expected}")]
+    Malformed {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+    /// No launcher set a rank: the process was not started as a rank of
+    /// a job.
+    #[error(
+        "no launcher started this process (none of RAILCOLL_RANK, OMPI_COMM_WORLD_RANK, \
+         PMI_RANK, SLURM_PROCID is set)"
+    )]
+    NotLaunched,
+    /// The values do not describe one process of one job.
+    #[error("{launcher}'s variables disagree: {what}")]
+    Inconsistent {
+        /// The launcher.
+        launcher: Launcher,
+        /// What disagrees.
+        what: String,
+    },
 }

@@ -21,64 +21,9 @@
 //! size, local rank below local size). A PMIx-only environment (`PMIX_RANK`
 //! without a size) is not read: the size needs the PMIx client library.
 
-use std::fmt;
-
 use crate::topology::{Placement, Topology};
 
-/// The launcher whose variables were read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Launcher {
-    /// railcoll's own (`RAILCOLL_*`).
-    Railcoll,
-    /// Open MPI's `mpirun`/`prterun` (`OMPI_COMM_WORLD_*`).
-    OpenMpi,
-    /// MPICH's Hydra (`PMI_*`, `MPI_LOCAL*`).
-    Hydra,
-    /// Slurm's `srun` (`SLURM_*`).
-    Slurm,
-}
-
-impl fmt::Display for Launcher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Launcher::Railcoll => "railcoll",
-            Launcher::OpenMpi => "Open MPI",
-            Launcher::Hydra => "MPICH Hydra",
-            Launcher::Slurm => "Slurm",
-        })
-    }
-}
-
-/// A launcher's variables that are missing, malformed or disagree.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LaunchError {
-    /// The launcher set its rank variable but not this one.
-    #[error("{launcher} set its rank but not {var}")]
-    Missing {
-        /// The launcher.
-        launcher: Launcher,
-        /// The variable.
-        var: &'static str,
-    },
-    /// A variable's value is not what the launcher writes there.
-    #[error("{var}={value:?} is not {expected}")]
-    Malformed {
-        /// The variable.
-        var: &'static str,
-        /// Its value.
-        value: String,
-        /// What it should be.
-        expected: &'static str,
-    },
-    /// The values do not describe one process of one job.
-    #[error("{launcher}'s variables disagree: {what}")]
-    Inconsistent {
-        /// The launcher.
-        launcher: Launcher,
-        /// What disagrees.
-        what: String,
-    },
-}
+pub use crate::error::{LaunchError, Launcher};
 
 /// This process in its job, as its launcher describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

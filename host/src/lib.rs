@@ -62,6 +62,7 @@ pub mod env;
 pub mod error;
 pub mod group;
 pub mod launch;
+pub mod process;
 pub mod sched;
 pub mod shm;
 pub mod slots;

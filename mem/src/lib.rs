@@ -12,6 +12,10 @@
 //!   returning a range's pages to zero them.
 //! - [`regio`]: register access ([`regio::RegisterIo`]), with a volatile
 //!   MMIO implementation for a real BAR.
+//! - [`event_fd`]: eventfds, how a NIC's interrupt reaches a rank in
+//!   another process (VFIO and vfio-user deliver interrupts as eventfds).
+//! - [`record_lock`]: a lock across a node's processes and threads (a
+//!   POSIX record lock, released by the kernel if its holder dies).
 //! - [`signals`]: termination signals deferred around a step that must
 //!   not be cut in half (a command's outputs moved into place together).
 //! - [`fiber`]: the modeled mode's ranks as stackful coroutines, and the
@@ -22,8 +26,10 @@
 //! `unsafe_op_in_unsafe_fn` is denied.
 
 pub mod dma_mem;
+pub mod event_fd;
 pub mod fiber;
 pub mod mmap;
+pub mod record_lock;
 pub mod regio;
 pub mod signals;
 

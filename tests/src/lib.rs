@@ -142,6 +142,15 @@ pub mod coll {
         pub form: Form,
     }
 
+    /// How long a `test` loop polls before the case fails.
+    fn poll_deadline() -> std::time::Duration {
+        let seconds = std::env::var("RAILCOLL_TEST_POLL_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(120);
+        std::time::Duration::from_secs(seconds)
+    }
+
     /// Rank `origin`'s `index`-th block.
     pub fn block_of(origin: usize, index: usize, bytes: usize) -> Vec<u8> {
         pattern(bytes, (origin * 7919 + index) as u64 + 1)
@@ -210,7 +219,18 @@ pub mod coll {
                 let mut r = comm
                     .icollective_with(c, a, &send, &recv, root)
                     .map_err(what)?;
+                // `test` never gives up (MPI's doesn't): the loop does, so
+                // that a job whose NICs went away ends instead of polling
+                // forever (RAILCOLL_TEST_POLL_SECONDS, default 120).
+                let deadline = std::time::Instant::now() + poll_deadline();
                 while !r.test().map_err(what)? {
+                    if std::time::Instant::now() > deadline {
+                        return Err(format!(
+                            "{c} {a} root {root} block {bytes} ({form:?}): test() never \
+                             completed within {:?}",
+                            poll_deadline()
+                        ));
+                    }
                     // A rank with other work between polls: in threads mode,
                     // ranks spinning on `test` would take the cores from the
                     // NIC workers (modeled mode lets time pass in `test`).

@@ -186,6 +186,9 @@ const HOST_LAYERS: &[&[&str]] = &[
     &[
         "error", "env", "device", "topology", "arena", "stripe", "config", "group", "launch",
     ],
+    // Ranks as processes: a device and a wait hook over another process's
+    // NICs (they implement the traits above, and know nothing above).
+    &["process::wait", "process::nicd"],
     // The node segment and the driver (rings, mailbox, completion words).
     &[
         "shm",
@@ -252,6 +255,8 @@ const HOST_LAYERS: &[&[&str]] = &[
     ],
     // The public API.
     &["comm", "comm::split"],
+    // A process joining its job: the communicator over those NICs.
+    &["process"],
     &[""],
 ];
 

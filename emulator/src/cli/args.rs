@@ -57,6 +57,73 @@ pub enum Command {
     /// cluster, with the process's resident memory, threads and file
     /// descriptors sampled along the way (a leak shows as growth).
     Soak(SoakArgs),
+    /// Serve a job's NICs to rank processes as vfio-user devices, one
+    /// socket per NIC in `--dir`, until killed.
+    Nicd(NicdArgs),
+    /// Run a program as every rank of a job on this machine, as
+    /// processes, with their NICs served by a nicd in this process.
+    Launch(LaunchArgs),
+}
+
+/// What a `nicd` serves (`railcoll nicd`, `railcoll launch`).
+#[derive(Debug, Args, Clone)]
+pub struct ServedArgs {
+    /// Cluster shape.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Each rank's symmetric arena (a size: 64K, 16M).
+    #[arg(long, default_value = "16M", value_parser = parse_size)]
+    pub arena: usize,
+    /// How long a NIC bring-up may wait (seconds).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+}
+
+impl ServedArgs {
+    /// The cluster these flags describe.
+    pub fn config(&self) -> Result<ClusterConfig, railcoll_host::Error> {
+        Ok(ClusterConfig {
+            arena_size: self.arena,
+            wait_timeout: std::time::Duration::from_secs(self.timeout),
+            ..self.cluster.config()?
+        })
+    }
+}
+
+/// `railcoll nicd`.
+#[derive(Debug, Args)]
+pub struct NicdArgs {
+    /// What it serves.
+    #[command(flatten)]
+    pub served: ServedArgs,
+    /// The directory to serve in (must exist): one socket per NIC and the
+    /// job file the ranks read.
+    #[arg(long)]
+    pub dir: std::path::PathBuf,
+}
+
+/// `railcoll launch`.
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// What its nicd serves.
+    #[command(flatten)]
+    pub served: ServedArgs,
+    /// Seconds the other ranks may run on after one failed, before they
+    /// are killed.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub grace: u64,
+    /// Use the nicd already serving this directory (`railcoll nicd`)
+    /// instead of starting one; the shape flags must be the ones it
+    /// serves.
+    #[arg(long)]
+    pub nicd: Option<std::path::PathBuf>,
+    /// Write each rank's output to `rank-R.out` and `rank-R.err` in this
+    /// directory (which must exist) instead of the launcher's.
+    #[arg(long)]
+    pub output: Option<std::path::PathBuf>,
+    /// The program each rank runs, and its arguments (after `--`).
+    #[arg(required = true, last = true, num_args = 1..)]
+    pub program: Vec<String>,
 }
 
 /// `railcoll soak`.

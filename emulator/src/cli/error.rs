@@ -61,6 +61,15 @@ pub enum CliError {
         /// Worker threads of the second run.
         other: usize,
     },
+    /// A launched job failed: the status is its first failed rank's
+    /// (a rank killed by signal `s`: 128 + `s`).
+    #[error("the job failed: {what}")]
+    Job {
+        /// The exit status.
+        status: i32,
+        /// Which rank, and how.
+        what: String,
+    },
     /// Writing the results to stdout failed (exit 1; a closed pipe is not
     /// an error).
     #[error("writing output: {0}")]
@@ -93,6 +102,7 @@ impl CliError {
             CliError::Output(e) if e.before_run() => 2,
             CliError::Run(e) | CliError::Sweep(SweepError::Run(e)) => run_status(e),
             CliError::Sweep(SweepError::Invalid(_) | SweepError::Missing { .. }) => 2,
+            CliError::Job { status, .. } => *status,
             CliError::BuiltinProfile(_)
             | CliError::Output(_)
             | CliError::Nondeterministic { .. }

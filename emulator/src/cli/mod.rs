@@ -19,6 +19,7 @@ mod args;
 mod calibration;
 pub mod error;
 mod measure;
+mod processes;
 mod schedules;
 mod workbench;
 
@@ -94,6 +95,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
         } => run_tuning_show(tuning.as_deref()),
         Command::Profile { what } => run_profile(&what),
         Command::Soak(args) => run_soak(&args),
+        Command::Nicd(args) => processes::run_nicd(&args),
+        Command::Launch(args) => processes::run_launch(&args),
     }
 }
 

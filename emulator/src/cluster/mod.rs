@@ -19,8 +19,7 @@ use std::time::Instant;
 use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_fw::abi::regs::{self, MailboxOp, Param};
 use railcoll_fw::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
-use railcoll_fw::engine::{Engine, Location};
-use railcoll_host::device::{Device, DeviceError, DmaBuffer};
+use railcoll_host::device::{AdminGuard, Device, DeviceError, DmaBuffer};
 use railcoll_host::env::{NodeWait, ParkingWait, WaitHook, Waker};
 use railcoll_host::sched::Shape;
 use railcoll_host::sched::tuning::TuningTable;
@@ -28,17 +27,16 @@ use railcoll_host::{Comm, CommConfig, RailPolicy, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 
-use crate::hw::faults::{FaultCounts, FaultSpec, RailFaults};
+use crate::hw::faults::{FaultCounts, FaultSpec};
 use crate::hw::memory::{CanaryDamage, GUARD, NodeMemory};
 use crate::hw::nic::EMU_MAX_NODES;
-use crate::hw::notify::Notifier;
 use crate::hw::registers::SharedRegisters;
 use crate::modeled::fiber::{self, FiberYielder};
 use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
-use crate::threads::board::EmuBoard;
+use crate::threads::nics::{NicPlan, Nics};
 use crate::threads::rail::Rail;
 use crate::threads::watchdog::Watchdog;
-use crate::threads::worker::{EngineFactory, WorkerPool};
+use crate::threads::worker::WorkerPool;
 use crate::timeline::{Timeline, TracingWait};
 use corosensei::stack::DefaultStack;
 use corosensei::{ScopedCoroutine, ScopedCoroutineRef};
@@ -236,6 +234,16 @@ impl ClusterConfig {
     }
 
     /// The retransmission timeout in ns, if one is set.
+    /// The NICs this configuration runs (threads mode).
+    pub(crate) fn nic_plan(&self) -> NicPlan {
+        NicPlan {
+            nodes: self.shape.nodes(),
+            rails: self.shape.rails,
+            faults: Arc::clone(&self.faults),
+            seed: self.seed,
+        }
+    }
+
     fn retransmit_ns(&self) -> Option<u64> {
         self.retransmit_timeout
             .map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))
@@ -281,21 +289,8 @@ impl Device for EmuDevice {
         self.memory.alloc(len, align)
     }
 
-    fn admin_lock(&self) -> MutexGuard<'_, ()> {
-        if let (Some(kernel), Some(rank)) = (&self.kernel, crate::modeled::kernel::current_rank()) {
-            loop {
-                match self.admin.try_lock() {
-                    Ok(g) => return g,
-                    Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
-                    Err(std::sync::TryLockError::WouldBlock) => {
-                        if kernel.wait_admin(rank).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.admin.lock().unwrap_or_else(|p| p.into_inner())
+    fn admin_lock(&self) -> Result<AdminGuard<'_>, DeviceError> {
+        Ok(AdminGuard::new(self.admin_mutex()))
     }
 
     fn dma_view(&self, phys: u64, len: usize) -> Result<DmaMemory, DeviceError> {
@@ -330,6 +325,25 @@ impl Device for EmuDevice {
         segments.retain(|_, w| w.upgrade().is_some());
         segments.insert(key, map.downgrade());
         Ok(map.memory())
+    }
+}
+
+impl EmuDevice {
+    fn admin_mutex(&self) -> MutexGuard<'_, ()> {
+        if let (Some(kernel), Some(rank)) = (&self.kernel, crate::modeled::kernel::current_rank()) {
+            loop {
+                match self.admin.try_lock() {
+                    Ok(g) => return g,
+                    Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) => {
+                        if kernel.wait_admin(rank).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.admin.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -370,7 +384,7 @@ pub struct Cluster {
 /// host's failover policy, [`railcoll_host::driver::alternate_rail`]),
 /// and the retransmission timeout and retry limit the configuration
 /// gives, through the driver's view `io`.
-fn bring_up(
+pub(crate) fn bring_up(
     io: &dyn RegisterIo,
     shared: &SharedRegisters,
     wait: &dyn WaitHook,
@@ -400,12 +414,16 @@ fn bring_up(
     Ok(())
 }
 
-fn node_memories(cfg: &ClusterConfig) -> Result<Vec<Arc<NodeMemory>>, EmuError> {
-    // The arena, each rail's rings, the control region, and the canaries
-    // around each of them.
+/// Bytes of node memory a node of `cfg` needs: per rank, the arena, each
+/// rail's rings, the control region, and the canaries around each.
+pub(crate) fn node_memory_len(cfg: &ClusterConfig) -> usize {
     let per_rank = cfg.arena_size + (1 << 20) * cfg.shape.rails + (256 << 10) + 16 * GUARD;
+    per_rank * cfg.shape.ranks_per_node()
+}
+
+fn node_memories(cfg: &ClusterConfig) -> Result<Vec<Arc<NodeMemory>>, EmuError> {
     Ok((0..cfg.shape.nodes())
-        .map(|_| NodeMemory::new(per_rank * cfg.shape.ranks_per_node()).map(Arc::new))
+        .map(|_| NodeMemory::new(node_memory_len(cfg)).map(Arc::new))
         .collect::<Result<_, _>>()?)
 }
 
@@ -510,77 +528,15 @@ impl Cluster {
         let epoch = Instant::now();
         let memories = node_memories(&cfg)?;
         let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
-        let wakers: Arc<[Waker]> = (0..cfg.shape.nodes() * MAX_CONTEXTS)
-            .map(|_| Waker::new())
-            .collect();
-        let timeline: Arc<OnceLock<Arc<Timeline>>> = Arc::new(OnceLock::new());
-        let signals = WorkerPool::signals(workers);
-        // A rail's NICs all live on one worker: a put on one rail then needs
-        // no hand-off between workers, and rails run in parallel.
-        let worker_of = |rail: usize| rail % workers;
-        let mut factories: Vec<Vec<EngineFactory>> = (0..workers).map(|_| Vec::new()).collect();
-        let mut registers: Vec<Vec<Arc<SharedRegisters>>> = vec![Vec::new(); cfg.shape.nodes()];
-        // Every NIC's notifier and register file first: a board reaches
-        // its node's other NICs' files (the NIC-to-NIC path).
-        let notifiers: Vec<Vec<Notifier>> = (0..cfg.shape.rails)
-            .map(|rail| {
-                (0..cfg.shape.nodes())
-                    .map(|_| Notifier::new(Arc::clone(&signals[worker_of(rail)])))
-                    .collect()
-            })
-            .collect();
-        let node_regs: Vec<Arc<[Arc<SharedRegisters>]>> = (0..cfg.shape.nodes())
-            .map(|node| {
-                notifiers
-                    .iter()
-                    .map(|by_node| SharedRegisters::new(Some(by_node[node].clone())))
-                    .collect()
-            })
-            .collect();
-        // Every rail before any board: a board reaches the other rails
-        // (the sibling paths).
-        let mut rails = Vec::new();
-        let mut rail_inboxes = Vec::new();
-        for (rail_index, rail_notifiers) in notifiers.iter().enumerate() {
-            let faults = (!cfg.faults.is_none())
-                .then(|| RailFaults::new(Arc::clone(&cfg.faults), rail_index as u8, cfg.seed));
-            let (rail, inboxes) = Rail::new(rail_notifiers.clone(), faults, epoch);
-            rails.push(Arc::new(rail));
-            rail_inboxes.push(inboxes);
-        }
-        let all_rails: Arc<[Arc<Rail>]> = rails.iter().cloned().collect();
-        for (rail_index, (rail_notifiers, inboxes)) in
-            notifiers.iter().zip(rail_inboxes).enumerate()
-        {
-            let rail = Arc::clone(&rails[rail_index]);
-            for (node, (inbox, notifier)) in
-                inboxes.into_iter().zip(rail_notifiers.clone()).enumerate()
-            {
-                let siblings = Arc::clone(&node_regs[node]);
-                let regs = Arc::clone(&siblings[rail_index]);
-                registers[node].push(Arc::clone(&regs));
-                let (views, rail, wakers, timeline, all_rails) = (
-                    Arc::clone(&views),
-                    Arc::clone(&rail),
-                    Arc::clone(&wakers),
-                    Arc::clone(&timeline),
-                    Arc::clone(&all_rails),
-                );
-                factories[worker_of(rail_index)].push(Box::new(move || {
-                    let board = EmuBoard::new(node as u16, views, regs, rail, inbox, wakers, epoch)
-                        .expect("node memory exists for every node")
-                        .with_siblings(rail_index as u8, siblings)
-                        .with_rails(all_rails)
-                        .traced(rail_index, timeline);
-                    let loc = Location {
-                        node: node as u16,
-                        rail: rail_index as u8,
-                    };
-                    (Box::new(Engine::new(board, loc)), notifier)
-                }));
-            }
-        }
-        let pool = WorkerPool::start(signals, factories, epoch, Arc::clone(&cfg.faults))?;
+        let Nics {
+            wakers,
+            timeline,
+            rails,
+            registers,
+            pool,
+        } = Nics::start(&cfg.nic_plan(), workers, views, epoch, &mut |notifier| {
+            SharedRegisters::new(Some(notifier))
+        })?;
         let wait = Arc::new(ParkingWait::new(
             64,
             std::time::Duration::from_micros(50),

@@ -18,7 +18,10 @@ use std::sync::{Arc, Mutex};
 
 use railcoll_fw::abi::regs::{self, Access, Reg};
 use railcoll_fw::engine::hw::DOORBELL_MAILBOX;
+use railcoll_mem::dma_mem::DmaMemory;
+use railcoll_mem::mmap::SharedMapping;
 use railcoll_mem::regio::RegisterIo;
+use std::os::fd::OwnedFd;
 
 use crate::hw::notify::Notifier;
 
@@ -45,10 +48,13 @@ impl<A: Access> NicOffset for Reg<u64, A> {
 /// Entries of an emulated NIC's `PEER_SET` FIFO.
 pub const PEER_FIFO_DEPTH: u8 = 64;
 
-/// One NIC's BAR0.
+/// One NIC's BAR0: 64-bit words in a shared mapping (an anonymous one in
+/// the emulator's own process; a memory file `railcoll nicd` hands to
+/// rank processes as the device's BAR0 region, [`SharedRegisters::in_file`]).
 #[derive(Debug)]
 pub struct SharedRegisters {
-    words: Vec<AtomicU64>,
+    words: DmaMemory,
+    _mapping: SharedMapping,
     doorbells: AtomicU64,
     notifier: Option<Notifier>,
     peer: Mutex<PeerFifo>,
@@ -65,11 +71,25 @@ struct PeerFifo {
 impl SharedRegisters {
     /// A zeroed register file whose doorbells wake `notifier` (threads
     /// mode); with `None` the owner polls the NIC itself (modeled mode).
-    pub fn new(notifier: Option<Notifier>) -> Arc<Self> {
+    pub fn new(notifier: Option<Notifier>) -> std::io::Result<Arc<Self>> {
+        Ok(Self::over(
+            SharedMapping::new(regs::BAR0_SIZE as usize)?,
+            notifier,
+        ))
+    }
+
+    /// As [`SharedRegisters::new`], in a memory file other processes can
+    /// map (the file is returned with it): the BAR0 region a `nicd`
+    /// serves.
+    pub fn in_file(notifier: Option<Notifier>) -> std::io::Result<(Arc<Self>, OwnedFd)> {
+        let (mapping, fd) = SharedMapping::memfd("railcoll-bar0", regs::BAR0_SIZE as usize)?;
+        Ok((Self::over(mapping, notifier), fd))
+    }
+
+    fn over(mapping: SharedMapping, notifier: Option<Notifier>) -> Arc<Self> {
         Arc::new(Self {
-            words: (0..regs::BAR0_SIZE / 8)
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            words: mapping.memory(),
+            _mapping: mapping,
             doorbells: AtomicU64::new(0),
             notifier,
             peer: Mutex::new(PeerFifo::default()),
@@ -107,30 +127,29 @@ impl SharedRegisters {
         Some(word)
     }
 
-    fn word(&self, offset: u32) -> Option<&AtomicU64> {
-        if !offset.is_multiple_of(8) {
-            return None;
-        }
-        self.words.get(offset as usize / 8)
+    /// The byte offset of a register inside BAR0 (8-byte aligned).
+    fn word(offset: u32) -> Option<usize> {
+        (offset.is_multiple_of(8) && offset < regs::BAR0_SIZE).then_some(offset as usize)
     }
 
-    /// Firmware-side read.
+    /// Firmware-side read (all ones outside BAR0, as a master abort).
     pub fn nic_read(&self, reg: impl NicOffset) -> u64 {
-        self.word(reg.nic_offset())
-            .map_or(u64::MAX, |w| w.load(Ordering::Acquire))
+        Self::word(reg.nic_offset())
+            .and_then(|at| self.words.load_u64(at, Ordering::Acquire).ok())
+            .unwrap_or(u64::MAX)
     }
 
     /// Firmware-side write (no doorbell).
     pub fn nic_write(&self, reg: impl NicOffset, value: u64) {
-        if let Some(w) = self.word(reg.nic_offset()) {
-            w.store(value, Ordering::Release);
+        if let Some(at) = Self::word(reg.nic_offset()) {
+            let _ = self.words.store_u64(at, value, Ordering::Release);
         }
     }
 
-    /// Did the last write to `offset` ring a doorbell? (`CQ_TAIL`,
-    /// `MBOX_CMD`.)
-    pub fn is_doorbell(offset: u32) -> bool {
-        offset == regs::MBOX_CMD.offset() || regs::CQ_TAIL.context_of(offset).is_some()
+    /// A host write arriving from outside this process (a rank's doorbell
+    /// over vfio-user): as [`RegisterIo::write`].
+    pub fn host_write(&self, offset: u32, value: u64) {
+        RegisterIo::write(self, offset, value);
     }
 
     /// Firmware-side: take the pending doorbells.
@@ -148,10 +167,10 @@ impl RegisterIo for SharedRegisters {
     }
 
     fn write(&self, offset: u32, value: u64) {
-        let Some(w) = self.word(offset) else {
+        let Some(at) = Self::word(offset) else {
             return;
         };
-        w.store(value, Ordering::Release);
+        let _ = self.words.store_u64(at, value, Ordering::Release);
         let bell = if offset == regs::MBOX_CMD.offset() {
             DOORBELL_MAILBOX
         } else {

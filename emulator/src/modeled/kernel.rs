@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use railcoll_fw::abi::MAX_CONTEXTS;
+use railcoll_fw::abi::regs;
 use railcoll_fw::engine::{Engine, Location};
 use railcoll_fw::switch::Switch;
 use railcoll_host::Topology;
@@ -196,7 +197,7 @@ impl Kernel {
         for (node, node_regs) in regs_by_node.iter_mut().enumerate() {
             let pci = Arc::new(AtomicU64::new(0));
             for _ in 0..rails {
-                node_regs.push(SharedRegisters::new(None));
+                node_regs.push(SharedRegisters::new(None)?);
             }
             let siblings: Arc<[Arc<SharedRegisters>]> = node_regs.iter().cloned().collect();
             for (rail, regs) in node_regs.iter().enumerate() {
@@ -507,7 +508,7 @@ impl Kernel {
                 Self::note(w, t, e, 1, u64::from(offset), value);
                 if let Some(slot) = w.nics.get(nic) {
                     slot.regs.write(offset, value);
-                    if SharedRegisters::is_doorbell(offset) {
+                    if regs::is_doorbell(offset) {
                         self.schedule_poll(w, nic, t);
                     }
                 }

@@ -7,6 +7,7 @@
 //! cluster's [`watchdog`].
 
 pub mod board;
+pub mod nics;
 pub mod rail;
 pub mod watchdog;
 pub mod worker;

@@ -256,7 +256,7 @@ impl Driver {
             });
         }
         {
-            let _admin = device.admin_lock();
+            let _admin = device.admin_lock()?;
             for (rail, port) in ports.iter().enumerate() {
                 let regs = device.registers(rail)?;
                 let nic = |e: Error| match e {
@@ -410,7 +410,9 @@ impl Drop for Driver {
         // once its DMAs are over: a context left attached would refuse the
         // next attach of its index, and a DMA left in flight would land in
         // the next owner's memory and events.
-        let _admin = self.device.admin_lock();
+        // A lock that cannot be taken (its file gone) must not stop the
+        // detach: the NICs would keep the context attached.
+        let _admin = self.device.admin_lock().ok();
         for rail in 0..self.ports.len() {
             let Ok(regs) = self.device.registers(rail) else {
                 continue;

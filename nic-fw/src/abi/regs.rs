@@ -392,6 +392,14 @@ impl MailboxStatus {
     }
 }
 
+/// Is a host write to `offset` a doorbell (docs/abi.md §2)? `MBOX_CMD`
+/// and every context's `CQ_TAIL`: the writes a NIC must notice without
+/// polling, which a device that lets the host map BAR0 must still trap
+/// (a vfio-user client writes them with `REGION_WRITE`).
+pub fn is_doorbell(offset: u32) -> bool {
+    offset == MBOX_CMD.offset() || CQ_TAIL.context_of(offset).is_some()
+}
+
 /// Pack `MBOX_CMD`.
 pub const fn mailbox_cmd(op: MailboxOp, seq: u32) -> u64 {
     (op.as_raw() as u64) | ((seq as u64) << 32)

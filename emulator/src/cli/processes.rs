@@ -1,0 +1,54 @@
+//! `railcoll nicd` and `railcoll launch`: ranks as processes.
+
+use super::*;
+use crate::launcher::{LaunchSpec, Nics, check_dir, launch};
+use crate::nicd::Nicd;
+
+/// Serve until the process is killed.
+pub(super) fn run_nicd(args: &NicdArgs) -> Result<(), CliError> {
+    let cfg = args.served.config()?;
+    check_dir(&args.dir)?;
+    let nicd = Nicd::start(&cfg, &args.dir)?;
+    eprintln!(
+        "nicd: serving {} nodes x {} rails ({} ranks per node) in {}",
+        cfg.shape.nodes(),
+        cfg.shape.rails,
+        cfg.shape.ranks_per_node(),
+        nicd.dir().display()
+    );
+    // Serves from its threads; this one has nothing left to do.
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Run the job; the launcher's status is the first failed rank's.
+pub(super) fn run_launch(args: &LaunchArgs) -> Result<(), CliError> {
+    let cfg = args.served.config()?;
+    let Some((program, rest)) = args.program.split_first() else {
+        return Err(CliError::Usage("launch: no program after --".into()));
+    };
+    let spec = LaunchSpec {
+        program: program.into(),
+        args: rest.to_vec(),
+        grace: std::time::Duration::from_secs(args.grace),
+        nics: match &args.nicd {
+            Some(dir) => Nics::Serving(dir.clone()),
+            None => Nics::Own,
+        },
+        output: args.output.clone(),
+    };
+    let outcome = launch(&cfg, &spec)?;
+    let Some(first) = outcome.first_failure else {
+        return Ok(());
+    };
+    for (rank, end) in outcome.ranks.iter().enumerate() {
+        if !end.ok() {
+            eprintln!("launch: rank {rank} {end}");
+        }
+    }
+    Err(CliError::Job {
+        status: outcome.status(),
+        what: format!("rank {first} {}", outcome.ranks[first]),
+    })
+}

@@ -1,0 +1,259 @@
+//! `railcoll launch`: a job of rank processes on this machine, their NICs
+//! served by a [`Nicd`] in the launcher's own process.
+//!
+//! The launcher starts the `nicd`, then one process per rank of the
+//! shape, each with the variables [`railcoll_host::launch`] reads
+//! (`RAILCOLL_RANK`, `RAILCOLL_SIZE`, `RAILCOLL_LOCAL_RANK`,
+//! `RAILCOLL_LOCAL_SIZE`, `RAILCOLL_NODE`) and `RAILCOLL_NICD`, the
+//! directory the `nicd` serves. It waits for all of them. When one fails
+//! (a non-zero exit, or a signal), the others have `grace` to finish on
+//! their own (a library wait times out with a typed error); those still
+//! running then are killed. The job's outcome names the first failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use crate::cluster::{ClusterConfig, EmuError};
+use crate::nicd::Nicd;
+
+/// The variable naming the `nicd` directory.
+pub const NICD_VAR: &str = "RAILCOLL_NICD";
+
+/// How one rank process ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RankEnd {
+    /// It exited with this status.
+    Exited(i32),
+    /// A signal ended it.
+    Signalled(i32),
+    /// The launcher killed it after another rank failed.
+    Killed,
+}
+
+impl RankEnd {
+    fn of(status: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => RankEnd::Exited(code),
+            (None, Some(signal)) => RankEnd::Signalled(signal),
+            (None, None) => RankEnd::Exited(1),
+        }
+    }
+
+    /// Did it succeed?
+    pub fn ok(&self) -> bool {
+        *self == RankEnd::Exited(0)
+    }
+
+    /// The status a shell would report for it.
+    pub fn status(&self) -> i32 {
+        match self {
+            RankEnd::Exited(code) => *code,
+            RankEnd::Signalled(signal) => 128 + signal,
+            RankEnd::Killed => 128 + 9,
+        }
+    }
+}
+
+impl std::fmt::Display for RankEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RankEnd::Exited(code) => write!(f, "exited with status {code}"),
+            RankEnd::Signalled(signal) => write!(f, "was killed by signal {signal}"),
+            RankEnd::Killed => f.write_str("was killed by the launcher after another rank failed"),
+        }
+    }
+}
+
+/// What a job did: every rank's end, in rank order.
+#[derive(Clone, Debug)]
+pub struct JobOutcome {
+    /// Rank `r`'s end.
+    pub ranks: Vec<RankEnd>,
+    /// The first rank that failed, in the order failures were seen.
+    pub first_failure: Option<usize>,
+}
+
+impl JobOutcome {
+    /// The launcher's exit status: 0, or the first failed rank's.
+    pub fn status(&self) -> i32 {
+        self.first_failure
+            .and_then(|r| self.ranks.get(r))
+            .map_or(0, RankEnd::status)
+    }
+}
+
+/// The program each rank runs, and how the launcher watches them.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    /// The program.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// How long the other ranks may run on after one failed.
+    pub grace: Duration,
+    /// The NICs: a `nicd` started here, or one already serving.
+    pub nics: Nics,
+    /// Where each rank's standard output and error go: inherited, or
+    /// files `rank-R.out` and `rank-R.err` in this directory.
+    pub output: Option<PathBuf>,
+}
+
+/// Whose NICs the ranks use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Nics {
+    /// A `nicd` the launcher starts for the job, in a fresh directory
+    /// under the system's temporary directory (removed afterwards).
+    Own,
+    /// The `nicd` already serving this directory (`railcoll nicd`): the
+    /// launcher's shape must be the one it serves.
+    Serving(PathBuf),
+}
+
+/// Run `spec.program` as every rank of `cfg`'s shape, with its NICs in a
+/// `nicd` of this process; returns when every rank has ended.
+pub fn launch(cfg: &ClusterConfig, spec: &LaunchSpec) -> Result<JobOutcome, EmuError> {
+    let shape = cfg.validate()?;
+    let (dir, nicd) = match &spec.nics {
+        Nics::Serving(d) => {
+            check_dir(d)?;
+            (d.clone(), None)
+        }
+        Nics::Own => {
+            // One directory per launch, also for several launches in one
+            // process at once.
+            static LAUNCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let d =
+                std::env::temp_dir().join(format!("railcoll-launch-{}-{n}", std::process::id()));
+            std::fs::create_dir_all(&d)?;
+            match Nicd::start(cfg, &d) {
+                Ok(nicd) => (d, Some(nicd)),
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&d);
+                    return Err(e);
+                }
+            }
+        }
+    };
+    let topology = shape.topology;
+    let mut children: Vec<Option<Child>> = Vec::with_capacity(shape.size());
+    let mut spawn_error = None;
+    for rank in 0..shape.size() {
+        let (node, local) = topology.locate(rank).map_err(EmuError::Host)?;
+        let mut command = Command::new(&spec.program);
+        if let Some(out) = &spec.output {
+            command
+                .stdout(std::fs::File::create(out.join(format!("rank-{rank}.out")))?)
+                .stderr(std::fs::File::create(out.join(format!("rank-{rank}.err")))?);
+        }
+        let child = command
+            .args(&spec.args)
+            .env("RAILCOLL_RANK", rank.to_string())
+            .env("RAILCOLL_SIZE", shape.size().to_string())
+            .env("RAILCOLL_LOCAL_RANK", local.to_string())
+            .env("RAILCOLL_LOCAL_SIZE", topology.ranks_per_node().to_string())
+            .env("RAILCOLL_NODE", node.to_string())
+            .env(NICD_VAR, &dir)
+            .spawn();
+        match child {
+            Ok(c) => children.push(Some(c)),
+            Err(e) => {
+                spawn_error = Some(EmuError::Config(format!(
+                    "cannot start {}: {e}",
+                    spec.program.display()
+                )));
+                break;
+            }
+        }
+    }
+    let outcome = watch(&mut children, shape.size(), spec.grace);
+    if let Some(nicd) = nicd {
+        nicd.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    match spawn_error {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
+}
+
+/// Wait for every child; after the first failure, give the rest `grace`,
+/// then kill them.
+fn watch(children: &mut [Option<Child>], size: usize, grace: Duration) -> JobOutcome {
+    // Ranks never started (a spawn failed) count as killed.
+    let mut ranks: Vec<Option<RankEnd>> = (0..size)
+        .map(|r| {
+            children
+                .get(r)
+                .is_none_or(Option::is_none)
+                .then_some(RankEnd::Killed)
+        })
+        .collect();
+    let mut first_failure = None;
+    let mut failed_at: Option<Instant> = (children.len() < size).then(Instant::now);
+    loop {
+        let mut running = 0;
+        for (rank, slot) in children.iter_mut().enumerate() {
+            let Some(child) = slot else { continue };
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    let end = RankEnd::of(status);
+                    if !end.ok() && first_failure.is_none() {
+                        first_failure = Some(rank);
+                        failed_at.get_or_insert_with(Instant::now);
+                    }
+                    ranks[rank] = Some(end);
+                    *slot = None;
+                }
+                Ok(None) => running += 1,
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    ranks[rank] = Some(RankEnd::Killed);
+                    *slot = None;
+                }
+            }
+        }
+        if running == 0 {
+            break;
+        }
+        if failed_at.is_some_and(|t| t.elapsed() > grace) {
+            for (rank, slot) in children.iter_mut().enumerate() {
+                if let Some(child) = slot.take() {
+                    let _ = child_kill(child);
+                    ranks[rank] = Some(RankEnd::Killed);
+                }
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ranks: Vec<RankEnd> = ranks
+        .into_iter()
+        .map(|r| r.unwrap_or(RankEnd::Killed))
+        .collect();
+    let first_failure = first_failure.or_else(|| ranks.iter().position(|r| !r.ok()));
+    JobOutcome {
+        ranks,
+        first_failure,
+    }
+}
+
+fn child_kill(mut child: Child) -> std::io::Result<()> {
+    child.kill()?;
+    child.wait().map(|_| ())
+}
+
+/// A directory exists for the `nicd` to serve in.
+pub fn check_dir(dir: &Path) -> Result<(), EmuError> {
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(EmuError::Config(format!(
+            "{} is not a directory",
+            dir.display()
+        )))
+    }
+}

@@ -1,0 +1,500 @@
+//! `railcoll nicd`: the NICs of a job's nodes in this process, each served
+//! as a vfio-user PCI device to rank processes.
+//!
+//! A [`Nicd`] runs every NIC of its cluster shape as threads mode does
+//! (the unmodified firmware on the worker pool, the rails' switches), with
+//! two differences: each node's memory and each NIC's register file are
+//! memory files, so rank processes can map them; and a NIC's wake-up for a
+//! context signals the eventfd the rank of that context handed over
+//! (`SET_IRQS`) instead of unparking a thread. The device each socket
+//! serves is described in [`railcoll_host::process::nicd`] and
+//! docs/abi.md §9.2; the job in the directory's
+//! [`railcoll_host::process::nicd::JOB_FILE`].
+//!
+//! Each NIC's socket takes up to `ranks_per_node` connections at a time,
+//! one thread each. A connection that closes (its rank finished, or died)
+//! unbinds the interrupts it set; another process may then connect in
+//! its place.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use railcoll_fw::abi::MAX_CONTEXTS;
+use railcoll_host::env::{ParkingWait, Waker};
+use railcoll_host::process::nicd::{
+    ALIVE_SOCKET, BAR0_REGION, BOOTSTRAP_SOCKET, IRQ_INDEX, JOB_FILE, MEMORY_REGION, NicdJob,
+    NodePage, socket_path,
+};
+use railcoll_mem::dma_mem::DmaMemory;
+use railcoll_mem::event_fd::EventFd;
+use railcoll_mem::mmap::SharedMapping;
+use vfio_bindings::bindings::vfio::{
+    VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD,
+    VFIO_IRQ_SET_DATA_NONE, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_MMAP,
+    VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE, vfio_region_info,
+    vfio_region_sparse_mmap_area,
+};
+use vfio_user::{
+    DmaMapFlags, DmaUnmapFlags, IrqInfo, Server, ServerBackend, ServerRegion, SparseArea,
+};
+
+use crate::cluster::{ClusterConfig, EmuError, bring_up, node_memory_len};
+use crate::hw::registers::SharedRegisters;
+use crate::threads::nics::Nics;
+
+/// A running `nicd`.
+#[derive(Debug)]
+pub struct Nicd {
+    dir: PathBuf,
+    stopping: Arc<AtomicBool>,
+    /// Each socket.
+    listeners: Vec<UnixListener>,
+    threads: Vec<JoinHandle<()>>,
+    // Dropped after the servers: the NICs, then the files they use.
+    _nics: Nics,
+    _files: Vec<OwnedFd>,
+    _memories: Vec<SharedMapping>,
+}
+
+fn io(e: std::io::Error) -> EmuError {
+    EmuError::Io(e)
+}
+
+fn config_error(what: String) -> EmuError {
+    EmuError::Config(what)
+}
+
+impl Nicd {
+    /// Start the NICs of `cfg` (threads mode; `cfg.mode` is ignored) and
+    /// serve them in `dir`, which must exist and hold no sockets of an
+    /// earlier `nicd`. Returns once every socket accepts connections.
+    pub fn start(cfg: &ClusterConfig, dir: &Path) -> Result<Self, EmuError> {
+        let shape = cfg.validate()?;
+        let (nodes, rails) = (shape.nodes(), cfg.shape.rails);
+        let memory_len = node_memory_len(cfg) + NodePage::LEN;
+        let mut memories = Vec::with_capacity(nodes);
+        let mut files = Vec::new();
+        let mut memory_fds = Vec::with_capacity(nodes);
+        for node in 0..nodes {
+            let (map, fd) =
+                SharedMapping::memfd(&format!("railcoll-node{node}"), memory_len).map_err(io)?;
+            NodePage::new(map.memory())
+                .format()
+                .map_err(railcoll_host::Error::from)?;
+            memory_fds.push(fd.as_raw_fd());
+            memories.push(map);
+            files.push(fd);
+        }
+        let views: Arc<[DmaMemory]> = memories.iter().map(SharedMapping::memory).collect();
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let workers = cfg
+            .workers
+            .unwrap_or_else(|| rails.min(cores.saturating_sub(1)))
+            .max(1);
+        // Register files in the order Nics::start makes them: node-major.
+        let mut register_fds = Vec::with_capacity(nodes * rails);
+        let plan = cfg.nic_plan();
+        let nics = Nics::start(
+            &plan,
+            workers,
+            views.clone(),
+            Instant::now(),
+            &mut |notifier| {
+                let (regs, fd) = SharedRegisters::in_file(Some(notifier))?;
+                register_fds.push(fd);
+                Ok(regs)
+            },
+        )?;
+        let wait = ParkingWait::new(64, std::time::Duration::from_micros(50), cfg.wait_timeout);
+        for node_regs in &nics.registers {
+            for (rail, regs) in node_regs.iter().enumerate() {
+                bring_up(&**regs, regs, &wait, cfg, rail)?;
+            }
+        }
+        let job = NicdJob {
+            nodes,
+            ranks_per_node: shape.ranks_per_node(),
+            placement: placement_name(shape.topology.placement()).into(),
+            sockets: cfg.shape.sockets,
+            rails,
+            arena_size: cfg.arena_size,
+            node_memory: memory_len,
+        };
+        let text = toml::to_string(&job).map_err(|e| config_error(e.to_string()))?;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let mut listeners = Vec::new();
+        let mut threads = Vec::new();
+        for node in 0..nodes {
+            for rail in 0..rails {
+                let path = socket_path(dir, node, rail);
+                let listener = bind(&path)?;
+                let regs_fd = register_fds
+                    .get(node * rails + rail)
+                    .map(|f| f.as_raw_fd())
+                    .ok_or_else(|| config_error("a NIC without a register file".into()))?;
+                let regions = regions(regs_fd, memory_fds[node], memory_len);
+                for _ in 0..shape.ranks_per_node() {
+                    let accept = listener.try_clone().map_err(io)?;
+                    let backend = NicBackend {
+                        registers: Arc::clone(&nics.registers[node][rail]),
+                        memory: views[node].clone(),
+                        wakers: nics.wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS]
+                            .to_vec(),
+                        bound: Vec::new(),
+                    };
+                    let server = Server::from_owned_fd(
+                        OwnedFd::from(accept),
+                        false,
+                        irqs(),
+                        regions.clone(),
+                    );
+                    let stopping = Arc::clone(&stopping);
+                    threads.push(
+                        std::thread::Builder::new()
+                            .name(format!("nicd-n{node}r{rail}"))
+                            .spawn(move || serve(server, backend, &stopping))
+                            .map_err(io)?,
+                    );
+                }
+                listeners.push(listener);
+            }
+        }
+        let size = shape.size();
+        type Service = Box<dyn Fn(&UnixListener, &AtomicBool) + Send>;
+        let services: [(&str, Service); 2] = [
+            (
+                BOOTSTRAP_SOCKET,
+                Box::new(move |l, stop| rendezvous_service(l, size, stop)),
+            ),
+            (ALIVE_SOCKET, Box::new(hold_connections)),
+        ];
+        for (name, service) in services {
+            let listener = bind(&dir.join(name))?;
+            let accept = listener.try_clone().map_err(io)?;
+            let stop = Arc::clone(&stopping);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("nicd-{name}"))
+                    .spawn(move || service(&accept, &stop))
+                    .map_err(io)?,
+            );
+            listeners.push(listener);
+        }
+        files.extend(register_fds);
+        // Last: the job file says the sockets are there.
+        std::fs::write(dir.join(JOB_FILE), text).map_err(io)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            stopping,
+            listeners,
+            threads,
+            _nics: nics,
+            _files: files,
+            _memories: memories,
+        })
+    }
+
+    /// The directory it serves.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Stop serving: no new connections; returns when every connection
+    /// has closed (its rank exited).
+    pub fn stop(mut self) {
+        self.stopping.store(true, Ordering::Release);
+        // Every thread blocked in accept returns; a thread still serving
+        // a rank returns when that rank closes its connection.
+        for listener in &self.listeners {
+            let _ = railcoll_mem::event_fd::shutdown_listener(listener);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for listener in &self.listeners {
+            if let Ok(addr) = listener.local_addr()
+                && let Some(path) = addr.as_pathname()
+            {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        let _ = std::fs::remove_file(self.dir.join(JOB_FILE));
+        let _ = std::fs::remove_file(self.dir.join(BOOTSTRAP_SOCKET));
+        let _ = std::fs::remove_file(self.dir.join(ALIVE_SOCKET));
+    }
+}
+
+/// A socket at `path` (refused if something is there already).
+fn bind(path: &Path) -> Result<UnixListener, EmuError> {
+    UnixListener::bind(path)
+        .map_err(|e| config_error(format!("cannot serve {}: {e}", path.display())))
+}
+
+/// The placement's name, as the job file and `--placement` spell it.
+pub fn placement_name(p: railcoll_host::Placement) -> &'static str {
+    match p {
+        railcoll_host::Placement::Block => "block",
+        railcoll_host::Placement::Cyclic => "cyclic",
+    }
+}
+
+/// Serve connections one after another until the listener is shut.
+fn serve(server: Server, mut backend: NicBackend, stopping: &AtomicBool) {
+    loop {
+        // A connection's end, clean or not (its rank died mid-message),
+        // unbinds its interrupts; the thread then takes the next one.
+        let _ = server.run(&mut backend);
+        backend.unbind();
+        if stopping.load(Ordering::Acquire) {
+            return;
+        }
+    }
+}
+
+/// Hold every connection to the liveness socket open until the stop: a
+/// rank reading one finds its end only when this process is gone.
+fn hold_connections(listener: &UnixListener, stopping: &AtomicBool) {
+    let mut held = Vec::new();
+    for stream in listener.incoming() {
+        if stopping.load(Ordering::Acquire) {
+            return;
+        }
+        if let Ok(stream) = stream {
+            held.push(stream);
+        }
+    }
+}
+
+/// The bootstrap rendezvous ([`railcoll_host::process::nicd::rendezvous`]):
+/// each epoch's ranks are released together once all `size` arrived.
+fn rendezvous_service(listener: &UnixListener, size: usize, stopping: &AtomicBool) {
+    use std::collections::HashMap;
+    use std::io::{Read, Write};
+    let mut waiting: HashMap<u64, HashMap<u64, std::os::unix::net::UnixStream>> = HashMap::new();
+    for stream in listener.incoming() {
+        if stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(mut stream) = stream else { continue };
+        // A client that connects and says nothing must not stall the rest.
+        let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+        let mut message = [0u8; 16];
+        if stream.read_exact(&mut message).is_err() {
+            continue;
+        }
+        let word = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&message[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        let (epoch, rank) = (word(0), word(8));
+        if rank >= size as u64 {
+            continue;
+        }
+        let arrived = waiting.entry(epoch).or_default();
+        arrived.insert(rank, stream);
+        if arrived.len() == size
+            && let Some(all) = waiting.remove(&epoch)
+        {
+            for (_, mut s) in all {
+                let _ = s.write_all(&[1]);
+            }
+        }
+    }
+}
+
+/// The device's regions: BAR0 and node memory mappable, the rest absent.
+fn regions(registers: i32, memory: i32, memory_len: usize) -> Vec<ServerRegion> {
+    let mappable = |index: u32, size: u64, fd: i32| ServerRegion {
+        region_info: vfio_region_info {
+            argsz: std::mem::size_of::<vfio_region_info>() as u32,
+            flags: VFIO_REGION_INFO_FLAG_READ
+                | VFIO_REGION_INFO_FLAG_WRITE
+                | VFIO_REGION_INFO_FLAG_MMAP,
+            index,
+            cap_offset: 0,
+            size,
+            offset: 0,
+        },
+        // The whole region: the server hands the file over only with a
+        // sparse-mmap capability.
+        sparse_areas: vec![SparseArea {
+            area: vfio_region_sparse_mmap_area { offset: 0, size },
+        }],
+        mmap_fd: Some(fd),
+    };
+    (0..VFIO_PCI_NUM_REGIONS)
+        .map(|index| match index {
+            BAR0_REGION => mappable(index, 4096, registers),
+            MEMORY_REGION => mappable(index, memory_len as u64, memory),
+            _ => ServerRegion {
+                region_info: vfio_region_info {
+                    argsz: std::mem::size_of::<vfio_region_info>() as u32,
+                    index,
+                    ..Default::default()
+                },
+                sparse_areas: Vec::new(),
+                mmap_fd: None,
+            },
+        })
+        .collect()
+}
+
+/// The device's interrupts: one MSI-X vector per NIC context.
+fn irqs() -> Vec<IrqInfo> {
+    (0..VFIO_PCI_NUM_IRQS)
+        .map(|index| IrqInfo {
+            index,
+            flags: if index == IRQ_INDEX {
+                VFIO_IRQ_INFO_EVENTFD
+            } else {
+                0
+            },
+            count: if index == IRQ_INDEX {
+                MAX_CONTEXTS as u32
+            } else {
+                0
+            },
+        })
+        .collect()
+}
+
+/// One connection's view of one NIC.
+struct NicBackend {
+    registers: Arc<SharedRegisters>,
+    memory: DmaMemory,
+    /// The node's wakers, by context.
+    wakers: Vec<Waker>,
+    /// Contexts this connection bound an interrupt to.
+    bound: Vec<usize>,
+}
+
+fn invalid(what: impl Into<String>) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, what.into())
+}
+
+impl NicBackend {
+    fn unbind(&mut self) {
+        for ctx in self.bound.drain(..) {
+            if let Some(w) = self.wakers.get(ctx) {
+                w.clear();
+            }
+        }
+    }
+
+    /// The one 64-bit register a BAR0 access of `len` bytes at `offset`
+    /// names (BAR0 takes aligned 64-bit accesses only).
+    fn register(offset: u64, len: usize) -> std::io::Result<u32> {
+        u32::try_from(offset)
+            .ok()
+            .filter(|o| len == 8 && o.is_multiple_of(8))
+            .ok_or_else(|| invalid(format!("BAR0 access of {len} bytes at {offset:#x}")))
+    }
+}
+
+impl ServerBackend for NicBackend {
+    fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> std::io::Result<()> {
+        match region {
+            BAR0_REGION => {
+                let value = self.registers.nic_read(Self::register(offset, data.len())?);
+                data.copy_from_slice(&value.to_le_bytes());
+                Ok(())
+            }
+            MEMORY_REGION => usize::try_from(offset)
+                .ok()
+                .and_then(|at| self.memory.read(at, data).ok())
+                .ok_or_else(|| invalid("read outside node memory")),
+            _ => Err(invalid(format!("region {region} is absent"))),
+        }
+    }
+
+    fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        match region {
+            BAR0_REGION => {
+                let reg = Self::register(offset, data.len())?;
+                let mut word = [0u8; 8];
+                word.copy_from_slice(data);
+                // A host write: stores the register and rings its doorbell.
+                self.registers.host_write(reg, u64::from_le_bytes(word));
+                Ok(())
+            }
+            MEMORY_REGION => usize::try_from(offset)
+                .ok()
+                .and_then(|at| self.memory.write(at, data).ok())
+                .ok_or_else(|| invalid("write outside node memory")),
+            _ => Err(invalid(format!("region {region} is absent"))),
+        }
+    }
+
+    fn dma_map(
+        &mut self,
+        _flags: DmaMapFlags,
+        _offset: u64,
+        _address: u64,
+        _size: u64,
+        _fd: Option<std::fs::File>,
+    ) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "DMA memory is the node-memory region; DMA_MAP is not taken",
+        ))
+    }
+
+    fn dma_unmap(
+        &mut self,
+        _flags: DmaUnmapFlags,
+        _address: u64,
+        _size: u64,
+    ) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "no DMA mappings to remove",
+        ))
+    }
+
+    fn reset(&mut self) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "the NIC is not resettable by one rank",
+        ))
+    }
+
+    fn set_irqs(
+        &mut self,
+        index: u32,
+        flags: u32,
+        start: u32,
+        count: u32,
+        fds: Vec<std::fs::File>,
+    ) -> std::io::Result<()> {
+        if index != IRQ_INDEX {
+            return Err(invalid(format!("interrupt index {index} has no vectors")));
+        }
+        let first = start as usize;
+        let end = first
+            .checked_add(count as usize)
+            .filter(|&e| e <= MAX_CONTEXTS)
+            .ok_or_else(|| invalid(format!("vectors {start}+{count} of {MAX_CONTEXTS}")))?;
+        if flags == VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER {
+            if fds.len() != count as usize {
+                return Err(invalid(format!("{count} vectors, {} eventfds", fds.len())));
+            }
+            for (ctx, fd) in (first..end).zip(fds) {
+                let interrupt = Arc::new(EventFd::from_owned(OwnedFd::from(fd)));
+                self.wakers[ctx].register_interrupt(interrupt);
+                self.bound.push(ctx);
+            }
+            Ok(())
+        } else if flags == VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER && count == 0 {
+            self.unbind();
+            Ok(())
+        } else {
+            Err(invalid(format!("SET_IRQS flags {flags:#x}")))
+        }
+    }
+}

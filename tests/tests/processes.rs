@@ -1,0 +1,218 @@
+//! Ranks as processes: jobs launched by `railcoll_emu::launcher` (what
+//! `railcoll launch` runs), each rank a process of the test-support
+//! program `rank_catalogue`, its NICs served over vfio-user by a `nicd`.
+//!
+//! - Every collective and algorithm of the catalogue, host-driven and on
+//!   the NICs, checked byte for byte by every rank, on every shape of
+//!   nodes 1..=4 x ranks per node 1..=4 x rails 1..=2, and on a cyclic
+//!   one.
+//! - A rank killed (SIGKILL) while the others are in a collective: the
+//!   others return a typed error within their wait's bound, not a hang
+//!   and not a success.
+//! - A `nicd` killed while its ranks run collectives: every rank returns
+//!   a typed error and exits; none hangs.
+//! - A process started by no launcher, or against a `nicd` serving
+//!   another job, is refused with a typed error.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use railcoll_emu::ClusterConfig;
+use railcoll_emu::launcher::{JobOutcome, LaunchSpec, Nics, RankEnd, launch};
+use railcoll_host::Placement;
+
+const RANK: &str = env!("CARGO_BIN_EXE_rank_catalogue");
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("railcoll-processes-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+fn config(nodes: usize, rpn: usize, rails: usize, placement: Placement) -> ClusterConfig {
+    ClusterConfig {
+        shape: railcoll_host::topology::Shape::new(nodes, rpn, 1, rails, placement).expect("shape"),
+        arena_size: 16 << 20,
+        wait_timeout: Duration::from_secs(60),
+        ..ClusterConfig::default()
+    }
+}
+
+/// Run `rank_catalogue` on every rank with `env`, its output in `out`.
+fn run_job(cfg: &ClusterConfig, env: &[(&str, &str)], out: &Path, nics: Nics) -> JobOutcome {
+    // The launcher passes its environment on: the case options reach the
+    // ranks through a wrapper that sets them.
+    let mut args = vec!["-c".to_string(), String::new()];
+    let assignments: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    args[1] = format!("exec env {} {RANK}", assignments.join(" "));
+    let spec = LaunchSpec {
+        program: "sh".into(),
+        args,
+        grace: Duration::from_secs(30),
+        nics,
+        output: Some(out.to_path_buf()),
+    };
+    launch(cfg, &spec).expect("the job starts")
+}
+
+fn output(out: &Path, rank: usize, stream: &str) -> String {
+    std::fs::read_to_string(out.join(format!("rank-{rank}.{stream}"))).unwrap_or_default()
+}
+
+fn expect_all_ok(outcome: &JobOutcome, out: &Path, what: &str) {
+    for (rank, end) in outcome.ranks.iter().enumerate() {
+        assert!(
+            end.ok(),
+            "{what}: rank {rank} {end}: {}",
+            output(out, rank, "err")
+        );
+        let said = output(out, rank, "out");
+        let cases: usize = said
+            .trim()
+            .strip_prefix("ok: ")
+            .and_then(|s| s.strip_suffix(" cases"))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{what}: rank {rank} said {said:?}"));
+        assert!(cases > 30, "{what}: rank {rank} ran only {cases} cases");
+    }
+}
+
+#[test]
+fn the_catalogue_is_byte_exact_across_processes_on_every_small_shape() {
+    let out = scratch("catalogue");
+    let mut shapes: Vec<(usize, usize, usize, Placement)> = Vec::new();
+    for nodes in 1..=4 {
+        for rpn in 1..=4 {
+            for rails in 1..=2 {
+                shapes.push((nodes, rpn, rails, Placement::Block));
+            }
+        }
+    }
+    shapes.push((3, 2, 2, Placement::Cyclic));
+    for (i, (nodes, rpn, rails, placement)) in shapes.into_iter().enumerate() {
+        // Alternate the sizes between shapes: each size class meets every
+        // node count, within the suite's time.
+        let sizes = ["0,1,1000,4096", "3,64,4097"][i % 2];
+        let cfg = config(nodes, rpn, rails, placement);
+        let outcome = run_job(&cfg, &[("RANK_CATALOGUE_SIZES", sizes)], &out, Nics::Own);
+        expect_all_ok(
+            &outcome,
+            &out,
+            &format!("{nodes} x {rpn} x {rails} ({placement:?})"),
+        );
+    }
+}
+
+#[test]
+fn a_rank_killed_mid_collective_leaves_the_others_a_typed_error() {
+    let out = scratch("rank-killed");
+    let cfg = config(2, 2, 2, Placement::Block);
+    let started = Instant::now();
+    let outcome = run_job(
+        &cfg,
+        &[("RANK_CATALOGUE_DIE", "1"), ("RANK_CATALOGUE_TIMEOUT", "5")],
+        &out,
+        Nics::Own,
+    );
+    assert_eq!(outcome.ranks[1], RankEnd::Signalled(9));
+    assert_eq!(outcome.first_failure, Some(1));
+    assert_eq!(outcome.status(), 128 + 9);
+    for rank in [0, 2, 3] {
+        assert_eq!(
+            outcome.ranks[rank],
+            RankEnd::Exited(0),
+            "rank {rank}: {}",
+            output(&out, rank, "err")
+        );
+        let said = output(&out, rank, "out");
+        assert!(said.contains("typed error: "), "rank {rank} said {said:?}");
+    }
+    // Within the waits' bound (5 s) and start-up, far from a hang.
+    assert!(started.elapsed() < Duration::from_secs(40));
+}
+
+#[test]
+fn a_nicd_killed_mid_collective_leaves_its_ranks_a_typed_error() {
+    let out = scratch("nicd-killed");
+    let dir = scratch("nicd-killed-sockets");
+    let mut nicd = Command::new(RANK)
+        .args(["nicd", dir.to_str().expect("utf-8 path"), "2", "2", "2"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("nicd starts");
+    let ready = Instant::now();
+    while !dir.join("job.toml").exists() {
+        assert!(
+            ready.elapsed() < Duration::from_secs(30),
+            "nicd never served"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let cfg = config(2, 2, 2, Placement::Block);
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        nicd.kill().expect("kill nicd");
+        nicd.wait().expect("reap nicd")
+    });
+    let started = Instant::now();
+    let outcome = run_job(
+        &cfg,
+        &[
+            ("RANK_CATALOGUE_ROUNDS", "1000"),
+            ("RANK_CATALOGUE_TIMEOUT", "5"),
+            ("RAILCOLL_TEST_POLL_SECONDS", "5"),
+        ],
+        &out,
+        Nics::Serving(dir.clone()),
+    );
+    let killed = killer.join().expect("killer");
+    assert!(!killed.success(), "nicd was still running when killed");
+    for (rank, end) in outcome.ranks.iter().enumerate() {
+        assert_eq!(*end, RankEnd::Exited(1), "rank {rank}");
+        let err = output(&out, rank, "err");
+        assert!(
+            err.starts_with(&format!("rank {rank}: ")) && err.len() > 12,
+            "rank {rank} reported {err:?}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_process_outside_a_launch_or_its_job_is_refused() {
+    let out = scratch("refused");
+    // No launcher variables at all.
+    let alone = Command::new(RANK)
+        .env_clear()
+        .env("RAILCOLL_NICD", &out)
+        .output()
+        .expect("runs");
+    assert_eq!(alone.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&alone.stderr);
+    assert!(err.contains("no launcher started this process"), "{err}");
+    // A launcher's job of 4 ranks against a nicd serving 2 nodes x 1.
+    let dir = scratch("refused-sockets");
+    let cfg = config(2, 1, 1, Placement::Block);
+    let nicd = railcoll_emu::nicd::Nicd::start(&cfg, &dir).expect("nicd");
+    let stranger = Command::new(RANK)
+        .env_clear()
+        .env("RAILCOLL_NICD", &dir)
+        .envs([
+            ("RAILCOLL_RANK", "3"),
+            ("RAILCOLL_SIZE", "4"),
+            ("RAILCOLL_LOCAL_RANK", "1"),
+            ("RAILCOLL_LOCAL_SIZE", "2"),
+            ("RAILCOLL_NODE", "1"),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(stranger.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&stranger.stderr);
+    assert!(err.contains("is not one of the job nicd serves"), "{err}");
+    nicd.stop();
+}
