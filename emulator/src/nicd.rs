@@ -13,18 +13,22 @@
 //!
 //! Each NIC's socket takes up to `ranks_per_node` connections at a time,
 //! one thread each. A connection that closes (its rank finished, or died)
-//! unbinds the interrupts it set; another process may then connect in
-//! its place.
+//! unbinds the interrupts it set and detaches its context, as a kernel
+//! driver does when a process that opened the device goes away; once no
+//! rank of a node is connected, the node's memory goes back to the pool,
+//! zeroed. So one `nicd` serves job after job.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use railcoll_fw::abi::MAX_CONTEXTS;
+use railcoll_fw::abi::error::ErrorCode;
+use railcoll_fw::abi::regs::MailboxOp;
 use railcoll_host::env::{ParkingWait, Waker};
 use railcoll_host::process::nicd::{
     ALIVE_SOCKET, BAR0_REGION, BOOTSTRAP_SOCKET, IRQ_INDEX, JOB_FILE, MEMORY_REGION, NicdJob,
@@ -33,6 +37,7 @@ use railcoll_host::process::nicd::{
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::event_fd::EventFd;
 use railcoll_mem::mmap::SharedMapping;
+use railcoll_mem::record_lock::RecordLock;
 use vfio_bindings::bindings::vfio::{
     VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD,
     VFIO_IRQ_SET_DATA_NONE, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_MMAP,
@@ -80,6 +85,7 @@ impl Nicd {
         let mut memories = Vec::with_capacity(nodes);
         let mut files = Vec::new();
         let mut memory_fds = Vec::with_capacity(nodes);
+        let mut node_states = Vec::with_capacity(nodes);
         for node in 0..nodes {
             let (map, fd) =
                 SharedMapping::memfd(&format!("railcoll-node{node}"), memory_len).map_err(io)?;
@@ -87,6 +93,11 @@ impl Nicd {
                 .format()
                 .map_err(railcoll_host::Error::from)?;
             memory_fds.push(fd.as_raw_fd());
+            node_states.push(Arc::new(NodeState {
+                bound: Mutex::new([0; MAX_CONTEXTS]),
+                mapping: map.clone(),
+                admin: RecordLock::new(fd.try_clone().map_err(io)?),
+            }));
             memories.push(map);
             files.push(fd);
         }
@@ -142,6 +153,7 @@ impl Nicd {
                     let accept = listener.try_clone().map_err(io)?;
                     let backend = NicBackend {
                         registers: Arc::clone(&nics.registers[node][rail]),
+                        node: Arc::clone(&node_states[node]),
                         memory: views[node].clone(),
                         wakers: nics.wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS]
                             .to_vec(),
@@ -271,11 +283,14 @@ fn hold_connections(listener: &UnixListener, stopping: &AtomicBool) {
 }
 
 /// The bootstrap rendezvous ([`railcoll_host::process::nicd::rendezvous`]):
-/// each epoch's ranks are released together once all `size` arrived.
+/// each epoch's ranks are released together once all `size` arrived, told
+/// how many times the epoch was met before.
 fn rendezvous_service(listener: &UnixListener, size: usize, stopping: &AtomicBool) {
     use std::collections::HashMap;
     use std::io::{Read, Write};
     let mut waiting: HashMap<u64, HashMap<u64, std::os::unix::net::UnixStream>> = HashMap::new();
+    // How many times each epoch was met: a job's number, for epoch 0.
+    let mut met: HashMap<u64, u64> = HashMap::new();
     for stream in listener.incoming() {
         if stopping.load(Ordering::Acquire) {
             return;
@@ -301,9 +316,11 @@ fn rendezvous_service(listener: &UnixListener, size: usize, stopping: &AtomicBoo
         if arrived.len() == size
             && let Some(all) = waiting.remove(&epoch)
         {
+            let count = met.entry(epoch).or_default();
             for (_, mut s) in all {
-                let _ = s.write_all(&[1]);
+                let _ = s.write_all(&count.to_le_bytes());
             }
+            *count += 1;
         }
     }
 }
@@ -364,9 +381,61 @@ fn irqs() -> Vec<IrqInfo> {
         .collect()
 }
 
+/// What the serving threads of one node share: which of its contexts
+/// have a rank connected (on any rail), and its memory, to hand back to
+/// the pool once no rank of the node holds any of it.
+struct NodeState {
+    /// Connections that bound an interrupt, by context, over all rails.
+    bound: Mutex<[usize; MAX_CONTEXTS]>,
+    mapping: SharedMapping,
+    /// Serialises `nicd`'s own mailbox calls with the ranks' (the lock
+    /// they take: a record lock on the node memory file).
+    admin: RecordLock,
+}
+
+impl NodeState {
+    /// A connection bound `ctx`.
+    fn bind(&self, ctx: usize) {
+        if let Some(n) = self.lock().get_mut(ctx) {
+            *n += 1;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, [usize; MAX_CONTEXTS]> {
+        self.bound.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connection that bound `ctx` closed. When no connection of the
+    /// node is left, the pool starts over, zeroed: the job that used it
+    /// is gone (its ranks detached, or died and were detached by
+    /// [`NicBackend::unbind`]).
+    fn unbind(&self, ctx: usize) {
+        let mut bound = self.lock();
+        if let Some(n) = bound.get_mut(ctx) {
+            *n = n.saturating_sub(1);
+        }
+        if bound.iter().all(|&n| n == 0) {
+            let page = NodePage::new(self.mapping.memory());
+            let used = page.used();
+            // Pages go back to the kernel (read as zeros); the node page
+            // is written afresh.
+            self.mapping.zero(0, used.min(self.mapping.len()));
+            let _ = page.format();
+        }
+    }
+}
+
+/// How long `nicd` waits for one detach call of a departed rank.
+const DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Detach tries of a context whose DMAs are still draining (as the
+/// driver's own detach).
+const DETACH_TRIES: u32 = 1 << 16;
+
 /// One connection's view of one NIC.
 struct NicBackend {
     registers: Arc<SharedRegisters>,
+    node: Arc<NodeState>,
     memory: DmaMemory,
     /// The node's wakers, by context.
     wakers: Vec<Waker>,
@@ -379,10 +448,41 @@ fn invalid(what: impl Into<String>) -> std::io::Error {
 }
 
 impl NicBackend {
+    /// The connection closed (its rank exited, or died): forget its
+    /// interrupts, detach its contexts as the rank's driver would have
+    /// (a rank that exited cleanly already did, and the NIC refuses the
+    /// second detach), and give the node's memory back when it was the
+    /// node's last connection.
     fn unbind(&mut self) {
-        for ctx in self.bound.drain(..) {
+        for ctx in std::mem::take(&mut self.bound) {
             if let Some(w) = self.wakers.get(ctx) {
                 w.clear();
+            }
+            self.detach(ctx);
+            self.node.unbind(ctx);
+        }
+    }
+
+    fn detach(&self, ctx: usize) {
+        let Ok(_admin) = self.node.admin.lock() else {
+            return;
+        };
+        let wait = ParkingWait::new(64, std::time::Duration::from_micros(50), DETACH_WAIT);
+        for _ in 0..DETACH_TRIES {
+            let detached = railcoll_host::driver::mailbox_call(
+                &*self.registers,
+                &wait,
+                MailboxOp::DetachContext,
+                [ctx as u64, 0, 0, 0],
+            );
+            if !matches!(
+                detached,
+                Err(railcoll_host::Error::Nic {
+                    code: ErrorCode::Busy,
+                    ..
+                })
+            ) {
+                return;
             }
         }
     }
@@ -488,10 +588,15 @@ impl ServerBackend for NicBackend {
                 let interrupt = Arc::new(EventFd::from_owned(OwnedFd::from(fd)));
                 self.wakers[ctx].register_interrupt(interrupt);
                 self.bound.push(ctx);
+                self.node.bind(ctx);
             }
             Ok(())
         } else if flags == VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER && count == 0 {
-            self.unbind();
+            for ctx in &self.bound {
+                if let Some(w) = self.wakers.get(*ctx) {
+                    w.clear();
+                }
+            }
             Ok(())
         } else {
             Err(invalid(format!("SET_IRQS flags {flags:#x}")))

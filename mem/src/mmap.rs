@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use crate::dma_mem::DmaMemory;
 
-/// An anonymous `MAP_SHARED` mapping, unmapped when the last view drops.
-#[derive(Debug)]
+/// An anonymous `MAP_SHARED` mapping, unmapped when the last view drops
+/// (a clone is another handle on the same mapping).
+#[derive(Clone, Debug)]
 pub struct SharedMapping {
     inner: Arc<Mapping>,
 }

@@ -183,6 +183,27 @@ fn a_nicd_killed_mid_collective_leaves_its_ranks_a_typed_error() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One `nicd` serving two jobs, one after the other: the second's
+/// hardware barriers (numbered from the start by its new communicator)
+/// are not taken for the first's, and every byte is right in both.
+#[test]
+fn a_nicd_serves_one_job_after_another() {
+    let out = scratch("two-jobs");
+    let dir = scratch("two-jobs-sockets");
+    let cfg = config(2, 2, 2, Placement::Block);
+    let nicd = railcoll_emu::nicd::Nicd::start(&cfg, &dir).expect("nicd");
+    for job in 0..2 {
+        let outcome = run_job(
+            &cfg,
+            &[("RANK_CATALOGUE_SIZES", "64,4096")],
+            &out,
+            Nics::Serving(dir.clone()),
+        );
+        expect_all_ok(&outcome, &out, &format!("job {job}"));
+    }
+    nicd.stop();
+}
+
 #[test]
 fn a_process_outside_a_launch_or_its_job_is_refused() {
     let out = scratch("refused");

@@ -92,9 +92,11 @@ mod job {
             let launched = Launched::from_env()?.ok_or(LaunchError::NotLaunched)?;
             let connection = nicd::connect(dir, &launched, options.wait_timeout)?;
             let rank = connection.rank;
+            let jobs_before = nicd::rendezvous(dir, 0, rank, options.wait_timeout)?;
             let cfg = CommConfig {
                 arena_size: connection.job.arena_size,
                 check: options.check,
+                instance: jobs_before as u32,
                 ..CommConfig::new(connection.shape, rank)
             };
             let comm = Comm::new(
@@ -103,7 +105,7 @@ mod job {
                 connection.device,
                 connection.wait,
             )?;
-            nicd::rendezvous(dir, 0, rank, options.wait_timeout)?;
+            nicd::rendezvous(dir, 1, rank, options.wait_timeout)?;
             Ok(Job {
                 comm: Some(comm),
                 dir: dir.to_path_buf(),
@@ -124,9 +126,9 @@ mod job {
         /// then detach. Collective. A job dropped without `finish` (a
         /// program that failed) detaches at once.
         pub fn finish(mut self) -> Result<(), Error> {
-            let met = nicd::rendezvous(&self.dir, 1, self.rank, self.timeout);
+            let met = nicd::rendezvous(&self.dir, 2, self.rank, self.timeout);
             drop(self.comm.take());
-            Ok(met?)
+            met.map(|_| ()).map_err(Error::from)
         }
     }
 }

@@ -66,22 +66,27 @@ pub const ALIVE_SOCKET: &str = "alive.sock";
 
 /// The job's bootstrap rendezvous, what `PMI_Barrier` is to `MPI_Init`:
 /// returns once every rank of the job has called it with the same
-/// `epoch`. [`Job::join`](crate::process::Job::join) meets there after attaching
-/// (no rank addresses a peer before the peer's context is attached on
-/// every rail), and [`finish`](crate::process::Job::finish) before
-/// detaching.
+/// `epoch`, with the number of times that epoch was met before on this
+/// `nicd` (the same on every rank). [`Job::join`](crate::process::Job::join)
+/// meets at epoch 0 (its count numbers the job's communicator, so that a
+/// `nicd` serving one job after another never sees a communicator
+/// instance twice: docs/abi.md §4.5) and at epoch 1 after attaching (no
+/// rank addresses a peer before the peer's context is attached on every
+/// rail); [`finish`](crate::process::Job::finish) meets at epoch 2
+/// before detaching.
 ///
 /// The protocol, on [`BOOTSTRAP_SOCKET`]: the rank connects, sends its
-/// epoch and rank (two little-endian `u64`), and reads one byte, which
-/// `nicd` sends to every rank of the epoch once the last one arrived. A
-/// rank that dies before arriving leaves the others waiting: they give up
-/// after `timeout` with [`DeviceError::Backend`].
+/// epoch and rank (two little-endian `u64`), and reads one little-endian
+/// `u64`, the count, which `nicd` sends to every rank of the epoch once
+/// the last one arrived. A rank that dies before arriving leaves the
+/// others waiting: they give up after `timeout` with
+/// [`DeviceError::Backend`].
 pub fn rendezvous(
     dir: &Path,
     epoch: u64,
     rank: usize,
     timeout: Duration,
-) -> Result<(), DeviceError> {
+) -> Result<u64, DeviceError> {
     use std::io::{Read, Write};
     let path = dir.join(BOOTSTRAP_SOCKET);
     let fail = |what: &str, e: std::io::Error| {
@@ -99,10 +104,11 @@ pub fn rendezvous(
     message[..8].copy_from_slice(&epoch.to_le_bytes());
     message[8..].copy_from_slice(&(rank as u64).to_le_bytes());
     stream.write_all(&message).map_err(|e| fail("arrive", e))?;
-    let mut go = [0u8; 1];
+    let mut count = [0u8; 8];
     stream
-        .read_exact(&mut go)
-        .map_err(|e| fail("waiting for the other ranks", e))
+        .read_exact(&mut count)
+        .map_err(|e| fail("waiting for the other ranks", e))?;
+    Ok(u64::from_le_bytes(count))
 }
 
 /// The socket of node `node`'s NIC on rail `rail`.
@@ -194,6 +200,15 @@ impl NodePage {
         self.memory
             .store_u64(0, Self::MAGIC, Ordering::Release)
             .map_err(fail)
+    }
+
+    /// Bytes of the memory the pool has handed out (the page included):
+    /// what must be zeroed before the pool starts over.
+    pub fn used(&self) -> usize {
+        self.memory
+            .load_u64(Self::NEXT, Ordering::Acquire)
+            .map_or(self.memory.len(), |n| n as usize)
+            .min(self.memory.len())
     }
 
     /// Was it prepared by `nicd`?
