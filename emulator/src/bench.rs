@@ -65,7 +65,8 @@ pub struct PutRecord {
     pub pingpong_ratio: f64,
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// The median of `v` (NaN when empty); sorts `v`.
+pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     match v.len() {
         0 => f64::NAN,
@@ -83,8 +84,8 @@ fn min_pingpong(samples: impl Iterator<Item = f64>) -> f64 {
     samples.fold(f64::INFINITY, f64::min)
 }
 
-/// Repeat `op` for about [`TARGET`]; seconds per call.
-fn time_per_call(mut op: impl FnMut()) -> f64 {
+/// Repeat `op` for about 15 ms (at least 3 calls); seconds per call.
+pub fn time_per_call(mut op: impl FnMut()) -> f64 {
     let start = Instant::now();
     op();
     let once = start.elapsed().max(Duration::from_nanos(20));

@@ -1,10 +1,13 @@
 //! The device boundary: what the driver needs from a node's NICs.
 //!
-//! One [`Device`] object stands for all rails' NICs of one node and is shared
-//! by the ranks on that node. The emulator's is the only backend today; a
-//! backend over Linux VFIO for FPGA NICs (issue 29), where `registers` would
-//! be a mapped BAR0 per NIC and `alloc_dma` memory mapped through the IOMMU,
-//! is not built yet.
+//! One [`Device`] object stands for all rails' NICs of one node, as one
+//! rank sees them. Backends: the emulator's (ranks as threads of the
+//! emulator's process, sharing one object per node), and the vfio-user
+//! client of `process::nicd` (feature `vfio-user`; ranks as
+//! processes, each with its own object over the node's shared memory). A
+//! backend over Linux VFIO for FPGA NICs, where `registers` would be a
+//! mapped BAR0 per NIC and `alloc_dma` memory mapped through the IOMMU, is
+//! not built yet.
 
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;

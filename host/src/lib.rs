@@ -47,6 +47,10 @@
 //! - [`launch`]: this process's rank, size and node from the variables
 //!   its launcher set (railcoll, Open MPI, MPICH Hydra, Slurm), and the
 //!   job's topology from them.
+//! - [`process`]: ranks as processes: the wait hook on an interrupt
+//!   eventfd, and (feature `vfio-user`) the client backend for NICs a
+//!   `railcoll nicd` serves, and `Job`, a process's membership of its
+//!   job.
 //! - [`error`]: typed errors.
 
 #![forbid(unsafe_code)]

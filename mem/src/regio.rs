@@ -1,9 +1,10 @@
 //! Register access.
 //!
 //! [`RegisterIo`] is how the driver reads and writes a NIC's BAR0. The
-//! emulator implements it over atomics; [`MmioRegisters`] implements it over
-//! a mapped BAR with volatile accesses (the VFIO backend maps BAR0 and hands
-//! it here).
+//! emulator implements it over atomics in shared memory (and a rank
+//! process over a `nicd`'s BAR0 mapped from its file); [`MmioRegisters`]
+//! implements it over a mapped BAR with volatile accesses, for a backend
+//! that maps a board's BAR0 (a VFIO one: not built yet).
 
 use std::ptr::NonNull;
 

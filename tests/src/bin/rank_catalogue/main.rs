@@ -14,7 +14,8 @@
 //!
 //! `rank_catalogue nicd DIR NODES RANKS_PER_NODE RAILS` serves a job's
 //! NICs in `DIR` instead (`railcoll nicd` for the tests, which cannot run
-//! the emulator crate's binary), until killed.
+//! the emulator crate's binary), until killed; `rank_catalogue bench ...`
+//! measures ranks as processes beside ranks as threads (`bench.rs`).
 
 use std::time::Duration;
 
@@ -22,8 +23,17 @@ use railcoll_host::process::{Job, JoinOptions};
 use railcoll_host::sched::{Algorithm, Choice, Collective};
 use railcoll_tests::coll::{Case, Form, run_case};
 
+mod bench;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("bench") {
+        if let Err(e) = bench::main(&args[1..]) {
+            eprintln!("rank_catalogue bench: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if args.first().map(String::as_str) == Some("nicd") {
         std::process::exit(match serve(&args[1..]) {
             Ok(never) => match never {},
