@@ -141,34 +141,24 @@ pub fn launch(cfg: &ClusterConfig, spec: &LaunchSpec) -> Result<JobOutcome, EmuE
     let mut children: Vec<Option<Child>> = Vec::with_capacity(shape.size());
     let mut spawn_error = None;
     for rank in 0..shape.size() {
-        let (node, local) = topology.locate(rank).map_err(EmuError::Host)?;
-        let mut command = Command::new(&spec.program);
-        if let Some(out) = &spec.output {
-            command
-                .stdout(std::fs::File::create(out.join(format!("rank-{rank}.out")))?)
-                .stderr(std::fs::File::create(out.join(format!("rank-{rank}.err")))?);
-        }
-        let child = command
-            .args(&spec.args)
-            .env("RAILCOLL_RANK", rank.to_string())
-            .env("RAILCOLL_SIZE", shape.size().to_string())
-            .env("RAILCOLL_LOCAL_RANK", local.to_string())
-            .env("RAILCOLL_LOCAL_SIZE", topology.ranks_per_node().to_string())
-            .env("RAILCOLL_NODE", node.to_string())
-            .env(NICD_VAR, &dir)
-            .spawn();
-        match child {
-            Ok(c) => children.push(Some(c)),
+        match spawn_rank(spec, &dir, topology, rank) {
+            Ok(child) => children.push(Some(child)),
             Err(e) => {
-                spawn_error = Some(EmuError::Config(format!(
-                    "cannot start {}: {e}",
-                    spec.program.display()
-                )));
+                // The ranks already started are reaped (killed after the
+                // grace, as after any failure), the nicd stopped and its
+                // directory removed below.
+                spawn_error = Some(e);
                 break;
             }
         }
     }
-    let outcome = watch(&mut children, shape.size(), spec.grace);
+    // A job that could not start every rank cannot run: the rest go now.
+    let grace = if spawn_error.is_some() {
+        Duration::ZERO
+    } else {
+        spec.grace
+    };
+    let outcome = watch(&mut children, shape.size(), grace);
     if let Some(nicd) = nicd {
         nicd.stop();
         let _ = std::fs::remove_dir_all(&dir);
@@ -177,6 +167,37 @@ pub fn launch(cfg: &ClusterConfig, spec: &LaunchSpec) -> Result<JobOutcome, EmuE
         Some(e) => Err(e),
         None => Ok(outcome),
     }
+}
+
+/// Start rank `rank` of the job.
+fn spawn_rank(
+    spec: &LaunchSpec,
+    dir: &Path,
+    topology: railcoll_host::Topology,
+    rank: usize,
+) -> Result<Child, EmuError> {
+    let (node, local) = topology.locate(rank).map_err(EmuError::Host)?;
+    let mut command = Command::new(&spec.program);
+    if let Some(out) = &spec.output {
+        let file = |name: String| {
+            std::fs::File::create(out.join(&name)).map_err(|e| {
+                EmuError::Config(format!("cannot write {}: {e}", out.join(&name).display()))
+            })
+        };
+        command
+            .stdout(file(format!("rank-{rank}.out"))?)
+            .stderr(file(format!("rank-{rank}.err"))?);
+    }
+    command
+        .args(&spec.args)
+        .env("RAILCOLL_RANK", rank.to_string())
+        .env("RAILCOLL_SIZE", topology.size().to_string())
+        .env("RAILCOLL_LOCAL_RANK", local.to_string())
+        .env("RAILCOLL_LOCAL_SIZE", topology.ranks_per_node().to_string())
+        .env("RAILCOLL_NODE", node.to_string())
+        .env(NICD_VAR, dir)
+        .spawn()
+        .map_err(|e| EmuError::Config(format!("cannot start {}: {e}", spec.program.display())))
 }
 
 /// Wait for every child; after the first failure, give the rest `grace`,

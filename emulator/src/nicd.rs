@@ -14,12 +14,14 @@
 //! Each NIC's socket takes up to `ranks_per_node` connections at a time,
 //! one thread each. A connection that closes (its rank finished, or died)
 //! unbinds the interrupts it set and detaches its context, as a kernel
-//! driver does when a process that opened the device goes away; once no
-//! rank of a node is connected, the node's memory goes back to the pool,
-//! zeroed. So one `nicd` serves job after job.
+//! driver does when a process that opened the device goes away; a new
+//! rank binding the same context waits for that. When the next job's
+//! ranks meet at the bootstrap rendezvous, before any allocates, each
+//! node's memory goes back to the pool, zeroed. So one `nicd` serves job
+//! after job, also after a job that failed.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -97,6 +99,8 @@ impl Nicd {
                 bound: Mutex::new([0; MAX_CONTEXTS]),
                 mapping: map.clone(),
                 admin: RecordLock::new(fd.try_clone().map_err(io)?),
+                tainted: AtomicBool::new(false),
+                released: std::sync::Condvar::new(),
             }));
             memories.push(map);
             files.push(fd);
@@ -149,10 +153,12 @@ impl Nicd {
                     .map(|f| f.as_raw_fd())
                     .ok_or_else(|| config_error("a NIC without a register file".into()))?;
                 let regions = regions(regs_fd, memory_fds[node], memory_len);
+                let slots = Arc::new(NicSlots::new());
                 for _ in 0..shape.ranks_per_node() {
                     let accept = listener.try_clone().map_err(io)?;
                     let backend = NicBackend {
                         registers: Arc::clone(&nics.registers[node][rail]),
+                        slots: Arc::clone(&slots),
                         node: Arc::clone(&node_states[node]),
                         memory: views[node].clone(),
                         wakers: nics.wakers[node * MAX_CONTEXTS..(node + 1) * MAX_CONTEXTS]
@@ -177,11 +183,16 @@ impl Nicd {
             }
         }
         let size = shape.size();
+        // Each rank binds its context once on every rail.
+        let job = JobNodes {
+            nodes: node_states.clone(),
+            connections: shape.ranks_per_node() * rails,
+        };
         type Service = Box<dyn Fn(&UnixListener, &AtomicBool) + Send>;
         let services: [(&str, Service); 2] = [
             (
                 BOOTSTRAP_SOCKET,
-                Box::new(move |l, stop| rendezvous_service(l, size, stop)),
+                Box::new(move |l, stop| rendezvous_service(l, size, &job, stop)),
             ),
             (ALIVE_SOCKET, Box::new(hold_connections)),
         ];
@@ -258,9 +269,10 @@ pub fn placement_name(p: railcoll_host::Placement) -> &'static str {
 /// Serve connections one after another until the listener is shut.
 fn serve(server: Server, mut backend: NicBackend, stopping: &AtomicBool) {
     loop {
-        // A connection's end, clean or not (its rank died mid-message),
-        // unbinds its interrupts; the thread then takes the next one.
-        let _ = server.run(&mut backend);
+        // A connection's end, clean or not (its rank died mid-message, or
+        // sent what made the protocol code panic), unbinds its
+        // interrupts; the thread then takes the next one.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.run(&mut backend)));
         backend.unbind();
         if stopping.load(Ordering::Acquire) {
             return;
@@ -268,34 +280,70 @@ fn serve(server: Server, mut backend: NicBackend, stopping: &AtomicBool) {
     }
 }
 
-/// Hold every connection to the liveness socket open until the stop: a
-/// rank reading one finds its end only when this process is gone.
-fn hold_connections(listener: &UnixListener, stopping: &AtomicBool) {
-    let mut held = Vec::new();
-    for stream in listener.incoming() {
+/// A job's nodes, as the rendezvous sees them: each node's state, and the
+/// connections a whole job holds on one node.
+struct JobNodes {
+    nodes: Vec<Arc<NodeState>>,
+    connections: usize,
+}
+
+/// Has the peer of `stream` closed its end (its process ended)? A
+/// non-blocking read: end of stream means gone; nothing to read means
+/// there.
+fn hung_up(stream: &UnixStream) -> bool {
+    use std::io::Read;
+    if stream.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut byte = [0u8; 1];
+    let gone = match (&*stream).read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    gone || stream.set_nonblocking(false).is_err()
+}
+
+/// The next connection; `None` once stopping. A failed accept (no
+/// descriptors left, a signal) is retried after a pause, not in a spin.
+fn next_connection(listener: &UnixListener, stopping: &AtomicBool) -> Option<UnixStream> {
+    loop {
+        let accepted = listener.accept();
         if stopping.load(Ordering::Acquire) {
-            return;
+            return None;
         }
-        if let Ok(stream) = stream {
-            held.push(stream);
+        match accepted {
+            Ok((stream, _)) => return Some(stream),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
         }
+    }
+}
+
+/// Hold every connection to the liveness socket open until the stop: a
+/// rank reading one finds its end only when this process is gone. Those
+/// whose rank has gone are let go at each new connection.
+fn hold_connections(listener: &UnixListener, stopping: &AtomicBool) {
+    let mut held: Vec<UnixStream> = Vec::new();
+    while let Some(stream) = next_connection(listener, stopping) {
+        held.retain(|s| !hung_up(s));
+        held.push(stream);
     }
 }
 
 /// The bootstrap rendezvous ([`railcoll_host::process::nicd::rendezvous`]):
 /// each epoch's ranks are released together once all `size` arrived, told
-/// how many times the epoch was met before.
-fn rendezvous_service(listener: &UnixListener, size: usize, stopping: &AtomicBool) {
+/// how many times the epoch was met before; a job's meeting at epoch 0
+/// first recycles its nodes' memory ([`NodeState::recycle`]). An arrival
+/// whose rank has
+/// gone (a job that failed between two epochs) is dropped when the next
+/// rank of that epoch arrives, so it never counts for a later job.
+fn rendezvous_service(listener: &UnixListener, size: usize, job: &JobNodes, stopping: &AtomicBool) {
     use std::collections::HashMap;
     use std::io::{Read, Write};
-    let mut waiting: HashMap<u64, HashMap<u64, std::os::unix::net::UnixStream>> = HashMap::new();
+    let mut waiting: HashMap<u64, HashMap<u64, UnixStream>> = HashMap::new();
     // How many times each epoch was met: a job's number, for epoch 0.
     let mut met: HashMap<u64, u64> = HashMap::new();
-    for stream in listener.incoming() {
-        if stopping.load(Ordering::Acquire) {
-            return;
-        }
-        let Ok(mut stream) = stream else { continue };
+    while let Some(mut stream) = next_connection(listener, stopping) {
         // A client that connects and says nothing must not stall the rest.
         let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
         let mut message = [0u8; 16];
@@ -312,10 +360,18 @@ fn rendezvous_service(listener: &UnixListener, size: usize, stopping: &AtomicBoo
             continue;
         }
         let arrived = waiting.entry(epoch).or_default();
+        arrived.retain(|_, s| !hung_up(s));
         arrived.insert(rank, stream);
         if arrived.len() == size
             && let Some(all) = waiting.remove(&epoch)
         {
+            if epoch == 0 {
+                // Before any rank of the new job allocates: its nodes'
+                // memory starts over.
+                for node in &job.nodes {
+                    node.recycle(job.connections);
+                }
+            }
             let count = met.entry(epoch).or_default();
             for (_, mut s) in all {
                 let _ = s.write_all(&count.to_le_bytes());
@@ -381,9 +437,9 @@ fn irqs() -> Vec<IrqInfo> {
         .collect()
 }
 
-/// What the serving threads of one node share: which of its contexts
-/// have a rank connected (on any rail), and its memory, to hand back to
-/// the pool once no rank of the node holds any of it.
+/// What the serving threads of one node share: how many connections hold
+/// each of its contexts (over all rails), and its memory, handed back to
+/// the pool when the next job joins ([`NodeState::recycle`]).
 struct NodeState {
     /// Connections that bound an interrupt, by context, over all rails.
     bound: Mutex<[usize; MAX_CONTEXTS]>,
@@ -391,6 +447,12 @@ struct NodeState {
     /// Serialises `nicd`'s own mailbox calls with the ranks' (the lock
     /// they take: a record lock on the node memory file).
     admin: RecordLock,
+    /// A departed rank's context could not be detached: its NIC may
+    /// still write into the node's memory, which is then never handed to
+    /// another job (the ranks of later jobs see an exhausted pool).
+    tainted: AtomicBool,
+    /// Signalled when a connection's cleanup is done.
+    released: std::sync::Condvar,
 }
 
 impl NodeState {
@@ -405,23 +467,90 @@ impl NodeState {
         self.bound.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A connection that bound `ctx` closed. When no connection of the
-    /// node is left, the pool starts over, zeroed: the job that used it
-    /// is gone (its ranks detached, or died and were detached by
-    /// [`NicBackend::unbind`]).
-    fn unbind(&self, ctx: usize) {
-        let mut bound = self.lock();
-        if let Some(n) = bound.get_mut(ctx) {
+    /// A connection that bound `ctx` closed, and its context was detached
+    /// (`detached`) or not.
+    fn release(&self, ctx: usize, detached: bool) {
+        if !detached {
+            self.tainted.store(true, Ordering::Release);
+        }
+        if let Some(n) = self.lock().get_mut(ctx) {
             *n = n.saturating_sub(1);
         }
-        if bound.iter().all(|&n| n == 0) {
-            let page = NodePage::new(self.mapping.memory());
-            let used = page.used();
-            // Pages go back to the kernel (read as zeros); the node page
-            // is written afresh.
-            self.mapping.zero(0, used.min(self.mapping.len()));
-            let _ = page.format();
+        self.released.notify_all();
+    }
+
+    /// A new job has joined (its every rank met at rendezvous 0, before
+    /// any of them allocates): once the node's only connections are the
+    /// new job's `connections` (every earlier rank's cleaned up, its
+    /// context detached), the pool starts over, zeroed. A node where a
+    /// departed context could not be detached keeps its memory (the new
+    /// job then finds the pool exhausted: a typed error); one whose old
+    /// connections are not cleaned up within [`SLOT_WAIT`] is left too.
+    fn recycle(&self, connections: usize) {
+        let bound = self.lock();
+        let (bound, _) = self
+            .released
+            .wait_timeout_while(bound, SLOT_WAIT, |b| b.iter().sum::<usize>() > connections)
+            .unwrap_or_else(|p| p.into_inner());
+        if bound.iter().sum::<usize>() > connections || self.tainted.load(Ordering::Acquire) {
+            return;
         }
+        let page = NodePage::new(self.mapping.memory());
+        let used = page.used();
+        // Pages go back to the kernel (read as zeros); the node page is
+        // written afresh.
+        self.mapping.zero(0, used.min(self.mapping.len()));
+        let _ = page.format();
+    }
+}
+
+/// Which of one NIC's contexts a connection holds: a context is bound by
+/// one connection at a time, and a new rank's binding waits until the
+/// last holder's connection is cleaned up (its context detached), so a
+/// job that follows a failed one never finds its context still attached.
+struct NicSlots {
+    held: Mutex<[bool; MAX_CONTEXTS]>,
+    freed: std::sync::Condvar,
+}
+
+/// How long a binding waits for a departed rank's cleanup.
+const SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl NicSlots {
+    fn new() -> Self {
+        Self {
+            held: Mutex::new([false; MAX_CONTEXTS]),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Take `ctx`, waiting up to [`SLOT_WAIT`] for its last holder's
+    /// cleanup; false if it did not end in time.
+    fn take(&self, ctx: usize) -> bool {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut held, _) = self
+            .freed
+            .wait_timeout_while(held, SLOT_WAIT, |h| h.get(ctx).copied().unwrap_or(true))
+            .unwrap_or_else(|p| p.into_inner());
+        match held.get_mut(ctx) {
+            Some(slot) if !*slot => {
+                *slot = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn free(&self, ctx: usize) {
+        if let Some(slot) = self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(ctx)
+        {
+            *slot = false;
+        }
+        self.freed.notify_all();
     }
 }
 
@@ -435,12 +564,13 @@ const DETACH_TRIES: u32 = 1 << 16;
 /// One connection's view of one NIC.
 struct NicBackend {
     registers: Arc<SharedRegisters>,
+    slots: Arc<NicSlots>,
     node: Arc<NodeState>,
     memory: DmaMemory,
     /// The node's wakers, by context.
     wakers: Vec<Waker>,
-    /// Contexts this connection bound an interrupt to.
-    bound: Vec<usize>,
+    /// Contexts this connection bound an interrupt to, with it.
+    bound: Vec<(usize, Arc<EventFd>)>,
 }
 
 fn invalid(what: impl Into<String>) -> std::io::Error {
@@ -449,24 +579,31 @@ fn invalid(what: impl Into<String>) -> std::io::Error {
 
 impl NicBackend {
     /// The connection closed (its rank exited, or died): forget its
-    /// interrupts, detach its contexts as the rank's driver would have
-    /// (a rank that exited cleanly already did, and the NIC refuses the
-    /// second detach), and give the node's memory back when it was the
-    /// node's last connection.
+    /// interrupts (unless another connection has bound the vector since),
+    /// detach its context as the rank's driver would have (unless another
+    /// connection holds it now: a rank that exited cleanly detached it
+    /// already, and the NIC answers `NoContext`), and give the node's
+    /// memory back when it was the node's last connection.
     fn unbind(&mut self) {
-        for ctx in std::mem::take(&mut self.bound) {
+        for (ctx, interrupt) in std::mem::take(&mut self.bound) {
             if let Some(w) = self.wakers.get(ctx) {
-                w.clear();
+                w.clear_if(&interrupt);
             }
-            self.detach(ctx);
-            self.node.unbind(ctx);
+            // The context is still this connection's (a new rank's
+            // binding waits for `free`): detach it under the node's admin
+            // lock, as the rank's driver would.
+            let detached = match self.node.admin.lock() {
+                Ok(_admin) => self.detach(ctx),
+                Err(_) => false,
+            };
+            self.slots.free(ctx);
+            self.node.release(ctx, detached);
         }
     }
 
-    fn detach(&self, ctx: usize) {
-        let Ok(_admin) = self.node.admin.lock() else {
-            return;
-        };
+    /// Detach `ctx` (the caller holds the admin lock): true once the NIC
+    /// no longer has it.
+    fn detach(&self, ctx: usize) -> bool {
         let wait = ParkingWait::new(64, std::time::Duration::from_micros(50), DETACH_WAIT);
         for _ in 0..DETACH_TRIES {
             let detached = railcoll_host::driver::mailbox_call(
@@ -475,16 +612,20 @@ impl NicBackend {
                 MailboxOp::DetachContext,
                 [ctx as u64, 0, 0, 0],
             );
-            if !matches!(
-                detached,
+            match detached {
+                Ok(_)
+                | Err(railcoll_host::Error::Nic {
+                    code: ErrorCode::NoContext,
+                    ..
+                }) => return true,
                 Err(railcoll_host::Error::Nic {
                     code: ErrorCode::Busy,
                     ..
-                })
-            ) {
-                return;
+                }) => continue,
+                Err(_) => return false,
             }
         }
+        false
     }
 
     /// The one 64-bit register a BAR0 access of `len` bytes at `offset`
@@ -585,16 +726,22 @@ impl ServerBackend for NicBackend {
                 return Err(invalid(format!("{count} vectors, {} eventfds", fds.len())));
             }
             for (ctx, fd) in (first..end).zip(fds) {
-                let interrupt = Arc::new(EventFd::from_owned(OwnedFd::from(fd)));
-                self.wakers[ctx].register_interrupt(interrupt);
-                self.bound.push(ctx);
+                let interrupt = Arc::new(EventFd::from_owned(OwnedFd::from(fd))?);
+                if !self.slots.take(ctx) {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::ResourceBusy,
+                        format!("context {ctx} is still held by a departing rank"),
+                    ));
+                }
+                self.wakers[ctx].register_interrupt(Arc::clone(&interrupt));
+                self.bound.push((ctx, interrupt));
                 self.node.bind(ctx);
             }
             Ok(())
         } else if flags == VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER && count == 0 {
-            for ctx in &self.bound {
+            for (ctx, interrupt) in &self.bound {
                 if let Some(w) = self.wakers.get(*ctx) {
-                    w.clear();
+                    w.clear_if(interrupt);
                 }
             }
             Ok(())

@@ -320,9 +320,13 @@ impl Waker {
         self.set(WakeTarget::Interrupt(interrupt));
     }
 
-    /// Forget the bound thread or interrupt (its rank went away).
-    pub fn clear(&self) {
-        self.set(WakeTarget::Nobody);
+    /// Forget the bound interrupt if it is still `interrupt` (its rank
+    /// went away; a rank bound since keeps its own).
+    pub fn clear_if(&self, interrupt: &Arc<railcoll_mem::event_fd::EventFd>) {
+        let mut target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(&*target, WakeTarget::Interrupt(fd) if Arc::ptr_eq(fd, interrupt)) {
+            *target = WakeTarget::Nobody;
+        }
     }
 
     /// Wake the bound thread or signal the bound interrupt, if any.

@@ -32,10 +32,29 @@ impl EventFd {
         Ok(Self { fd })
     }
 
-    /// An eventfd received from elsewhere (a vfio-user `SET_IRQS`). A
-    /// descriptor that is not an eventfd fails its first signal or wait.
-    pub fn from_owned(fd: OwnedFd) -> Self {
-        Self { fd }
+    /// An eventfd received from elsewhere (a vfio-user `SET_IRQS`),
+    /// made non-blocking (signalling it must never block the signaller).
+    /// A descriptor that is not an eventfd is refused (`InvalidInput`): a
+    /// pipe's or a socket's writes could block or mean something else.
+    pub fn from_owned(fd: OwnedFd) -> std::io::Result<Self> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+        if link.as_os_str() != "anon_inode:[eventfd]" {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("not an eventfd: {}", link.display()),
+            ));
+        }
+        // SAFETY: F_GETFL on a descriptor we own; no memory is involved.
+        let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        if flags < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: F_SETFL on a descriptor we own; no memory is involved.
+        let set = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) };
+        if set < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self { fd })
     }
 
     /// Add one to the counter (wakes a waiter, here or in another
@@ -135,6 +154,18 @@ mod tests {
         e.signal().expect("signal");
         assert!(e.wait(Duration::from_secs(5)).expect("wait"));
         assert!(!e.take().expect("take"), "two signals wake one wait");
+    }
+
+    #[test]
+    fn only_an_eventfd_is_taken_from_elsewhere() {
+        let e = EventFd::new().expect("eventfd");
+        let received = EventFd::from_owned(e.as_fd().try_clone_to_owned().expect("dup"))
+            .expect("an eventfd is taken");
+        received.signal().expect("signal");
+        assert!(e.take().expect("take"), "the same counter");
+        let file = std::fs::File::open("/dev/null").expect("open");
+        let refused = EventFd::from_owned(OwnedFd::from(file)).expect_err("a file is refused");
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
     }
 
     #[test]

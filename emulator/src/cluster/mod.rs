@@ -233,7 +233,6 @@ impl ClusterConfig {
         Ok(self.shape)
     }
 
-    /// The retransmission timeout in ns, if one is set.
     /// The NICs this configuration runs (threads mode).
     pub(crate) fn nic_plan(&self) -> NicPlan {
         NicPlan {
@@ -244,6 +243,7 @@ impl ClusterConfig {
         }
     }
 
+    /// The retransmission timeout in ns, if one is set.
     fn retransmit_ns(&self) -> Option<u64> {
         self.retransmit_timeout
             .map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))

@@ -17,6 +17,9 @@ use railcoll_host::process::{Job, JoinOptions};
 use railcoll_host::sched::{Choice, Collective};
 use railcoll_host::{Comm, Error};
 
+/// What a receive block holds before the collective.
+const SENTINEL: u8 = 0xA5;
+
 /// The byte rank `origin` sends at `i` of its block `index`.
 fn byte(origin: usize, index: usize, i: usize) -> u8 {
     (origin * 131 + index * 17 + i * 7 % 251) as u8
@@ -48,6 +51,11 @@ fn check(
         comm.write_local(&send, j * len, &block(me, j, len))
             .map_err(fail)?;
     }
+    // A sentinel in every receive block: one the collective should have
+    // written and did not keeps it (the arena's memory is reused from
+    // one check to the next, and would hold the last right answer).
+    comm.write_local(&recv, 0, &vec![SENTINEL; n * len])
+        .map_err(fail)?;
     let buffer = if collective == Collective::Bcast {
         &recv
     } else {

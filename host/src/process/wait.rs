@@ -13,8 +13,10 @@
 //!
 //! A device that is gone (its `nicd` died: [`Liveness`]) ends every wait
 //! at once, with [`WaitTimeout`] of the time waited, instead of at the
-//! deadline: the library's waits then fail within milliseconds of the
-//! loss, and so do the waits of a communicator's teardown.
+//! deadline, and fails every fruitless poll (`Request::test`, through
+//! [`HostObserver::idle_poll`]): the library's calls then fail within
+//! milliseconds of the loss, and so do the waits of a communicator's
+//! teardown.
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use railcoll_mem::event_fd::EventFd;
 
-use crate::env::{WaitHook, WaitTimeout, spin_then_yield};
+use crate::env::{HostObserver, WaitHook, WaitTimeout, spin_then_yield};
 
 /// Whether the device's server is still there: a connection it holds
 /// open and never writes to, so that reading it finds the end of the
@@ -113,6 +115,10 @@ impl InterruptWait {
 }
 
 impl WaitHook for InterruptWait {
+    fn observer(&self) -> &dyn HostObserver {
+        self
+    }
+
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
         let start = Instant::now();
         if spin_then_yield(self.spins, self.yield_for, ready) {
@@ -137,5 +143,16 @@ impl WaitHook for InterruptWait {
                 Err(_) => std::thread::sleep(sleep),
             }
         }
+    }
+}
+
+/// A lost device also fails a rank that polls (`Request::test`) instead
+/// of waiting: each fruitless poll checks it.
+impl HostObserver for InterruptWait {
+    fn idle_poll(&self) -> Result<(), WaitTimeout> {
+        if self.liveness.as_ref().is_some_and(|l| l.lost()) {
+            return Err(WaitTimeout(Duration::ZERO));
+        }
+        Ok(())
     }
 }

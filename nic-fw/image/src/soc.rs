@@ -24,28 +24,106 @@ use railcoll_fw::engine::hw::{
 };
 use railcoll_mmio::Block;
 
-// The map above; every register is reached through railcoll-mmio.
-railcoll_mmio::blocks! {
-    /// The register file (BAR0, dual-ported with PCIe).
-    Regs at 0x1000_0000, railcoll_fw::abi::regs::BAR0_SIZE as usize;
-    /// Doorbell pending mask (read clears).
-    Doorbells at 0x1000_1000, 8;
-    /// Host DMA.
-    Dma at 0x1001_0000, 0x20;
-    /// MAC transmit.
-    Tx at 0x1002_0000, 0x54;
-    /// MAC receive.
-    Rx at 0x1003_0000, 0x60;
-    /// Host interrupt.
-    Irq at 0x1004_0000, 4;
-    /// Board straps.
-    Board at 0x1005_0000, 4;
-    /// NIC-to-NIC path (sibling `PEER_SET` FIFOs).
-    Peer at 0x1006_0000, 0x20;
-    /// CLINT `mtime`.
-    Mtime at 0x0200_bff8, 8;
-    /// Bounce SRAM for host reads and writes by the CPU.
-    Sram at 0x2000_0000, SRAM_LEN;
+// The map above, block by block; every register is reached through
+// railcoll-mmio.
+
+/// The register file (BAR0, dual-ported with PCIe).
+#[derive(Debug)]
+struct Regs;
+// SAFETY: 0x1000_0000, railcoll_fw::abi::regs::BAR0_SIZE as usize bytes: the the register file (BAR0, dual-ported with PCIe) of the map above, always-mapped device memory reached only through this block.
+unsafe impl Block for Regs {
+    const BASE: usize = 0x1000_0000;
+    const LEN: usize = railcoll_fw::abi::regs::BAR0_SIZE as usize;
+}
+
+/// Doorbell pending mask (read clears).
+#[derive(Debug)]
+struct Doorbells;
+// SAFETY: 0x1000_1000..+8 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Doorbells {
+    const BASE: usize = 0x1000_1000;
+    const LEN: usize = 8;
+}
+
+/// Host DMA.
+#[derive(Debug)]
+struct Dma;
+// SAFETY: 0x1001_0000..+0x20 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Dma {
+    const BASE: usize = 0x1001_0000;
+    const LEN: usize = 0x20;
+}
+
+/// MAC transmit.
+#[derive(Debug)]
+struct Tx;
+// SAFETY: 0x1002_0000..+0x54 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Tx {
+    const BASE: usize = 0x1002_0000;
+    const LEN: usize = 0x54;
+}
+
+/// MAC receive.
+#[derive(Debug)]
+struct Rx;
+// SAFETY: 0x1003_0000..+0x60 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Rx {
+    const BASE: usize = 0x1003_0000;
+    const LEN: usize = 0x60;
+}
+
+/// Host interrupt.
+#[derive(Debug)]
+struct Irq;
+// SAFETY: 0x1004_0000..+4 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Irq {
+    const BASE: usize = 0x1004_0000;
+    const LEN: usize = 4;
+}
+
+/// Board straps.
+#[derive(Debug)]
+struct Board;
+// SAFETY: 0x1005_0000..+4 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Board {
+    const BASE: usize = 0x1005_0000;
+    const LEN: usize = 4;
+}
+
+/// NIC-to-NIC path (sibling `PEER_SET` FIFOs).
+#[derive(Debug)]
+struct Peer;
+// SAFETY: 0x1006_0000..+0x20 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Peer {
+    const BASE: usize = 0x1006_0000;
+    const LEN: usize = 0x20;
+}
+
+/// CLINT `mtime`.
+#[derive(Debug)]
+struct Mtime;
+// SAFETY: 0x0200_bff8..+8 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Mtime {
+    const BASE: usize = 0x0200_bff8;
+    const LEN: usize = 8;
+}
+
+/// Bounce SRAM for host reads and writes by the CPU.
+#[derive(Debug)]
+struct Sram;
+// SAFETY: 0x2000_0000..+SRAM_LEN is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Sram {
+    const BASE: usize = 0x2000_0000;
+    const LEN: usize = SRAM_LEN;
 }
 /// Local address of the bounce SRAM, as the DMA block takes it.
 const SRAM_BASE: usize = 0x2000_0000;

@@ -15,13 +15,37 @@
 use railcoll_fw_selftest::report::Console;
 use railcoll_mmio::Block;
 
-railcoll_mmio::blocks! {
-    /// SiFive test finisher.
-    Finisher at 0x0010_0000, 4;
-    /// CLINT `mtime`, as two 32-bit halves.
-    Mtime at 0x0200_bff8, 8;
-    /// NS16550A UART, byte registers.
-    Uart at 0x1000_0000, 8;
+// QEMU's map above, block by block; every register is reached through
+// railcoll-mmio.
+
+/// SiFive test finisher.
+#[derive(Debug)]
+struct Finisher;
+// SAFETY: 0x0010_0000..+4 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Finisher {
+    const BASE: usize = 0x0010_0000;
+    const LEN: usize = 4;
+}
+
+/// CLINT `mtime`, as two 32-bit halves.
+#[derive(Debug)]
+struct Mtime;
+// SAFETY: 0x0200_bff8..+8 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Mtime {
+    const BASE: usize = 0x0200_bff8;
+    const LEN: usize = 8;
+}
+
+/// NS16550A UART, byte registers.
+#[derive(Debug)]
+struct Uart;
+// SAFETY: 0x1000_0000..+8 is a block of the map above: always-mapped
+// device memory, reached only through this type.
+unsafe impl Block for Uart {
+    const BASE: usize = 0x1000_0000;
+    const LEN: usize = 8;
 }
 
 /// `mtime` ticks per second (QEMU's ACLINT default timebase).

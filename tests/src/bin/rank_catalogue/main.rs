@@ -7,8 +7,8 @@
 //!
 //! Options (environment): `RANK_CATALOGUE_SIZES` (comma-separated block
 //! sizes, default `0,1,1000,4096`); `RANK_CATALOGUE_DIE=r` makes rank `r`
-//! kill itself with SIGKILL in the middle of its first non-blocking
-//! all-gather, for the tests of a job that loses a rank;
+//! kill itself with SIGKILL while the others are in an all-gather, for
+//! the tests of a job that loses a rank;
 //! `RANK_CATALOGUE_TIMEOUT` (seconds, default 60) bounds every wait;
 //! `RANK_CATALOGUE_ROUNDS` (default 1) runs the catalogue that many times.
 //!
