@@ -727,6 +727,13 @@ impl ServerBackend for NicBackend {
             }
             for (ctx, fd) in (first..end).zip(fds) {
                 let interrupt = Arc::new(EventFd::from_owned(OwnedFd::from(fd))?);
+                // This connection's own vector again: a new eventfd, the
+                // same hold on the context.
+                if let Some(held) = self.bound.iter_mut().find(|(c, _)| *c == ctx) {
+                    self.wakers[ctx].register_interrupt(Arc::clone(&interrupt));
+                    held.1 = interrupt;
+                    continue;
+                }
                 if !self.slots.take(ctx) {
                     return Err(std::io::Error::new(
                         std::io::ErrorKind::ResourceBusy,

@@ -11,8 +11,11 @@
 //!   and not a success.
 //! - A `nicd` killed while its ranks run collectives: every rank returns
 //!   a typed error and exits; none hangs.
+//! - One `nicd` serves job after job, also after a job that lost a rank.
 //! - A process started by no launcher, or against a `nicd` serving
 //!   another job, is refused with a typed error.
+//! - A plain vfio-user client (rust-vmm's, not railcoll's) sees the
+//!   device docs/abi.md §9.2 specifies.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -277,5 +280,48 @@ fn a_process_outside_a_launch_or_its_job_is_refused() {
     assert_eq!(stranger.status.code(), Some(1));
     let err = String::from_utf8_lossy(&stranger.stderr);
     assert!(err.contains("is not one of the job nicd serves"), "{err}");
+    nicd.stop();
+}
+
+/// A vfio-user client of its own, not railcoll's: `nicd` answers it as
+/// the device of docs/abi.md §9.2 (BAR0 reads the NIC's identity, the
+/// node memory is mappable), takes a context's vector twice from one
+/// connection without waiting for itself, and refuses a region that is
+/// not there.
+#[test]
+fn a_plain_vfio_user_client_sees_the_specified_device() {
+    use railcoll_host::process::nicd::{BAR0_REGION, IRQ_INDEX, MEMORY_REGION, socket_path};
+    use std::os::fd::{AsFd, AsRawFd};
+    use vfio_bindings::bindings::vfio::{VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD};
+
+    let dir = scratch("plain-client");
+    let cfg = config(1, 2, 1, Placement::Block);
+    let nicd = railcoll_emu::nicd::Nicd::start(&cfg, &dir).expect("nicd");
+    let mut client = vfio_user::Client::new(&socket_path(&dir, 0, 0)).expect("connect");
+    let mut id = [0u8; 8];
+    client
+        .region_read(
+            BAR0_REGION,
+            u64::from(railcoll_fw::abi::regs::ID.offset()),
+            &mut id,
+        )
+        .expect("read ID");
+    assert_eq!(u64::from_le_bytes(id), railcoll_fw::abi::regs::ID_VALUE);
+    let memory = client.region(MEMORY_REGION).expect("node memory region");
+    assert!(memory.file_offset.is_some(), "node memory is mappable");
+    assert!(memory.size >= 16 << 20);
+    let flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+    let started = Instant::now();
+    for _ in 0..2 {
+        let interrupt = railcoll_mem::event_fd::EventFd::new().expect("eventfd");
+        client
+            .set_irqs(IRQ_INDEX, flags, 1, 1, &[interrupt.as_fd().as_raw_fd()])
+            .expect("SET_IRQS");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the second SET_IRQS waited for the connection's own hold"
+    );
+    drop(client);
     nicd.stop();
 }
