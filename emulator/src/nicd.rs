@@ -36,10 +36,12 @@ use railcoll_host::process::nicd::{
     ALIVE_SOCKET, BAR0_REGION, BOOTSTRAP_SOCKET, IRQ_INDEX, JOB_FILE, MEMORY_REGION, NicdJob,
     NodePage, socket_path,
 };
+use railcoll_host::process::wait::peer_closed;
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::event_fd::EventFd;
 use railcoll_mem::mmap::SharedMapping;
 use railcoll_mem::record_lock::RecordLock;
+use railcoll_mem::regio::RegisterIo;
 use vfio_bindings::bindings::vfio::{
     VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD,
     VFIO_IRQ_SET_DATA_NONE, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_MMAP,
@@ -287,23 +289,6 @@ struct JobNodes {
     connections: usize,
 }
 
-/// Has the peer of `stream` closed its end (its process ended)? A
-/// non-blocking read: end of stream means gone; nothing to read means
-/// there.
-fn hung_up(stream: &UnixStream) -> bool {
-    use std::io::Read;
-    if stream.set_nonblocking(true).is_err() {
-        return true;
-    }
-    let mut byte = [0u8; 1];
-    let gone = match (&*stream).read(&mut byte) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-    };
-    gone || stream.set_nonblocking(false).is_err()
-}
-
 /// The next connection; `None` once stopping. A failed accept (no
 /// descriptors left, a signal) is retried after a pause, not in a spin.
 fn next_connection(listener: &UnixListener, stopping: &AtomicBool) -> Option<UnixStream> {
@@ -325,8 +310,10 @@ fn next_connection(listener: &UnixListener, stopping: &AtomicBool) -> Option<Uni
 fn hold_connections(listener: &UnixListener, stopping: &AtomicBool) {
     let mut held: Vec<UnixStream> = Vec::new();
     while let Some(stream) = next_connection(listener, stopping) {
-        held.retain(|s| !hung_up(s));
-        held.push(stream);
+        held.retain(|s| !peer_closed(s));
+        if stream.set_nonblocking(true).is_ok() {
+            held.push(stream);
+        }
     }
 }
 
@@ -359,8 +346,13 @@ fn rendezvous_service(listener: &UnixListener, size: usize, job: &JobNodes, stop
         if rank >= size as u64 {
             continue;
         }
+        // Held from now on without blocking reads (the count it gets is 8
+        // bytes, which a socket's buffer always takes).
+        if stream.set_nonblocking(true).is_err() {
+            continue;
+        }
         let arrived = waiting.entry(epoch).or_default();
-        arrived.retain(|_, s| !hung_up(s));
+        arrived.retain(|_, s| !peer_closed(s));
         arrived.insert(rank, stream);
         if arrived.len() == size
             && let Some(all) = waiting.remove(&epoch)
@@ -661,7 +653,7 @@ impl ServerBackend for NicBackend {
                 let mut word = [0u8; 8];
                 word.copy_from_slice(data);
                 // A host write: stores the register and rings its doorbell.
-                self.registers.host_write(reg, u64::from_le_bytes(word));
+                RegisterIo::write(&*self.registers, reg, u64::from_le_bytes(word));
                 Ok(())
             }
             MEMORY_REGION => usize::try_from(offset)

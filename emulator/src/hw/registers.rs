@@ -146,12 +146,6 @@ impl SharedRegisters {
         }
     }
 
-    /// A host write arriving from outside this process (a rank's doorbell
-    /// over vfio-user): as [`RegisterIo::write`].
-    pub fn host_write(&self, offset: u32, value: u64) {
-        RegisterIo::write(self, offset, value);
-    }
-
     /// Firmware-side: take the pending doorbells.
     pub fn take_doorbells(&self) -> u64 {
         if self.doorbells.load(Ordering::Relaxed) == 0 {

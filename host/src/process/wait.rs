@@ -53,12 +53,7 @@ impl Liveness {
         if self.lost.load(Ordering::Relaxed) {
             return true;
         }
-        let mut byte = [0u8; 1];
-        let gone = match (&self.stream).read(&mut byte) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-        };
+        let gone = peer_closed(&self.stream);
         if gone {
             self.mark_lost();
         }
@@ -73,6 +68,18 @@ impl Liveness {
     /// Lost, as last seen (no system call).
     pub fn seen_lost(&self) -> bool {
         self.lost.load(Ordering::Relaxed)
+    }
+}
+
+/// Has the peer of `stream` (a non-blocking stream that nobody writes to)
+/// closed its end, or its process ended? One read: end of stream (or an
+/// error) means closed, nothing to read means open.
+pub fn peer_closed(stream: &UnixStream) -> bool {
+    let mut byte = [0u8; 1];
+    match (&*stream).read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
     }
 }
 

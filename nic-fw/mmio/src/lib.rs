@@ -52,9 +52,8 @@ pub unsafe trait Block {
                     && (Self::BASE + OFF).is_multiple_of(4)
             );
         };
-        // SAFETY: BASE + OFF: a 4-aligned, non-null register inside the
-        // block (asserted above), always mapped and free for volatile
-        // access (the implementer's promise).
+        // SAFETY: a 4-aligned, non-null register inside the block (asserted
+        // above); mapped device memory by the implementer's promise.
         unsafe { VolatilePtr::new(NonNull::new_unchecked((Self::BASE + OFF) as *mut u32)) }
     }
 
@@ -69,9 +68,8 @@ pub unsafe trait Block {
             return None;
         }
         let at = NonNull::new(address as *mut u64)?;
-        // SAFETY: an aligned, non-null word inside the block (checked
-        // above), always mapped and free for volatile access (the
-        // implementer's promise).
+        // SAFETY: an 8-aligned, non-null word inside the block (checked
+        // above); mapped device memory by the implementer's promise.
         Some(unsafe { VolatilePtr::new(at) })
     }
 
@@ -81,9 +79,8 @@ pub unsafe trait Block {
             return None;
         }
         let at = NonNull::new(Self::BASE.checked_add(offset)? as *mut u8)?;
-        // SAFETY: a non-null byte inside a byte-addressable block (checked
-        // above), always mapped and free for volatile access (the
-        // implementer's promise).
+        // SAFETY: a non-null byte inside the block (checked above); mapped
+        // device memory by the implementer's promise.
         Some(unsafe { VolatilePtr::new(at) })
     }
 }
