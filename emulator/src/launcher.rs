@@ -15,6 +15,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use crate::cluster::{ClusterConfig, EmuError};
+use crate::fabric::Here;
 use crate::nicd::Nicd;
 
 /// The variable naming the `nicd` directory.
@@ -66,20 +67,26 @@ impl std::fmt::Display for RankEnd {
     }
 }
 
-/// What a job did: every rank's end, in rank order.
+/// What a job did: the end of every rank this launcher started (all of
+/// the job's, or one host's of a fabric), in rank order.
 #[derive(Clone, Debug)]
 pub struct JobOutcome {
-    /// Rank `r`'s end.
-    pub ranks: Vec<RankEnd>,
+    /// Each rank started, and its end.
+    pub ranks: Vec<(usize, RankEnd)>,
     /// The first rank that failed, in the order failures were seen.
     pub first_failure: Option<usize>,
 }
 
 impl JobOutcome {
+    /// Rank `rank`'s end, if this launcher started it.
+    pub fn end(&self, rank: usize) -> Option<&RankEnd> {
+        self.ranks.iter().find(|(r, _)| *r == rank).map(|(_, e)| e)
+    }
+
     /// The launcher's exit status: 0, or the first failed rank's.
     pub fn status(&self) -> i32 {
         self.first_failure
-            .and_then(|r| self.ranks.get(r))
+            .and_then(|r| self.end(r))
             .map_or(0, RankEnd::status)
     }
 }
@@ -98,6 +105,10 @@ pub struct LaunchSpec {
     /// Where each rank's standard output and error go: inherited, or
     /// files `rank-R.out` and `rank-R.err` in this directory.
     pub output: Option<PathBuf>,
+    /// The host this launcher is on, when the job's nodes are on several
+    /// ([`crate::fabric`]): it starts that host's ranks only, and its
+    /// `nicd` serves that host's nodes.
+    pub fabric: Option<Here>,
 }
 
 /// Whose NICs the ranks use.
@@ -128,7 +139,7 @@ pub fn launch(cfg: &ClusterConfig, spec: &LaunchSpec) -> Result<JobOutcome, EmuE
             let d =
                 std::env::temp_dir().join(format!("railcoll-launch-{}-{n}", std::process::id()));
             std::fs::create_dir_all(&d)?;
-            match Nicd::start(cfg, &d) {
+            match Nicd::start_on(cfg, &d, spec.fabric.clone()) {
                 Ok(nicd) => (d, Some(nicd)),
                 Err(e) => {
                     let _ = std::fs::remove_dir_all(&d);
@@ -138,9 +149,15 @@ pub fn launch(cfg: &ClusterConfig, spec: &LaunchSpec) -> Result<JobOutcome, EmuE
         }
     };
     let topology = shape.topology;
-    let mut children: Vec<Option<Child>> = Vec::with_capacity(shape.size());
+    let here = |rank: usize| {
+        topology
+            .locate(rank)
+            .is_ok_and(|(node, _)| spec.fabric.as_ref().is_none_or(|h| h.serves(node)))
+    };
+    let ranks: Vec<usize> = (0..shape.size()).filter(|&r| here(r)).collect();
+    let mut children: Vec<Option<Child>> = Vec::with_capacity(ranks.len());
     let mut spawn_error = None;
-    for rank in 0..shape.size() {
+    for &rank in &ranks {
         match spawn_rank(spec, &dir, topology, rank) {
             Ok(child) => children.push(Some(child)),
             Err(e) => {
@@ -158,7 +175,7 @@ pub fn launch(cfg: &ClusterConfig, spec: &LaunchSpec) -> Result<JobOutcome, EmuE
     } else {
         spec.grace
     };
-    let outcome = watch(&mut children, shape.size(), grace);
+    let outcome = watch(&mut children, &ranks, grace);
     if let Some(nicd) = nicd {
         nicd.stop();
         let _ = std::fs::remove_dir_all(&dir);
@@ -200,9 +217,10 @@ fn spawn_rank(
         .map_err(|e| EmuError::Config(format!("cannot start {}: {e}", spec.program.display())))
 }
 
-/// Wait for every child; after the first failure, give the rest `grace`,
-/// then kill them.
-fn watch(children: &mut [Option<Child>], size: usize, grace: Duration) -> JobOutcome {
+/// Wait for every child (`children[i]` is rank `started[i]`); after the
+/// first failure, give the rest `grace`, then kill them.
+fn watch(children: &mut [Option<Child>], started: &[usize], grace: Duration) -> JobOutcome {
+    let size = started.len();
     // Ranks never started (a spawn failed) count as killed.
     let mut ranks: Vec<Option<RankEnd>> = (0..size)
         .map(|r| {
@@ -222,7 +240,7 @@ fn watch(children: &mut [Option<Child>], size: usize, grace: Duration) -> JobOut
                 Ok(Some(status)) => {
                     let end = RankEnd::of(status);
                     if !end.ok() && first_failure.is_none() {
-                        first_failure = Some(rank);
+                        first_failure = Some(started[rank]);
                         failed_at.get_or_insert_with(Instant::now);
                     }
                     ranks[rank] = Some(end);
@@ -251,11 +269,13 @@ fn watch(children: &mut [Option<Child>], size: usize, grace: Duration) -> JobOut
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let ranks: Vec<RankEnd> = ranks
+    let ranks: Vec<(usize, RankEnd)> = ranks
         .into_iter()
-        .map(|r| r.unwrap_or(RankEnd::Killed))
+        .zip(started)
+        .map(|(r, &rank)| (rank, r.unwrap_or(RankEnd::Killed)))
         .collect();
-    let first_failure = first_failure.or_else(|| ranks.iter().position(|r| !r.ok()));
+    let first_failure =
+        first_failure.or_else(|| ranks.iter().find(|(_, e)| !e.ok()).map(|(r, _)| *r));
     JobOutcome {
         ranks,
         first_failure,

@@ -16,7 +16,8 @@
 //!   delivery and its CRC, and the seeded fault injection of both modes
 //!   (`--faults`).
 //! - [`threads`]: threads mode: the board over real threads, a rail's
-//!   switch as per-node channels, the NIC worker pool (never more than
+//!   switch as per-node channels (and, for a rail across hosts, UDP
+//!   datagrams), the NIC worker pool (never more than
 //!   cores; idle workers park and are woken by doorbells and packets).
 //! - [`modeled`]: modeled mode: calibration profiles, the modeled board
 //!   and the sequencer that runs everything in deterministic virtual time.
@@ -38,6 +39,9 @@
 //! - [`nicd`]: `railcoll nicd`: a job's NICs in this process, each
 //!   served as a vfio-user device to rank processes (threads mode's NIC
 //!   side over memory files, interrupts as eventfds).
+//! - [`fabric`]: rails between machines: which host runs which nodes'
+//!   NICs, the rail packets' UDP datagrams, and the bootstrap across
+//!   hosts.
 //! - [`launcher`]: `railcoll launch`: a job of rank processes on this
 //!   machine, their NICs in a [`nicd::Nicd`] of the launcher's process.
 //! - [`cli`]: the `railcoll` command line.
@@ -54,6 +58,7 @@
 pub mod bench;
 pub mod cli;
 pub mod cluster;
+pub mod fabric;
 pub mod fuzzing;
 pub mod hw;
 pub mod launcher;

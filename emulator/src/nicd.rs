@@ -53,8 +53,10 @@ use vfio_user::{
 };
 
 use crate::cluster::{ClusterConfig, EmuError, bring_up, node_memory_len};
+use crate::fabric::Here;
+use crate::fabric::bootstrap::Bootstrap;
 use crate::hw::registers::SharedRegisters;
-use crate::threads::nics::Nics;
+use crate::threads::nics::{NicPlan, Nics};
 
 /// A running `nicd`.
 #[derive(Debug)]
@@ -83,16 +85,36 @@ impl Nicd {
     /// serve them in `dir`, which must exist and hold no sockets of an
     /// earlier `nicd`. Returns once every socket accepts connections.
     pub fn start(cfg: &ClusterConfig, dir: &Path) -> Result<Self, EmuError> {
+        Self::start_on(cfg, dir, None)
+    }
+
+    /// [`Nicd::start`] on one host of a fabric (`here`; `None`: every node
+    /// here): only that host's nodes' NICs and sockets, the rails' packets
+    /// to the other hosts' as datagrams, the bootstrap rendezvous across
+    /// hosts ([`crate::fabric`]), and the fabric's packet size.
+    pub fn start_on(cfg: &ClusterConfig, dir: &Path, here: Option<Here>) -> Result<Self, EmuError> {
         let shape = cfg.validate()?;
         let (nodes, rails) = (shape.nodes(), cfg.shape.rails);
+        let cfg = &ClusterConfig {
+            packet_size: here
+                .as_ref()
+                .map_or(cfg.packet_size, |h| h.fabric.packet_size),
+            ..cfg.clone()
+        };
+        if let Some(h) = &here {
+            h.fabric.check(nodes, rails)?;
+        }
+        let runs = |node: usize| here.as_ref().is_none_or(|h| h.serves(node));
         let memory_len = node_memory_len(cfg) + NodePage::LEN;
         let mut memories = Vec::with_capacity(nodes);
         let mut files = Vec::new();
         let mut memory_fds = Vec::with_capacity(nodes);
         let mut node_states = Vec::with_capacity(nodes);
         for node in 0..nodes {
+            // Another host's node has no memory here: a page stands in.
+            let len = if runs(node) { memory_len } else { 4096 };
             let (map, fd) =
-                SharedMapping::memfd(&format!("railcoll-node{node}"), memory_len).map_err(io)?;
+                SharedMapping::memfd(&format!("railcoll-node{node}"), len).map_err(io)?;
             NodePage::new(map.memory())
                 .format()
                 .map_err(railcoll_host::Error::from)?;
@@ -115,7 +137,11 @@ impl Nicd {
             .max(1);
         // Register files in the order Nics::start makes them: node-major.
         let mut register_fds = Vec::with_capacity(nodes * rails);
-        let plan = cfg.nic_plan();
+        let local_nodes: Vec<usize> = (0..nodes).filter(|&n| runs(n)).collect();
+        let plan = NicPlan {
+            fabric: here.clone(),
+            ..cfg.nic_plan()
+        };
         let nics = Nics::start(
             &plan,
             workers,
@@ -129,6 +155,7 @@ impl Nicd {
         )?;
         let wait = ParkingWait::new(64, std::time::Duration::from_micros(50), cfg.wait_timeout);
         for node_regs in &nics.registers {
+            // Another host's nodes have none here.
             for (rail, regs) in node_regs.iter().enumerate() {
                 bring_up(&**regs, regs, &wait, cfg, rail)?;
             }
@@ -146,12 +173,12 @@ impl Nicd {
         let stopping = Arc::new(AtomicBool::new(false));
         let mut listeners = Vec::new();
         let mut threads = Vec::new();
-        for node in 0..nodes {
+        for (index, &node) in local_nodes.iter().enumerate() {
             for rail in 0..rails {
                 let path = socket_path(dir, node, rail);
                 let listener = bind(&path)?;
                 let regs_fd = register_fds
-                    .get(node * rails + rail)
+                    .get(index * rails + rail)
                     .map(|f| f.as_raw_fd())
                     .ok_or_else(|| config_error("a NIC without a register file".into()))?;
                 let regions = regions(regs_fd, memory_fds[node], memory_len);
@@ -187,8 +214,18 @@ impl Nicd {
         let size = shape.size();
         // Each rank binds its context once on every rail.
         let job = JobNodes {
-            nodes: node_states.clone(),
+            nodes: local_nodes
+                .iter()
+                .map(|&n| Arc::clone(&node_states[n]))
+                .collect(),
             connections: shape.ranks_per_node() * rails,
+            ranks: shape.ranks_per_node() * local_nodes.len(),
+            across: here
+                .as_ref()
+                .map(Bootstrap::start)
+                .transpose()
+                .map_err(io)?,
+            timeout: cfg.wait_timeout,
         };
         type Service = Box<dyn Fn(&UnixListener, &AtomicBool) + Send>;
         let services: [(&str, Service); 2] = [
@@ -287,6 +324,12 @@ fn serve(server: Server, mut backend: NicBackend, stopping: &AtomicBool) {
 struct JobNodes {
     nodes: Vec<Arc<NodeState>>,
     connections: usize,
+    /// The job's ranks on this host (all of them, without a fabric).
+    ranks: usize,
+    /// The rendezvous with the other hosts, once this host's ranks have
+    /// met, and how long it may take.
+    across: Option<Bootstrap>,
+    timeout: std::time::Duration,
 }
 
 /// The next connection; `None` once stopping. A failed accept (no
@@ -354,7 +397,7 @@ fn rendezvous_service(listener: &UnixListener, size: usize, job: &JobNodes, stop
         let arrived = waiting.entry(epoch).or_default();
         arrived.retain(|_, s| !peer_closed(s));
         arrived.insert(rank, stream);
-        if arrived.len() == size
+        if arrived.len() == job.ranks
             && let Some(all) = waiting.remove(&epoch)
         {
             if epoch == 0 {
@@ -365,8 +408,17 @@ fn rendezvous_service(listener: &UnixListener, size: usize, job: &JobNodes, stop
                 }
             }
             let count = met.entry(epoch).or_default();
-            for (_, mut s) in all {
-                let _ = s.write_all(&count.to_le_bytes());
+            let answer = match &job.across {
+                None => Some(*count),
+                // Every host's count is host 0's.
+                Some(b) => b.meet(epoch, job.timeout),
+            };
+            // A meeting across hosts that failed closes this host's
+            // ranks' connections unanswered: their rendezvous fails.
+            if let Some(answer) = answer {
+                for (_, mut s) in all {
+                    let _ = s.write_all(&answer.to_le_bytes());
+                }
             }
             *count += 1;
         }

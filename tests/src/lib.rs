@@ -6,10 +6,12 @@
 //! exercised); [`coll`] runs one collective call and checks every rank's
 //! output against the MPI definition; [`differential`] is the library's
 //! differential fuzzer (random programs against the definitions);
+//! [`jobs`] is what the tests of ranks as processes share;
 //! [`loom_models`] is the loom models'
 //! machinery, shared with the `loom_planted` binary.
 
 pub mod differential;
+pub mod jobs;
 pub mod loom_models;
 
 use railcoll_emu::{Cluster, ClusterConfig, Mode};

@@ -24,16 +24,12 @@ use std::time::{Duration, Instant};
 use railcoll_emu::ClusterConfig;
 use railcoll_emu::launcher::{JobOutcome, LaunchSpec, Nics, RankEnd, launch};
 use railcoll_host::Placement;
+use railcoll_tests::jobs::{self, output};
 
 const RANK: &str = env!("CARGO_BIN_EXE_rank_catalogue");
 
-/// A fresh directory for one test's files.
 fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("railcoll-processes-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
+    jobs::scratch("processes", name)
 }
 
 fn config(nodes: usize, rpn: usize, rails: usize, placement: Placement) -> ClusterConfig {
@@ -58,30 +54,13 @@ fn run_job(cfg: &ClusterConfig, env: &[(&str, &str)], out: &Path, nics: Nics) ->
         grace: Duration::from_secs(30),
         nics,
         output: Some(out.to_path_buf()),
+        fabric: None,
     };
     launch(cfg, &spec).expect("the job starts")
 }
 
-fn output(out: &Path, rank: usize, stream: &str) -> String {
-    std::fs::read_to_string(out.join(format!("rank-{rank}.{stream}"))).unwrap_or_default()
-}
-
 fn expect_all_ok(outcome: &JobOutcome, out: &Path, what: &str) {
-    for (rank, end) in outcome.ranks.iter().enumerate() {
-        assert!(
-            end.ok(),
-            "{what}: rank {rank} {end}: {}",
-            output(out, rank, "err")
-        );
-        let said = output(out, rank, "out");
-        let cases: usize = said
-            .trim()
-            .strip_prefix("ok: ")
-            .and_then(|s| s.strip_suffix(" cases"))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("{what}: rank {rank} said {said:?}"));
-        assert!(cases > 30, "{what}: rank {rank} ran only {cases} cases");
-    }
+    jobs::expect_all_ok(std::slice::from_ref(outcome), out, what);
 }
 
 #[test]
@@ -116,12 +95,12 @@ fn a_rank_killed_mid_collective_leaves_the_others_a_typed_error() {
     let cfg = config(2, 2, 2, Placement::Block);
     let started = Instant::now();
     let outcome = killed_rank_job(&cfg, &out, Nics::Own);
-    assert_eq!(outcome.ranks[1], RankEnd::Signalled(9));
+    assert_eq!(outcome.ranks[1].1, RankEnd::Signalled(9));
     assert_eq!(outcome.first_failure, Some(1));
     assert_eq!(outcome.status(), 128 + 9);
     for rank in [0, 2, 3] {
         assert_eq!(
-            outcome.ranks[rank],
+            outcome.ranks[rank].1,
             RankEnd::Exited(0),
             "rank {rank}: {}",
             output(&out, rank, "err")
@@ -160,7 +139,7 @@ fn a_nicd_serves_a_good_job_after_a_failed_one() {
     let cfg = config(2, 2, 2, Placement::Block);
     let nicd = railcoll_emu::nicd::Nicd::start(&cfg, &dir).expect("nicd");
     let failed = killed_rank_job(&cfg, &out, Nics::Serving(dir.clone()));
-    assert_eq!(failed.ranks[1], RankEnd::Signalled(9));
+    assert_eq!(failed.ranks[1].1, RankEnd::Signalled(9));
     for job in 0..2 {
         let outcome = run_job(
             &cfg,
@@ -211,7 +190,7 @@ fn a_nicd_killed_mid_collective_leaves_its_ranks_a_typed_error() {
     );
     let ended = started.elapsed();
     killer.join().expect("killer");
-    for (rank, end) in outcome.ranks.iter().enumerate() {
+    for &(rank, ref end) in &outcome.ranks {
         assert_eq!(*end, RankEnd::Exited(1), "rank {rank}");
         let err = output(&out, rank, "err");
         assert!(

@@ -77,6 +77,14 @@ pub struct ServedArgs {
     /// How long a NIC bring-up may wait (seconds).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
+    /// The job's nodes are on several hosts, as this fabric file places
+    /// them (docs/library.md, "Rails between machines"); serve this
+    /// host's only, with `--host`.
+    #[arg(long, requires = "host")]
+    pub fabric: Option<std::path::PathBuf>,
+    /// Which host of `--fabric` this is (its index in the file, from 0).
+    #[arg(long, requires = "fabric")]
+    pub host: Option<usize>,
 }
 
 impl ServedArgs {
@@ -87,6 +95,18 @@ impl ServedArgs {
             wait_timeout: std::time::Duration::from_secs(self.timeout),
             ..self.cluster.config()?
         })
+    }
+
+    /// This host of `--fabric`, for the cluster `cfg`, if one is given.
+    pub fn here(
+        &self,
+        cfg: &ClusterConfig,
+    ) -> Result<Option<crate::fabric::Here>, crate::fabric::FabricError> {
+        let (Some(file), Some(host)) = (&self.fabric, self.host) else {
+            return Ok(None);
+        };
+        let fabric = crate::fabric::Fabric::read(file)?;
+        crate::fabric::Here::new(fabric, host, cfg.shape.nodes(), cfg.shape.rails).map(Some)
     }
 }
 

@@ -8,10 +8,12 @@ use crate::nicd::Nicd;
 pub(super) fn run_nicd(args: &NicdArgs) -> Result<(), CliError> {
     let cfg = args.served.config()?;
     check_dir(&args.dir)?;
-    let nicd = Nicd::start(&cfg, &args.dir)?;
+    let here = args.served.here(&cfg).map_err(crate::EmuError::from)?;
+    let served = here.as_ref().map_or(cfg.shape.nodes(), |h| h.nodes().len());
+    let nicd = Nicd::start_on(&cfg, &args.dir, here)?;
     eprintln!(
         "nicd: serving {} nodes x {} rails ({} ranks per node) in {}",
-        cfg.shape.nodes(),
+        served,
         cfg.shape.rails,
         cfg.shape.ranks_per_node(),
         nicd.dir().display()
@@ -37,18 +39,24 @@ pub(super) fn run_launch(args: &LaunchArgs) -> Result<(), CliError> {
             None => Nics::Own,
         },
         output: args.output.clone(),
+        fabric: args.served.here(&cfg).map_err(crate::EmuError::from)?,
     };
     let outcome = launch(&cfg, &spec)?;
     let Some(first) = outcome.first_failure else {
         return Ok(());
     };
-    for (rank, end) in outcome.ranks.iter().enumerate() {
+    for (rank, end) in &outcome.ranks {
         if !end.ok() {
             eprintln!("launch: rank {rank} {end}");
         }
     }
     Err(CliError::Job {
         status: outcome.status(),
-        what: format!("rank {first} {}", outcome.ranks[first]),
+        what: format!(
+            "rank {first} {}",
+            outcome
+                .end(first)
+                .unwrap_or(&crate::launcher::RankEnd::Killed)
+        ),
     })
 }

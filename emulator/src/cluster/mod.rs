@@ -53,6 +53,9 @@ pub enum EmuError {
     /// The host library refused something.
     #[error(transparent)]
     Host(#[from] railcoll_host::Error),
+    /// A fabric file (rails between machines) cannot be used.
+    #[error(transparent)]
+    Fabric(#[from] crate::fabric::FabricError),
     /// A run stopped making progress: the watchdog's report
     /// ([`Cluster::stall_report`]).
     #[error("{0}")]
@@ -240,6 +243,7 @@ impl ClusterConfig {
             rails: self.shape.rails,
             faults: Arc::clone(&self.faults),
             seed: self.seed,
+            fabric: None,
         }
     }
 
@@ -534,6 +538,7 @@ impl Cluster {
             rails,
             registers,
             pool,
+            receivers: _,
         } = Nics::start(&cfg.nic_plan(), workers, views, epoch, &mut |notifier| {
             SharedRegisters::new(Some(notifier))
         })?;

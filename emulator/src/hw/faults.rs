@@ -32,7 +32,7 @@ use rand_core::{Rng, SeedableRng};
 use rand_xorshift::XorShiftRng;
 use zerocopy::IntoBytes;
 
-use crate::hw::wire::{Damage, WirePacket, is_collective};
+use crate::hw::wire::{Damage, PayloadLen, WirePacket, is_collective};
 
 /// A rail that goes down at `down_ns` (and up again at `up_ns`): every
 /// packet it would carry meanwhile is lost.
@@ -531,7 +531,7 @@ impl RailFaults {
 
     /// Decide `packet`'s fate as it takes the rail at `now_ns`; a
     /// corrupted packet is changed in place.
-    pub fn judge(&mut self, packet: &mut WirePacket, now_ns: u64) -> Fate {
+    pub fn judge<P: PayloadLen>(&mut self, packet: &mut WirePacket<P>, now_ns: u64) -> Fate {
         let spec = &*self.spec;
         self.counts.judged += 1;
         if spec.rail_down(self.rail, now_ns) {
@@ -574,9 +574,9 @@ impl RailFaults {
 
     /// Change one header bit, or one payload byte: a packet with a payload
     /// is hit in proportion to its bytes on the wire.
-    fn corrupt(&mut self, packet: &mut WirePacket) {
+    fn corrupt<P: PayloadLen>(&mut self, packet: &mut WirePacket<P>) {
         let header_len = std::mem::size_of_val(&packet.header) as u64;
-        let payload_len = packet.payload.map_or(0, |p| u64::from(p.len));
+        let payload_len = u64::from(packet.payload_len());
         let r = self.rng.next_u64();
         let at = r % (header_len + payload_len);
         if at < header_len {
@@ -597,7 +597,7 @@ impl RailFaults {
 
 /// Packets the switch handles, and the releases and held answers it
 /// sends: the barrier and broadcast traffic `drop-collective` aims at.
-fn is_collective_hop(packet: &WirePacket) -> bool {
+fn is_collective_hop<P>(packet: &WirePacket<P>) -> bool {
     use railcoll_fw::abi::packet::PacketType;
     is_collective(packet)
         || matches!(

@@ -9,7 +9,7 @@ use railcoll_fw::engine::hw::BusError;
 use railcoll_mem::dma_mem::DmaMemory;
 
 use crate::hw::registers::{PEER_FIFO_DEPTH, SharedRegisters};
-use crate::hw::wire::{Damage, PayloadRef, WirePacket};
+use crate::hw::wire::{Damage, Payload, PayloadRef, WirePacket};
 
 /// Largest node count an emulated NIC serves (its flow tables).
 pub const EMU_MAX_NODES: usize = 256;
@@ -35,22 +35,49 @@ pub(crate) fn deliver_payload(
     let src = memories.get(p.node as usize).ok_or(BusError)?;
     let (dst_off, src_off) = (range(phys)?, range(p.phys)?);
     if p.len == 8 && dst_off.is_multiple_of(8) {
-        // An aligned 8-byte payload lands as one atomic store, as an
-        // aligned 8-byte PCIe write does: hosts poll such words (RDMA
-        // barrier flags) and must never see them torn.
         let mut word = [0u8; 8];
         src.read(src_off, &mut word).map_err(|_| BusError)?;
-        return memory
-            .store_u64(
-                dst_off,
-                u64::from_le_bytes(word),
-                std::sync::atomic::Ordering::Release,
-            )
-            .map_err(|_| BusError);
+        return store_word(memory, dst_off, word);
     }
     memory
         .copy_from(dst_off, src, src_off, p.len as usize)
         .map_err(|_| BusError)
+}
+
+/// An aligned 8-byte payload lands as one atomic store, as an aligned
+/// 8-byte PCIe write does: hosts poll such words (RDMA barrier flags) and
+/// must never see them torn.
+fn store_word(memory: &DmaMemory, offset: usize, word: [u8; 8]) -> Result<(), BusError> {
+    memory
+        .store_u64(
+            offset,
+            u64::from_le_bytes(word),
+            std::sync::atomic::Ordering::Release,
+        )
+        .map_err(|_| BusError)
+}
+
+/// [`deliver_payload`] for a threads-mode rail's payload, which may be
+/// bytes that came from another machine.
+pub(crate) fn deliver_any(
+    memory: &DmaMemory,
+    memories: &[DmaMemory],
+    payload: &Option<Payload>,
+    phys: u64,
+) -> Result<(), BusError> {
+    match payload {
+        None => Ok(()),
+        Some(Payload::Memory(r)) => deliver_payload(memory, memories, &Some(*r), phys),
+        Some(Payload::Carried { bytes, .. }) => {
+            let dst_off = range(phys)?;
+            if let Ok(word) = <[u8; 8]>::try_from(&bytes[..])
+                && dst_off.is_multiple_of(8)
+            {
+                return store_word(memory, dst_off, word);
+            }
+            memory.write(dst_off, bytes).map_err(|_| BusError)
+        }
+    }
 }
 
 /// Bytes a NIC's CRC unit takes at a time (a stack buffer: memory others
@@ -101,6 +128,37 @@ pub(crate) fn payload_intact(memories: &[DmaMemory], packet: &WirePacket) -> boo
     let trailer = crc_of(src, offset, p.len as usize, None);
     let received = crc_of(src, offset, p.len as usize, Some(damage));
     trailer.is_some() && trailer == received
+}
+
+/// [`payload_intact`] for a threads-mode rail's packet. Bytes that came
+/// from another machine are checked against the trailer that came with
+/// them, always: the receive port's real check.
+pub(crate) fn intact_any(memories: &[DmaMemory], packet: &WirePacket<Payload>) -> bool {
+    match &packet.payload {
+        None => true,
+        Some(Payload::Memory(r)) => {
+            let by_ref = WirePacket {
+                header: packet.header,
+                payload: Some(*r),
+                damage: packet.damage,
+                tunnel: packet.tunnel,
+            };
+            payload_intact(memories, &by_ref)
+        }
+        Some(Payload::Carried { bytes, trailer }) => {
+            let mut hasher = crc32fast::Hasher::new();
+            match packet.damage {
+                Some(d) if (d.offset as usize) < bytes.len() => {
+                    let at = d.offset as usize;
+                    hasher.update(&bytes[..at]);
+                    hasher.update(&[bytes[at] ^ d.xor]);
+                    hasher.update(&bytes[at + 1..]);
+                }
+                _ => hasher.update(bytes),
+            }
+            hasher.finalize() == *trailer
+        }
+    }
 }
 
 /// Reserve an entry of the `PEER_SET` FIFO of this node's NIC on rail `to`

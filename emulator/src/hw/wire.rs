@@ -1,8 +1,10 @@
 //! What travels on a rail, in both modes: a packet header plus, for data,
 //! a *reference* to the payload in the sender node's memory (the receiving
-//! NIC copies the bytes straight from there: one copy per byte), and how a
-//! rail's switch routes the collective packets (broadcast replication,
-//! barrier combining) through the firmware crate's switch logic.
+//! NIC copies the bytes straight from there: one copy per byte) or, for a
+//! packet that crossed between machines ([`crate::threads::udp`]), the
+//! bytes and CRC trailer that came in its datagram; and how a rail's
+//! switch routes the collective packets (broadcast replication, barrier
+//! combining) through the firmware crate's switch logic.
 
 use railcoll_fw::abi::packet::{PacketHeader, PacketType};
 use railcoll_fw::engine::hw::Path;
@@ -19,13 +21,66 @@ pub struct PayloadRef {
     pub len: u32,
 }
 
-/// A packet on the wire.
+/// A packet's payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// In the memory of a node of this process.
+    Memory(PayloadRef),
+    /// Bytes that arrived from another machine, with the CRC trailer the
+    /// sender computed over its bytes (they differ if the datagram was
+    /// damaged on the way).
+    Carried {
+        /// The bytes as they arrived.
+        bytes: std::sync::Arc<[u8]>,
+        /// The trailer that came with them.
+        trailer: u32,
+    },
+}
+
+impl Payload {
+    /// Its length in bytes.
+    pub fn len(&self) -> u32 {
+        match self {
+            Payload::Memory(r) => r.len,
+            // A datagram never carries more than 64 KiB.
+            Payload::Carried { bytes, .. } => u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Is it empty?
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a packet's payload is, to the rail's faults and switch: a length.
+pub trait PayloadLen {
+    /// Its length in bytes.
+    fn payload_len(&self) -> u32;
+}
+
+impl PayloadLen for PayloadRef {
+    fn payload_len(&self) -> u32 {
+        self.len
+    }
+}
+
+impl PayloadLen for Payload {
+    fn payload_len(&self) -> u32 {
+        self.len()
+    }
+}
+
+/// A packet on the wire: with its payload by reference in modeled mode
+/// and on an in-process rail (`Copy`, as the modeled kernel's queue
+/// requires), or as a [`Payload`] on a threads-mode rail, whose packets
+/// may come from another machine.
 #[derive(Clone, Copy, Debug)]
-pub struct WirePacket {
+pub struct WirePacket<P = PayloadRef> {
     /// The header.
     pub header: PacketHeader,
     /// The payload, if any.
-    pub payload: Option<PayloadRef>,
+    pub payload: Option<P>,
     /// A payload byte changed in flight (fault injection): the bytes
     /// received are the sender's with this one altered, and no longer
     /// match the CRC trailer the sender computed over its bytes
@@ -35,9 +90,9 @@ pub struct WirePacket {
     pub tunnel: Option<Tunnel>,
 }
 
-impl WirePacket {
+impl<P> WirePacket<P> {
     /// A packet as a NIC sends it.
-    pub fn new(header: PacketHeader, payload: Option<PayloadRef>) -> Self {
+    pub fn new(header: PacketHeader, payload: Option<P>) -> Self {
         Self {
             header,
             payload,
@@ -46,12 +101,23 @@ impl WirePacket {
         }
     }
 
+    /// Its payload's length (0 for none).
+    pub fn payload_len(&self) -> u32
+    where
+        P: PayloadLen,
+    {
+        self.payload.as_ref().map_or(0, P::payload_len)
+    }
+
     /// The rail whose switch and receive ports carry the packet: the
     /// sibling's for a tunnelled packet, `own` (the sender's) otherwise.
     pub fn wire_rail(&self, own: usize) -> usize {
         self.tunnel.map_or(own, |t| usize::from(t.via))
     }
 }
+
+/// A packet on a threads-mode rail.
+pub type RailPacket = WirePacket<Payload>;
 
 /// A packet on a sibling path (`Path::Sibling`): sent by the NIC on rail
 /// `nic_rail`, carried by rail `via`, for the destination node's NIC on
@@ -97,7 +163,7 @@ pub struct Damage {
 }
 
 /// Does the switch (rather than a plain crossbar) handle this packet?
-pub fn is_collective(packet: &WirePacket) -> bool {
+pub fn is_collective<P>(packet: &WirePacket<P>) -> bool {
     matches!(
         PacketType::from_raw(packet.header.ptype),
         Some(PacketType::Bcast | PacketType::BarrierArrive | PacketType::BarrierLeave)
@@ -106,10 +172,10 @@ pub fn is_collective(packet: &WirePacket) -> bool {
 
 /// Route a collective packet through `switch`: `out(node, packet)` for each
 /// copy it sends on (none while a barrier is still combining).
-pub fn route_collective(
+pub fn route_collective<P: Clone>(
     switch: &mut Switch,
-    packet: WirePacket,
-    out: &mut dyn FnMut(usize, WirePacket),
+    packet: WirePacket<P>,
+    out: &mut dyn FnMut(usize, WirePacket<P>),
 ) {
     match switch.forward(&packet.header) {
         Forward::Drop => {}
@@ -117,7 +183,7 @@ pub fn route_collective(
         Forward::Replicate { low, high, except } => {
             for node in low..=high {
                 if node != except {
-                    out(node as usize, packet);
+                    out(node as usize, packet.clone());
                 }
             }
         }
@@ -135,13 +201,13 @@ pub fn route_collective(
 }
 
 /// Is this a link-level acknowledgement (no data, travels beside data)?
-pub fn is_control(packet: &WirePacket) -> bool {
+pub fn is_control<P>(packet: &WirePacket<P>) -> bool {
     matches!(
         PacketType::from_raw(packet.header.ptype),
         Some(PacketType::Ack | PacketType::Nack | PacketType::BcastAck)
     )
 }
 
-fn released(barrier: &railcoll_fw::abi::packet::BarrierPacket, node: u16) -> WirePacket {
+fn released<P>(barrier: &railcoll_fw::abi::packet::BarrierPacket, node: u16) -> WirePacket<P> {
     WirePacket::new(switch::release(barrier, node), None)
 }

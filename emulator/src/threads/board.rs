@@ -16,9 +16,9 @@ use railcoll_fw::engine::hw::{
 use railcoll_host::env::Waker;
 use railcoll_mem::dma_mem::DmaMemory;
 
-use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, payload_intact, range};
+use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_any, intact_any, range};
 use crate::hw::registers::SharedRegisters;
-use crate::hw::wire::{PayloadRef, Tunnel, WirePacket};
+use crate::hw::wire::{Payload, PayloadRef, RailPacket, Tunnel, WirePacket};
 use crate::threads::rail::Rail;
 use crate::timeline::{Timeline, Track};
 
@@ -34,7 +34,7 @@ pub struct EmuBoard {
     memories: Arc<[DmaMemory]>,
     registers: Arc<SharedRegisters>,
     rail: Arc<Rail>,
-    inbox: Receiver<WirePacket>,
+    inbox: Receiver<RailPacket>,
     wakers: Arc<[Waker]>,
     epoch: Instant,
     trace: Option<BoardTrace>,
@@ -63,7 +63,7 @@ impl EmuBoard {
         memories: Arc<[DmaMemory]>,
         registers: Arc<SharedRegisters>,
         rail: Arc<Rail>,
-        inbox: Receiver<WirePacket>,
+        inbox: Receiver<RailPacket>,
         wakers: Arc<[Waker]>,
         epoch: Instant,
     ) -> Option<Self> {
@@ -143,7 +143,7 @@ impl HostMemory for EmuBoard {
 }
 
 impl Link for EmuBoard {
-    type Payload = Option<PayloadRef>;
+    type Payload = Option<Payload>;
 
     fn send(&mut self, header: &PacketHeader, payload: Option<PayloadSource>, path: Path) -> bool {
         let payload = payload.map(|p| PayloadRef {
@@ -155,7 +155,7 @@ impl Link for EmuBoard {
             let len = payload.map_or(0, |p| p.len);
             format!("packet {len} B to node {}", header.dst_node.get())
         });
-        let mut packet = WirePacket::new(*header, payload);
+        let mut packet = WirePacket::new(*header, payload.map(Payload::Memory));
         match Tunnel::along(path, self.rail_index, self.rails.len()) {
             Ok(None) => self.rail.switch(packet),
             Ok(Some(tunnel)) => {
@@ -171,10 +171,10 @@ impl Link for EmuBoard {
     /// The receive port discards a packet whose payload fails its CRC
     /// before the firmware sees it (and counts it). A packet tunnelled
     /// for a sibling is handed to it (the NIC-to-NIC path), not seen here.
-    fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>, Path)> {
+    fn recv(&mut self) -> Option<(PacketHeader, Option<Payload>, Path)> {
         loop {
             let p = self.inbox.try_recv().ok()?;
-            if !payload_intact(&self.memories, &p) {
+            if !intact_any(&self.memories, &p) {
                 self.rail.count_crc_discard();
                 continue;
             }
@@ -189,12 +189,12 @@ impl Link for EmuBoard {
         }
     }
 
-    fn payload_len(&self, payload: &Option<PayloadRef>) -> usize {
-        payload.map_or(0, |p| p.len as usize)
+    fn payload_len(&self, payload: &Option<Payload>) -> usize {
+        payload.as_ref().map_or(0, |p| p.len() as usize)
     }
 
-    fn deliver(&mut self, payload: &Option<PayloadRef>, phys: u64) -> Result<(), BusError> {
-        deliver_payload(&self.memory, &self.memories, payload, phys)
+    fn deliver(&mut self, payload: &Option<Payload>, phys: u64) -> Result<(), BusError> {
+        deliver_any(&self.memory, &self.memories, payload, phys)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Threads mode: free-running OS threads and wall-clock time, the mirror of
 //! [`crate::modeled`]: [`board`] implements the firmware's hardware traits
 //! over the shared hardware of [`crate::hw`], [`rail`] is a rail's switch as
-//! per-node channels, and [`worker`] is the pool of NIC worker threads
+//! per-node channels (with [`udp`] its datagrams when its nodes are on
+//! several hosts), and [`worker`] is the pool of NIC worker threads
 //! (never more than cores; idle workers park and are woken by doorbells
 //! and packets). [`RankWait`] is a rank's wait hook, followed by the
 //! cluster's [`watchdog`].
@@ -9,6 +10,7 @@
 pub mod board;
 pub mod nics;
 pub mod rail;
+pub mod udp;
 pub mod watchdog;
 pub mod worker;
 

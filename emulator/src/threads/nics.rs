@@ -14,11 +14,13 @@ use railcoll_fw::engine::{Engine, Location};
 use railcoll_host::env::Waker;
 use railcoll_mem::dma_mem::DmaMemory;
 
+use crate::fabric::Here;
 use crate::hw::faults::{FaultSpec, RailFaults};
 use crate::hw::notify::Notifier;
 use crate::hw::registers::SharedRegisters;
 use crate::threads::board::EmuBoard;
 use crate::threads::rail::Rail;
+use crate::threads::udp::{RailNet, Receivers};
 use crate::threads::worker::{EngineFactory, WorkerPool};
 use crate::timeline::Timeline;
 
@@ -33,6 +35,17 @@ pub struct NicPlan {
     pub faults: Arc<FaultSpec>,
     /// The seed the faults draw from.
     pub seed: u64,
+    /// The host these NICs are on, when the job's nodes are on several
+    /// ([`crate::fabric`]): only its nodes' NICs run here, and the rails
+    /// reach the others by datagram.
+    pub fabric: Option<Here>,
+}
+
+impl NicPlan {
+    /// Do this process's NICs include node `node`'s?
+    pub fn runs(&self, node: usize) -> bool {
+        self.fabric.as_ref().is_none_or(|h| h.serves(node))
+    }
 }
 
 /// A cluster's running NICs.
@@ -49,12 +62,16 @@ pub struct Nics {
     pub registers: Vec<Vec<Arc<SharedRegisters>>>,
     /// The worker threads (dropping it stops the NICs).
     pub pool: WorkerPool,
+    /// The rails' receive threads, for rails across hosts.
+    pub receivers: Option<Receivers>,
 }
 
 impl Nics {
     /// Start every NIC of `plan` on `workers` worker threads, node `n`'s
     /// memory being `views[n]`, each register file made by
-    /// `new_registers` from the notifier its doorbells must ring.
+    /// `new_registers` from the notifier its doorbells must ring. With a
+    /// fabric, only this host's nodes' NICs (and register files; the
+    /// others' `registers` are empty), and the rails' sockets bound.
     pub fn start(
         plan: &NicPlan,
         workers: usize,
@@ -83,6 +100,9 @@ impl Nics {
             .collect();
         let node_regs: Vec<Arc<[Arc<SharedRegisters>]>> = (0..plan.nodes)
             .map(|node| {
+                if !plan.runs(node) {
+                    return Ok(Arc::from([]));
+                }
                 notifiers
                     .iter()
                     .map(|by_node| new_registers(by_node[node].clone()))
@@ -97,7 +117,11 @@ impl Nics {
         for (rail_index, rail_notifiers) in notifiers.iter().enumerate() {
             let faults = (!plan.faults.is_none())
                 .then(|| RailFaults::new(Arc::clone(&plan.faults), rail_index as u8, plan.seed));
-            let (rail, inboxes) = Rail::new(rail_notifiers.clone(), faults, epoch);
+            let net = match &plan.fabric {
+                Some(here) => Some(RailNet::bind(here, rail_index, Arc::clone(&views))?),
+                None => None,
+            };
+            let (rail, inboxes) = Rail::new(rail_notifiers.clone(), faults, epoch, net);
             rails.push(Arc::new(rail));
             rail_inboxes.push(inboxes);
         }
@@ -109,6 +133,9 @@ impl Nics {
             for (node, (inbox, notifier)) in
                 inboxes.into_iter().zip(rail_notifiers.clone()).enumerate()
             {
+                if !plan.runs(node) {
+                    continue;
+                }
                 let siblings = Arc::clone(&node_regs[node]);
                 let regs = Arc::clone(&siblings[rail_index]);
                 registers[node].push(Arc::clone(&regs));
@@ -134,12 +161,17 @@ impl Nics {
             }
         }
         let pool = WorkerPool::start(signals, factories, epoch, Arc::clone(&plan.faults))?;
+        let receivers = match plan.fabric {
+            Some(_) => Some(Receivers::start(&rails)?),
+            None => None,
+        };
         Ok(Self {
             wakers,
             timeline,
             rails,
             registers,
             pool,
+            receivers,
         })
     }
 }

@@ -1,4 +1,7 @@
-//! The switch of one rail: a crossbar with one inbox per node.
+//! The switch of one rail: a crossbar with one inbox per node. When the
+//! rail's nodes are on several hosts, packets for another host's nodes,
+//! and for a switch on another host, go as datagrams
+//! ([`crate::threads::udp`]).
 //!
 //! A packet is a header plus, for data, a *reference* to the payload in the
 //! sender node's memory; the receiving NIC copies the bytes straight from
@@ -19,12 +22,13 @@ use railcoll_fw::switch::Switch;
 
 use crate::hw::faults::{Fate, RailFaults};
 use crate::hw::notify::{Notifier, clock_ns};
-use crate::hw::wire::{WirePacket, is_collective, route_collective};
+use crate::hw::wire::{RailPacket, is_collective, route_collective};
+use crate::threads::udp::{PacketSink, RailNet};
 
 /// One rail's switch.
 #[derive(Debug)]
 pub struct Rail {
-    inboxes: Vec<Sender<WirePacket>>,
+    inboxes: Vec<Sender<RailPacket>>,
     notifiers: Vec<Notifier>,
     /// Broadcast replication and barrier combining (the firmware crate's
     /// switch model). Only collective packets take the lock.
@@ -32,10 +36,13 @@ pub struct Rail {
     /// The injected faults (none: no lock is taken).
     faults: Option<Mutex<RailFaults>>,
     /// Delayed packets: when each may go, and where (None: to the switch).
-    held: Mutex<Vec<(u64, Option<usize>, WirePacket)>>,
+    held: Mutex<Vec<(u64, Option<usize>, RailPacket)>>,
     epoch: Instant,
     /// Packets the rail's receive ports discarded for a bad payload CRC.
     crc_discards: AtomicU64,
+    /// The rail's datagrams to and from other hosts, when its nodes are
+    /// on several ([`crate::threads::udp`]).
+    net: Option<RailNet>,
 }
 
 impl Rail {
@@ -45,7 +52,8 @@ impl Rail {
         notifiers: Vec<Notifier>,
         faults: Option<RailFaults>,
         epoch: Instant,
-    ) -> (Self, Vec<Receiver<WirePacket>>) {
+        net: Option<RailNet>,
+    ) -> (Self, Vec<Receiver<RailPacket>>) {
         let (senders, receivers): (Vec<_>, Vec<_>) = notifiers.iter().map(|_| unbounded()).unzip();
         (
             Self {
@@ -56,6 +64,7 @@ impl Rail {
                 held: Mutex::new(Vec::new()),
                 epoch,
                 crc_discards: AtomicU64::new(0),
+                net,
             },
             receivers,
         )
@@ -64,7 +73,12 @@ impl Rail {
     /// Switch a packet: unicast to its destination, replicate a broadcast,
     /// absorb a barrier arrival (and release the group once complete).
     /// False if it names no node of the rail.
-    pub fn switch(&self, packet: WirePacket) -> bool {
+    pub fn switch(&self, packet: RailPacket) -> bool {
+        if let Some(net) = &self.net
+            && !net.switch_is_here()
+        {
+            return net.to_switch(&packet);
+        }
         if self.faults.is_some() {
             self.release_held();
         }
@@ -98,7 +112,7 @@ impl Rail {
 
     /// One hop of `packet`: into the switch (`to` None) or to node `to`,
     /// through the faults.
-    fn hop(&self, mut packet: WirePacket, to: Option<usize>) -> bool {
+    fn hop(&self, mut packet: RailPacket, to: Option<usize>) -> bool {
         let fate = match &self.faults {
             None => Fate::Deliver,
             Some(f) => {
@@ -109,20 +123,20 @@ impl Rail {
                     .judge(&mut packet, now);
                 if let Fate::Delayed(ns) = fate {
                     let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-                    held.push((now.saturating_add(ns), to, packet));
+                    held.push((now.saturating_add(ns), to, packet.clone()));
                 }
                 fate
             }
         };
         match fate {
             Fate::Deliver | Fate::Corrupted => self.go(packet, to),
-            Fate::Duplicated => self.go(packet, to) & self.go(packet, to),
+            Fate::Duplicated => self.go(packet.clone(), to) & self.go(packet, to),
             // The sender cannot tell; its retransmission recovers it.
             Fate::Lost(_) | Fate::Delayed(_) => true,
         }
     }
 
-    fn go(&self, packet: WirePacket, to: Option<usize>) -> bool {
+    fn go(&self, packet: RailPacket, to: Option<usize>) -> bool {
         match to {
             Some(node) => self.deliver(node, packet),
             None if is_collective(&packet) => {
@@ -154,8 +168,19 @@ impl Rail {
         }
     }
 
-    /// Put a packet in `node`'s inbox. False if there is no such node.
-    pub fn deliver(&self, node: usize, packet: WirePacket) -> bool {
+    /// The rail's side of the network, if its nodes are on several hosts.
+    pub fn net(&self) -> Option<&RailNet> {
+        self.net.as_ref()
+    }
+
+    /// Put a packet in `node`'s inbox, or send it to `node`'s host. False
+    /// if there is no such node.
+    pub fn deliver(&self, node: usize, packet: RailPacket) -> bool {
+        if let Some(net) = &self.net
+            && !net.is_local(node)
+        {
+            return net.to_node(node, &packet);
+        }
         match (self.inboxes.get(node), self.notifiers.get(node)) {
             (Some(inbox), Some(n)) => {
                 let ok = inbox.send(packet).is_ok();
@@ -164,5 +189,19 @@ impl Rail {
             }
             _ => false,
         }
+    }
+}
+
+impl PacketSink for Rail {
+    fn switch(&self, packet: RailPacket) -> bool {
+        Rail::switch(self, packet)
+    }
+
+    fn deliver(&self, node: usize, packet: RailPacket) -> bool {
+        Rail::deliver(self, node, packet)
+    }
+
+    fn net(&self) -> Option<&RailNet> {
+        Rail::net(self)
     }
 }
