@@ -411,7 +411,7 @@ fn rendezvous_service(listener: &UnixListener, size: usize, job: &JobNodes, stop
             let answer = match &job.across {
                 None => Some(*count),
                 // Every host's count is host 0's.
-                Some(b) => b.meet(epoch, job.timeout),
+                Some(b) => b.meet(epoch, job.timeout, stopping),
             };
             // A meeting across hosts that failed closes this host's
             // ranks' connections unanswered: their rendezvous fails.

@@ -6,13 +6,19 @@
 //! algorithm host-driven and on the NICs, checked byte for byte by every
 //! rank. `.ci/rails` runs the same between network namespaces, with a
 //! link that drops packets for a while.
+//!
+//! Also: a host that never comes leaves the others' ranks a typed error
+//! (their bootstrap times out), and their launcher ends; a host's `nicd`
+//! killed mid-collective leaves every rank of the job, on both hosts, a
+//! typed error within bounds, not a hang.
 
 use std::path::Path;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use railcoll_emu::ClusterConfig;
 use railcoll_emu::fabric::{Fabric, Here};
-use railcoll_emu::launcher::{JobOutcome, LaunchSpec, Nics, launch};
+use railcoll_emu::launcher::{JobOutcome, LaunchSpec, Nics, RankEnd, launch};
 use railcoll_host::Placement;
 use railcoll_tests::jobs;
 
@@ -41,24 +47,33 @@ fn fabric(hosts: &[&[u16]], port: u16) -> Fabric {
     Fabric::parse(&text).expect("fabric")
 }
 
+/// Host `host`'s launcher: `rank_catalogue` with `env` on its ranks.
+fn spec(
+    cfg: &ClusterConfig,
+    fabric: &Fabric,
+    host: usize,
+    env: &str,
+    nics: Nics,
+    out: &Path,
+) -> LaunchSpec {
+    let here = Here::new(fabric.clone(), host, cfg.shape.nodes(), cfg.shape.rails).expect("host");
+    LaunchSpec {
+        program: "sh".into(),
+        args: vec!["-c".into(), format!("exec env {env} {RANK}")],
+        grace: Duration::from_secs(30),
+        nics,
+        output: Some(out.to_path_buf()),
+        fabric: Some(here),
+    }
+}
+
 /// Every host's launcher at once; each host's outcome.
 fn run(cfg: &ClusterConfig, fabric: &Fabric, sizes: &str, out: &Path) -> Vec<JobOutcome> {
+    let env = format!("RANK_CATALOGUE_SIZES={sizes}");
     std::thread::scope(|s| {
         let joins: Vec<_> = (0..fabric.hosts.len())
             .map(|host| {
-                let here = Here::new(fabric.clone(), host, cfg.shape.nodes(), cfg.shape.rails)
-                    .expect("host");
-                let spec = LaunchSpec {
-                    program: "sh".into(),
-                    args: vec![
-                        "-c".into(),
-                        format!("exec env RANK_CATALOGUE_SIZES={sizes} {RANK}"),
-                    ],
-                    grace: Duration::from_secs(30),
-                    nics: Nics::Own,
-                    output: Some(out.to_path_buf()),
-                    fabric: Some(here),
-                };
+                let spec = spec(cfg, fabric, host, &env, Nics::Own, out);
                 s.spawn(move || launch(cfg, &spec).expect("the host's launcher starts"))
             })
             .collect();
@@ -67,6 +82,21 @@ fn run(cfg: &ClusterConfig, fabric: &Fabric, sizes: &str, out: &Path) -> Vec<Job
             .map(|j| j.join().expect("launcher"))
             .collect()
     })
+}
+
+/// Every rank `outcome` started failed with a typed error of its own
+/// (not at joining, when `joined`), nothing hung and nothing succeeded.
+fn expect_typed_failures(outcome: &JobOutcome, out: &Path, joined: bool, what: &str) {
+    assert!(!outcome.ranks.is_empty(), "{what}: ranks started");
+    for (rank, end) in &outcome.ranks {
+        let err = jobs::output(out, *rank, "err");
+        assert_eq!(*end, RankEnd::Exited(1), "{what}: rank {rank}: {err}");
+        assert!(
+            err.starts_with(&format!("rank {rank}: ")),
+            "{what}: rank {rank}: {err}"
+        );
+        assert_eq!(err.contains("join:"), !joined, "{what}: rank {rank}: {err}");
+    }
 }
 
 /// Every rank of the job ran once, on one host, and checked every byte.
@@ -87,7 +117,7 @@ fn expect_all_ok(outcomes: &[JobOutcome], size: usize, out: &Path, what: &str) {
 #[test]
 fn the_catalogue_is_byte_exact_with_rails_between_hosts() {
     let out = jobs::scratch("udp", "catalogue");
-    let base = 20_000 + (std::process::id() % 1000) as u16 * 20;
+    let base = port_base();
     let cases: [(usize, usize, usize, &[&[u16]]); 3] = [
         (2, 2, 2, &[&[0], &[1]]),
         // A host whose nodes are not contiguous, and host 0 without the
@@ -97,7 +127,7 @@ fn the_catalogue_is_byte_exact_with_rails_between_hosts() {
     ];
     for (i, (nodes, rpn, rails, hosts)) in cases.into_iter().enumerate() {
         let cfg = config(nodes, rpn, rails);
-        let f = fabric(hosts, base + i as u16 * 5);
+        let f = fabric(hosts, base + i as u16 * 4);
         let sizes = ["0,1,1000,4096", "3,64,4097,40000", "8,9000"][i];
         let outcomes = run(&cfg, &f, sizes, &out);
         expect_all_ok(
@@ -107,4 +137,95 @@ fn the_catalogue_is_byte_exact_with_rails_between_hosts() {
             &format!("{nodes} x {rpn} x {rails} on {} hosts", hosts.len()),
         );
     }
+}
+
+fn port_base() -> u16 {
+    20_000 + (std::process::id() % 1000) as u16 * 20
+}
+
+#[test]
+fn a_host_that_never_comes_fails_the_others_bootstrap() {
+    let out = jobs::scratch("udp", "absent");
+    let cfg = ClusterConfig {
+        wait_timeout: Duration::from_secs(3),
+        ..config(2, 2, 1)
+    };
+    let f = fabric(&[&[0], &[1]], port_base() + 16);
+    let started = Instant::now();
+    let spec = spec(&cfg, &f, 0, "RANK_CATALOGUE_TIMEOUT=3", Nics::Own, &out);
+    let outcome = launch(&cfg, &spec).expect("host 0's launcher starts");
+    expect_typed_failures(&outcome, &out, false, "host 1 absent");
+    for (rank, _) in &outcome.ranks {
+        let err = jobs::output(&out, *rank, "err");
+        assert!(
+            err.contains("ranks of another host never came"),
+            "rank {rank}: {err}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "host 0's launcher took {:?} to give up",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_host_killed_mid_collective_leaves_every_rank_a_typed_error() {
+    let out = jobs::scratch("udp", "killed");
+    let dir = jobs::scratch("udp", "killed-sockets");
+    let cfg = ClusterConfig {
+        // A dead peer is given up after (1 + 2 + 4 + 8 x 2) x 20 ms.
+        retransmit_timeout: Some(Duration::from_millis(20)),
+        retry_limit: Some(4),
+        ..config(2, 2, 2)
+    };
+    let f = fabric(&[&[0], &[1]], port_base() + 12);
+    let file = out.join("fabric.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "port = {}\n[[host]]\naddress = \"127.0.0.1\"\nnodes = [0]\n\
+             [[host]]\naddress = \"127.0.0.2\"\nnodes = [1]\n",
+            f.port
+        ),
+    )
+    .expect("fabric file");
+    assert_eq!(Fabric::read(&file).expect("reads"), f);
+    // Host 1's nicd in a process of its own, to be killed.
+    let mut nicd = Command::new(RANK)
+        .args(["nicd", dir.to_str().expect("utf-8 path"), "2", "2", "2"])
+        .arg(&file)
+        .arg("1")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nicd starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.join("job.toml").exists() {
+        assert!(Instant::now() < deadline, "host 1's nicd never served");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let env = "RANK_CATALOGUE_TIMEOUT=10 RANK_CATALOGUE_ROUNDS=1000";
+    let started = Instant::now();
+    let outcomes: Vec<JobOutcome> = std::thread::scope(|s| {
+        let host0 = spec(&cfg, &f, 0, env, Nics::Own, &out);
+        let host1 = spec(&cfg, &f, 1, env, Nics::Serving(dir.clone()), &out);
+        let cfg = &cfg;
+        let joins = [
+            s.spawn(move || launch(cfg, &host0).expect("host 0 starts")),
+            s.spawn(move || launch(cfg, &host1).expect("host 1 starts")),
+        ];
+        // Mid-job: the ranks have joined and run collectives.
+        std::thread::sleep(Duration::from_secs(2));
+        nicd.kill().expect("kill host 1's nicd");
+        nicd.wait().expect("reap it");
+        joins.map(|j| j.join().expect("launcher")).into()
+    });
+    let ended = started.elapsed();
+    for (host, outcome) in outcomes.iter().enumerate() {
+        expect_typed_failures(outcome, &out, true, &format!("host {host}"));
+    }
+    assert!(
+        ended < Duration::from_secs(40),
+        "the job took {ended:?} to end"
+    );
 }

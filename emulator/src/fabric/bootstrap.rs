@@ -94,17 +94,18 @@ impl Bootstrap {
 
     /// Meet every other host at `epoch`, this host's ranks having all
     /// arrived; the count every rank is told. `None` if the other hosts
-    /// do not all arrive within `timeout`, or host 0 cannot be reached.
-    pub fn meet(&self, epoch: u64, timeout: Duration) -> Option<u64> {
+    /// do not all arrive within `timeout`, host 0 cannot be reached, or
+    /// `stopping` is set meanwhile (its `nicd` stops).
+    pub fn meet(&self, epoch: u64, timeout: Duration, stopping: &AtomicBool) -> Option<u64> {
         match &self.role {
-            Role::Coordinator(m) => m.meet(epoch, timeout),
+            Role::Coordinator(m) => m.meet(epoch, timeout, stopping),
             Role::Member {
                 host,
                 coordinator,
                 stream,
             } => {
                 let mut held = stream.lock().unwrap_or_else(|p| p.into_inner());
-                let result = member_meet(&mut held, *host, *coordinator, epoch, timeout);
+                let result = member_meet(&mut held, *host, *coordinator, epoch, timeout, stopping);
                 if result.is_none() {
                     // Broken or out of step: the next meet reconnects.
                     *held = None;
@@ -133,14 +134,15 @@ fn member_meet(
     coordinator: SocketAddr,
     epoch: u64,
     timeout: Duration,
+    stopping: &AtomicBool,
 ) -> Option<u64> {
+    let deadline = Instant::now() + timeout;
     if held.is_none() {
-        let deadline = Instant::now() + timeout;
         // Host 0's nicd may still be starting.
         let mut s = loop {
             match TcpStream::connect_timeout(&coordinator, Duration::from_secs(1)) {
                 Ok(s) => break s,
-                Err(_) if Instant::now() < deadline => {
+                Err(_) if Instant::now() < deadline && !stopping.load(Ordering::Acquire) => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 Err(_) => return None,
@@ -151,15 +153,38 @@ fn member_meet(
         *held = Some(s);
     }
     let s = held.as_mut()?;
-    s.set_read_timeout(Some(timeout)).ok()?;
     s.write_all(&epoch.to_le_bytes()).ok()?;
+    // The answer, read in slices so that a stopping nicd need not wait.
     let mut count = [0u8; 8];
-    s.read_exact(&mut count).ok()?;
+    let mut got = 0;
+    while got < count.len() {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        if stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        s.set_read_timeout(Some(left.min(SLICE))).ok()?;
+        match s.read(&mut count[got..]) {
+            Ok(0) => return None,
+            Ok(n) => got += n,
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return None,
+        }
+    }
     Some(word(count))
 }
 
+/// How long a wait goes before it looks whether its `nicd` stops.
+const SLICE: Duration = Duration::from_millis(100);
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 impl Meetings {
-    fn meet(&self, epoch: u64, timeout: Duration) -> Option<u64> {
+    fn meet(&self, epoch: u64, timeout: Duration, stopping: &AtomicBool) -> Option<u64> {
         let deadline = Instant::now() + timeout;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -168,9 +193,12 @@ impl Meetings {
                 break;
             }
             let left = deadline.checked_duration_since(Instant::now())?;
+            if stopping.load(Ordering::Acquire) {
+                return None;
+            }
             state = self
                 .changed
-                .wait_timeout(state, left)
+                .wait_timeout(state, left.min(SLICE))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
@@ -192,17 +220,9 @@ impl Meetings {
         let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
         let mut host = None;
         while !stopping.load(Ordering::Acquire) {
-            match s.read_exact(&mut w) {
-                Ok(()) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue;
-                }
-                Err(_) => break,
+            // A word may arrive in pieces across the read timeouts.
+            if read_word(&mut s, &mut w, stopping).is_none() {
+                break;
             }
             let value = word(w);
             let Some(h) = host else {
@@ -225,6 +245,24 @@ impl Meetings {
             }
         }
     }
+}
+
+/// Read one word from a member, waiting across read timeouts; `None` once
+/// the connection ends or `stopping`.
+fn read_word(s: &mut TcpStream, w: &mut [u8; 8], stopping: &AtomicBool) -> Option<()> {
+    let mut got = 0;
+    while got < w.len() {
+        if stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        match s.read(&mut w[got..]) {
+            Ok(0) => return None,
+            Ok(n) => got += n,
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(())
 }
 
 fn accept_members(listener: &TcpListener, meetings: &Arc<Meetings>, stopping: &Arc<AtomicBool>) {
@@ -277,7 +315,7 @@ mod tests {
             let counts: Vec<Option<u64>> = std::thread::scope(|s| {
                 let joins: Vec<_> = hosts
                     .iter()
-                    .map(|b| s.spawn(move || b.meet(7, t)))
+                    .map(|b| s.spawn(move || b.meet(7, t, &AtomicBool::new(false))))
                     .collect();
                 joins.into_iter().map(|j| j.join().expect("meet")).collect()
             });
@@ -288,7 +326,7 @@ mod tests {
             let short = Duration::from_millis(300);
             let joins: Vec<_> = hosts[..2]
                 .iter()
-                .map(|b| s.spawn(move || b.meet(8, short)))
+                .map(|b| s.spawn(move || b.meet(8, short, &AtomicBool::new(false))))
                 .collect();
             joins.into_iter().map(|j| j.join().expect("meet")).collect()
         });

@@ -105,9 +105,15 @@ pub fn rendezvous(
     message[8..].copy_from_slice(&(rank as u64).to_le_bytes());
     stream.write_all(&message).map_err(|e| fail("arrive", e))?;
     let mut count = [0u8; 8];
-    stream
-        .read_exact(&mut count)
-        .map_err(|e| fail("waiting for the other ranks", e))?;
+    stream.read_exact(&mut count).map_err(|e| match e.kind() {
+        // nicd ended the meeting unanswered: on a fabric, another host's
+        // ranks did not all come (or its nicd is gone).
+        std::io::ErrorKind::UnexpectedEof => DeviceError::Backend(format!(
+            "bootstrap rendezvous {epoch}: the nicd ended it unanswered \
+             (ranks of another host never came)"
+        )),
+        _ => fail("waiting for the other ranks", e),
+    })?;
     Ok(u64::from_le_bytes(count))
 }
 

@@ -12,9 +12,10 @@
 //! `RANK_CATALOGUE_TIMEOUT` (seconds, default 60) bounds every wait;
 //! `RANK_CATALOGUE_ROUNDS` (default 1) runs the catalogue that many times.
 //!
-//! `rank_catalogue nicd DIR NODES RANKS_PER_NODE RAILS` serves a job's
-//! NICs in `DIR` instead (`railcoll nicd` for the tests, which cannot run
-//! the emulator crate's binary), until killed; `rank_catalogue bench ...`
+//! `rank_catalogue nicd DIR NODES RANKS_PER_NODE RAILS [FABRIC HOST]`
+//! serves a job's NICs in `DIR` instead (`railcoll nicd` for the tests,
+//! which cannot run the emulator crate's binary), until killed: all of
+//! them, or host `HOST`'s of the fabric file `FABRIC`; `rank_catalogue bench ...`
 //! measures ranks as processes beside ranks as threads (`bench.rs`).
 
 use std::time::Duration;
@@ -58,10 +59,16 @@ fn main() {
     })
 }
 
-/// Serve `DIR NODES RANKS_PER_NODE RAILS` until killed.
+/// Serve `DIR NODES RANKS_PER_NODE RAILS [FABRIC HOST]` until killed.
 fn serve(args: &[String]) -> Result<std::convert::Infallible, String> {
-    let [dir, nodes, rpn, rails] = args else {
-        return Err("usage: rank_catalogue nicd DIR NODES RANKS_PER_NODE RAILS".into());
+    let (dir, nodes, rpn, rails, fabric) = match args {
+        [dir, nodes, rpn, rails] => (dir, nodes, rpn, rails, None),
+        [dir, nodes, rpn, rails, fabric, host] => (dir, nodes, rpn, rails, Some((fabric, host))),
+        _ => {
+            return Err(
+                "usage: rank_catalogue nicd DIR NODES RANKS_PER_NODE RAILS [FABRIC HOST]".into(),
+            );
+        }
     };
     let number = |s: &String| {
         s.parse::<usize>()
@@ -80,7 +87,22 @@ fn serve(args: &[String]) -> Result<std::convert::Infallible, String> {
         arena_size: 16 << 20,
         ..railcoll_emu::ClusterConfig::default()
     };
-    let _nicd = railcoll_emu::nicd::Nicd::start(&cfg, dir.as_ref()).map_err(|e| e.to_string())?;
+    let here = match fabric {
+        None => None,
+        Some((file, host)) => {
+            let f = railcoll_emu::fabric::Fabric::read(file.as_ref()).map_err(|e| e.to_string())?;
+            let here = railcoll_emu::fabric::Here::new(
+                f,
+                number(host)?,
+                cfg.shape.nodes(),
+                cfg.shape.rails,
+            )
+            .map_err(|e| e.to_string())?;
+            Some(here)
+        }
+    };
+    let _nicd =
+        railcoll_emu::nicd::Nicd::start_on(&cfg, dir.as_ref(), here).map_err(|e| e.to_string())?;
     loop {
         std::thread::park();
     }
