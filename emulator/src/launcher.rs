@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::cluster::{ClusterConfig, EmuError};
 use crate::fabric::Here;
 use crate::nicd::Nicd;
+use crate::threads::udp::DatagramCounts;
 
 /// The variable naming the `nicd` directory.
 pub const NICD_VAR: &str = "RAILCOLL_NICD";
@@ -75,6 +76,9 @@ pub struct JobOutcome {
     pub ranks: Vec<(usize, RankEnd)>,
     /// The first rank that failed, in the order failures were seen.
     pub first_failure: Option<usize>,
+    /// Each rail's datagrams on this host, when its nodes are on several
+    /// (the launcher's own `nicd`'s); empty otherwise.
+    pub datagrams: Vec<DatagramCounts>,
 }
 
 impl JobOutcome {
@@ -175,8 +179,9 @@ pub fn launch(cfg: &ClusterConfig, spec: &LaunchSpec) -> Result<JobOutcome, EmuE
     } else {
         spec.grace
     };
-    let outcome = watch(&mut children, &ranks, grace);
+    let mut outcome = watch(&mut children, &ranks, grace);
     if let Some(nicd) = nicd {
+        outcome.datagrams = nicd.datagrams();
         nicd.stop();
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -279,6 +284,7 @@ fn watch(children: &mut [Option<Child>], started: &[usize], grace: Duration) -> 
     JobOutcome {
         ranks,
         first_failure,
+        datagrams: Vec::new(),
     }
 }
 

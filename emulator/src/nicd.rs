@@ -57,6 +57,7 @@ use crate::fabric::Here;
 use crate::fabric::bootstrap::Bootstrap;
 use crate::hw::registers::SharedRegisters;
 use crate::threads::nics::{NicPlan, Nics};
+use crate::threads::udp::DatagramCounts;
 
 /// A running `nicd`.
 #[derive(Debug)]
@@ -67,7 +68,7 @@ pub struct Nicd {
     listeners: Vec<UnixListener>,
     threads: Vec<JoinHandle<()>>,
     // Dropped after the servers: the NICs, then the files they use.
-    _nics: Nics,
+    nics: Nics,
     _files: Vec<OwnedFd>,
     _memories: Vec<SharedMapping>,
 }
@@ -255,10 +256,20 @@ impl Nicd {
             stopping,
             listeners,
             threads,
-            _nics: nics,
+            nics,
             _files: files,
             _memories: memories,
         })
+    }
+
+    /// Each rail's datagrams so far (rails between machines); empty
+    /// without a fabric.
+    pub fn datagrams(&self) -> Vec<DatagramCounts> {
+        self.nics
+            .rails
+            .iter()
+            .filter_map(|r| r.net().map(|n| n.counts.snapshot()))
+            .collect()
     }
 
     /// The directory it serves.

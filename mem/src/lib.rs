@@ -18,6 +18,8 @@
 //!   POSIX record lock, released by the kernel if its holder dies).
 //! - [`signals`]: termination signals deferred around a step that must
 //!   not be cut in half (a command's outputs moved into place together).
+//! - [`socket_buffers`]: a UDP socket's receive buffer enlarged (the
+//!   datagrams of rails between hosts come in bursts).
 //! - [`fiber`]: the modeled mode's ranks as stackful coroutines, and the
 //!   suspend a wait deep inside the host library calls.
 //!
@@ -32,6 +34,7 @@ pub mod mmap;
 pub mod record_lock;
 pub mod regio;
 pub mod signals;
+pub mod socket_buffers;
 
 pub use dma_mem::{DmaMemory, OutOfRange};
 pub use mmap::SharedMapping;

@@ -112,6 +112,18 @@ fn expect_all_ok(outcomes: &[JobOutcome], size: usize, out: &Path, what: &str) {
         "{what}: every rank ran once"
     );
     jobs::expect_all_ok(outcomes, out, what);
+    // The data crossed between the hosts' nicds: every rail of every host
+    // sent and took datagrams.
+    for (host, o) in outcomes.iter().enumerate() {
+        assert!(!o.datagrams.is_empty(), "{what}: host {host} has rails");
+        for (rail, c) in o.datagrams.iter().enumerate() {
+            assert!(
+                c.sent > 0 && c.received > 0,
+                "{what}: host {host} rail {rail}: {c}"
+            );
+            assert_eq!(c.refused, 0, "{what}: host {host} rail {rail}: {c}");
+        }
+    }
 }
 
 #[test]

@@ -42,6 +42,9 @@ pub(super) fn run_launch(args: &LaunchArgs) -> Result<(), CliError> {
         fabric: args.served.here(&cfg).map_err(crate::EmuError::from)?,
     };
     let outcome = launch(&cfg, &spec)?;
+    for (rail, counts) in outcome.datagrams.iter().enumerate() {
+        eprintln!("launch: rail {rail}: {counts}");
+    }
     let Some(first) = outcome.first_failure else {
         return Ok(());
     };

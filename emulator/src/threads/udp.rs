@@ -32,6 +32,10 @@ pub trait PacketSink: Send + Sync {
     fn net(&self) -> Option<&RailNet>;
 }
 
+/// The receive buffer a rail's socket asks for: 16 MiB, room for every
+/// flow's window of 32 packets of 32 KiB from a dozen nodes at once.
+const RECEIVE_BUFFER: usize = 16 << 20;
+
 /// Counts of one rail's datagrams on this host.
 #[derive(Debug, Default)]
 pub struct NetCounts {
@@ -44,6 +48,42 @@ pub struct NetCounts {
     pub refused: AtomicU64,
     /// Sends the socket refused (a full buffer: a loss).
     pub send_errors: AtomicU64,
+}
+
+impl NetCounts {
+    /// The counts now.
+    pub fn snapshot(&self) -> DatagramCounts {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        DatagramCounts {
+            sent: get(&self.sent),
+            received: get(&self.received),
+            refused: get(&self.refused),
+            send_errors: get(&self.send_errors),
+        }
+    }
+}
+
+/// What one rail's datagrams did on this host ([`NetCounts`] at a time).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatagramCounts {
+    /// Sent.
+    pub sent: u64,
+    /// Received and taken.
+    pub received: u64,
+    /// Received and dropped (not a rail packet, or not for this host).
+    pub refused: u64,
+    /// Sends the socket refused.
+    pub send_errors: u64,
+}
+
+impl std::fmt::Display for DatagramCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} datagrams sent, {} received, {} refused, {} sends failed",
+            self.sent, self.received, self.refused, self.send_errors
+        )
+    }
 }
 
 /// One rail's side of the network on this host.
@@ -71,6 +111,9 @@ impl RailNet {
                 .ok_or_else(|| std::io::Error::other(format!("rail {rail} has no port")))
         };
         let socket = UdpSocket::bind(addr(here.host)?)?;
+        // A window of packets from every flow may arrive at once; what
+        // the buffer cannot hold is lost (and resent after a timeout).
+        railcoll_mem::socket_buffers::grow_receive_buffer(&socket, RECEIVE_BUFFER)?;
         // Wakes the receive thread to see whether it must stop.
         socket.set_read_timeout(Some(Duration::from_millis(100)))?;
         let nodes = f.hosts.iter().map(|h| h.nodes.len()).sum();

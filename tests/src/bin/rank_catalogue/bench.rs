@@ -8,7 +8,13 @@
 //! the `nicd` in `RAILCOLL_NICD`. Rank 0 prints one line per figure: what,
 //! the median time, and its ratio to the same run's cache-line ping-pong
 //! round trip (latencies) or memcpy (bandwidth), measured between the
-//! rounds. `RANK_BENCH_ROUNDS` (default 5) rounds.
+//! rounds. `bench udp-echo ADDR:PORT` echoes datagrams until killed,
+//! and `bench udp-probe ADDR:PORT` measures against it the baselines of
+//! rails between hosts: a 64-byte datagram's round trip, and 1 MiB echoed
+//! in 8 KiB datagrams, 32 in flight (the NICs' window), both sockets'
+//! receive buffers as large as a rail's.
+//! `RANK_BENCH_ROUNDS` (default 5) rounds; `RANK_BENCH_LABEL`
+//! names the processes' lines (default `processes`).
 
 use std::time::Instant;
 
@@ -27,6 +33,8 @@ pub fn main(args: &[String]) -> Result<(), String> {
         .unwrap_or(5);
     match args.first().map(String::as_str) {
         Some("threads") => threads(&args[1..], rounds),
+        Some("udp-echo") => udp_echo(args.get(1).ok_or("usage: bench udp-echo ADDR:PORT")?),
+        Some("udp-probe") => udp_probe(args.get(1).ok_or("usage: bench udp-probe ADDR:PORT")?),
         None => processes(rounds),
         Some(other) => Err(format!("unknown mode {other:?}")),
     }
@@ -60,7 +68,10 @@ fn processes(rounds: usize) -> Result<(), String> {
         ..JoinOptions::default()
     };
     let job = Job::join(dir.as_ref(), &options).map_err(|e| e.to_string())?;
-    measure(job.comm(), rounds, "processes")?;
+    // What the lines say the ranks were: "processes" unless told (the
+    // figures over UDP rails say "udp").
+    let label = std::env::var("RANK_BENCH_LABEL").unwrap_or_else(|_| "processes".into());
+    measure(job.comm(), rounds, &label)?;
     job.finish().map_err(|e| e.to_string())
 }
 
@@ -165,5 +176,64 @@ fn measure(comm: &Comm, rounds: usize, mode: &str) -> Result<(), String> {
             );
         }
     }
+    Ok(())
+}
+
+/// A receive buffer as large as a rail's socket asks for.
+fn grow(socket: &std::net::UdpSocket) -> Result<(), String> {
+    railcoll_mem::socket_buffers::grow_receive_buffer(socket, 16 << 20)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+fn udp_echo(addr: &str) -> Result<(), String> {
+    let socket = std::net::UdpSocket::bind(addr).map_err(|e| format!("{addr}: {e}"))?;
+    grow(&socket)?;
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let (n, from) = socket.recv_from(&mut buf).map_err(|e| e.to_string())?;
+        socket.send_to(&buf[..n], from).map_err(|e| e.to_string())?;
+    }
+}
+
+/// The UDP baselines of rails between hosts, against `udp_echo` at
+/// `addr`: medians of 5 rounds.
+fn udp_probe(addr: &str) -> Result<(), String> {
+    let io = |e: std::io::Error| e.to_string();
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").map_err(io)?;
+    socket.connect(addr).map_err(io)?;
+    grow(&socket)?;
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .map_err(io)?;
+    let mut buf = vec![0u8; 65_536];
+    let (mut rtts, mut bulks) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let start = Instant::now();
+        for _ in 0..1000 {
+            socket.send(&[7u8; 64]).map_err(io)?;
+            socket.recv(&mut buf).map_err(io)?;
+        }
+        rtts.push(start.elapsed().as_secs_f64() / 1000.0);
+        let chunk = [9u8; 8192];
+        let start = Instant::now();
+        for _ in 0..(1 << 20) / (32 * chunk.len()) {
+            for _ in 0..32 {
+                socket.send(&chunk).map_err(io)?;
+            }
+            for _ in 0..32 {
+                socket.recv(&mut buf).map_err(io)?;
+            }
+        }
+        bulks.push(start.elapsed().as_secs_f64());
+    }
+    println!(
+        "udp baseline\tdatagram round trip 64 B\t{:.2} us",
+        median(&mut rtts) * 1e6
+    );
+    println!(
+        "udp baseline\t1 MiB echoed, 8 KiB datagrams, 32 in flight\t{:.2} us",
+        median(&mut bulks) * 1e6
+    );
     Ok(())
 }
