@@ -100,3 +100,67 @@ fn bad_arguments_are_refused_with_a_typed_error() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `railcoll conformance` as an FPGA team runs it: against the in-process
+/// emulator, and as every rank of a launched job against its nicd over
+/// vfio-user; exit 1 when a check fails (a switch that drops broadcasts),
+/// 2 for a check that does not exist.
+#[test]
+fn conformance_runs_in_process_and_across_processes_and_fails_loudly() {
+    let text = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let clean = railcoll(&["conformance", "--nodes", "2", "--rails", "2"]);
+    assert!(clean.status.success(), "{}", text(&clean));
+    assert!(
+        text(&clean).ends_with("13 passed, 0 not applicable, 0 failed\n"),
+        "{}",
+        text(&clean)
+    );
+    let joined = railcoll(&[
+        "launch",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+        "--rails",
+        "2",
+        "--",
+        env!("CARGO_BIN_EXE_railcoll"),
+        "conformance",
+        "--join",
+    ]);
+    assert!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    let said = text(&joined);
+    assert!(
+        said.starts_with("conformance of the nicd serving"),
+        "{said}"
+    );
+    assert!(
+        said.ends_with("13 passed, 0 not applicable, 0 failed\n"),
+        "{said}"
+    );
+    let broken = railcoll(&[
+        "conformance",
+        "--faults",
+        "drop-collective=1",
+        "--retransmit-timeout",
+        "1ms",
+        "--retry-limit",
+        "2",
+        "--only",
+        "puts,switch-broadcast",
+    ]);
+    assert_eq!(broken.status.code(), Some(1), "{}", text(&broken));
+    assert!(
+        text(&broken).contains("FAIL  switch-broadcast"),
+        "{}",
+        text(&broken)
+    );
+    assert!(text(&broken).contains("pass  puts"), "{}", text(&broken));
+    let unknown = railcoll(&["conformance", "--only", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no check named \"nope\""));
+}

@@ -30,20 +30,9 @@ pub fn shape(
     Shape::new(nodes, rpn, sockets, rails, placement).expect("test shape")
 }
 
-/// Deterministic, position- and seed-dependent bytes.
-pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    // Eight bytes per xorshift step: tests make megabytes of it.
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
+/// Deterministic, position- and seed-dependent bytes (the conformance
+/// suite's: one generator for every check of the workspace).
+pub use railcoll_conformance::pattern;
 
 /// A small seeded generator (xorshift64*), for tests whose random
 /// choices must be a function of their seed.

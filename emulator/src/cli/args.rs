@@ -63,6 +63,35 @@ pub enum Command {
     /// Run a program as every rank of a job on this machine, as
     /// processes, with their NICs served by a nicd in this process.
     Launch(LaunchArgs),
+    /// The NIC conformance suite (docs/abi.md, docs/hil.md): every
+    /// ABI-level check on an in-process emulator, or, with --join, as a
+    /// rank of a launched job against its nicd's devices.
+    Conformance(ConformanceArgs),
+}
+
+/// `railcoll conformance`.
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// Cluster shape (of the in-process emulator; ignored with --join).
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Faults on the in-process emulator's rails (go-back-N under loss).
+    #[command(flatten)]
+    pub faults: FaultArgs,
+    /// Seed of the faults.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Run as a rank of a job a launcher started (`railcoll launch ... --
+    /// railcoll conformance --join`, or mpirun with RAILCOLL_NICD set):
+    /// the devices are the nicd's, over vfio-user.
+    #[arg(long)]
+    pub join: bool,
+    /// Only these checks (comma-separated names; --list names them).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// List the checks and exit.
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// What a `nicd` serves (`railcoll nicd`, `railcoll launch`).

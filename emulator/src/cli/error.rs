@@ -53,6 +53,14 @@ pub enum CliError {
     /// A sweep or trace was refused (exit 2) or failed (as [`CliError::Run`]).
     #[error(transparent)]
     Sweep(#[from] SweepError),
+    /// `railcoll conformance`: checks failed (exit 1).
+    #[error("conformance: {failed} of {checks} checks failed")]
+    Nonconformant {
+        /// Checks that failed.
+        failed: usize,
+        /// Checks run.
+        checks: usize,
+    },
     /// `--check-determinism`: the two runs' trace hashes differ (exit 1).
     #[error("determinism check failed: trace hashes differ between {workers} and {other} workers")]
     Nondeterministic {
@@ -106,6 +114,7 @@ impl CliError {
             CliError::BuiltinProfile(_)
             | CliError::Output(_)
             | CliError::Nondeterministic { .. }
+            | CliError::Nonconformant { .. }
             | CliError::Stdout(_) => 1,
         }
     }

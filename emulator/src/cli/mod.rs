@@ -17,6 +17,7 @@
 
 mod args;
 mod calibration;
+mod conformance;
 pub mod error;
 mod measure;
 mod processes;
@@ -97,6 +98,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), CliError> {
         Command::Soak(args) => run_soak(&args),
         Command::Nicd(args) => processes::run_nicd(&args),
         Command::Launch(args) => processes::run_launch(&args),
+        Command::Conformance(args) => conformance::run(&args),
     }
 }
 

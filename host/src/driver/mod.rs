@@ -97,6 +97,26 @@ pub struct NicLimits {
     pub feeds: u32,
 }
 
+/// A NIC's identity registers, as read (docs/abi.md §2): what a
+/// conformance run checks first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicIdentity {
+    /// `ID` (`regs::ID_VALUE` on a railcoll NIC).
+    pub id: u64,
+    /// `VERSION`: major in bits 31:16, minor in 15:0.
+    pub version: u64,
+    /// `GEOMETRY`, decoded.
+    pub geometry: regs::Geometry,
+    /// `LOCATION`: node in bits 15:0, rail in 23:16.
+    pub location: u64,
+    /// `STATUS`.
+    pub status: Status,
+    /// `PACKET_SIZE`.
+    pub packet_size: u64,
+    /// `RESOURCES`, decoded.
+    pub resources: regs::Resources,
+}
+
 #[derive(Debug)]
 struct RailPort {
     /// The command ring's blocks.
@@ -366,6 +386,20 @@ impl Driver {
     /// Events per context on the NICs.
     pub fn events_per_ctx(&self) -> u32 {
         self.events_per_ctx
+    }
+
+    /// What the NIC on `rail` says of itself in BAR0 (docs/abi.md §2).
+    pub fn identity(&self, rail: usize) -> Result<NicIdentity, Error> {
+        let io = self.regs(rail)?;
+        Ok(NicIdentity {
+            id: read_reg(io, regs::ID),
+            version: read_reg(io, regs::VERSION),
+            geometry: regs::Geometry::from_reg(read_reg(io, regs::GEOMETRY)),
+            location: read_reg(io, regs::LOCATION),
+            status: Status::from_bits_retain(read_reg(io, regs::STATUS)),
+            packet_size: read_reg(io, regs::PACKET_SIZE),
+            resources: regs::Resources::from_reg(read_reg(io, regs::RESOURCES)),
+        })
     }
 
     /// The `STATUS` register of the NIC on `rail`.

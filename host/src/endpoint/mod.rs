@@ -328,6 +328,12 @@ impl Endpoint {
         Ok(failed)
     }
 
+    /// What the NIC on `rail` says of itself in its identity registers
+    /// (ID, version, geometry, location, status, packet size, resources).
+    pub fn nic_identity(&self, rail: usize) -> Result<crate::driver::NicIdentity, Error> {
+        self.driver.borrow().identity(rail)
+    }
+
     /// NIC error records reported to this rank since the last call.
     pub fn take_nic_errors(&self) -> Result<Vec<NicError>, Error> {
         self.driver.borrow_mut().take_errors()

@@ -12,6 +12,11 @@
 //! `RANK_CATALOGUE_TIMEOUT` (seconds, default 60) bounds every wait;
 //! `RANK_CATALOGUE_ROUNDS` (default 1) runs the catalogue that many times.
 //!
+//! `rank_catalogue conformance` runs the NIC conformance suite
+//! (`railcoll_conformance`) as a rank of the job instead, every rank
+//! printing every outcome and `conformance: N checks, F failed`, and
+//! exits 1 if a check failed.
+//!
 //! `rank_catalogue nicd DIR NODES RANKS_PER_NODE RAILS [FABRIC HOST]`
 //! serves a job's NICs in `DIR` instead (`railcoll nicd` for the tests,
 //! which cannot run the emulator crate's binary), until killed: all of
@@ -34,6 +39,16 @@ fn main() {
             std::process::exit(1);
         }
         return;
+    }
+    if args.first().map(String::as_str) == Some("conformance") {
+        std::process::exit(match conformance() {
+            Ok(0) => 0,
+            Ok(_) => 1,
+            Err(e) => {
+                eprintln!("conformance: {e}");
+                2
+            }
+        });
     }
     if args.first().map(String::as_str) == Some("nicd") {
         std::process::exit(match serve(&args[1..]) {
@@ -106,6 +121,21 @@ fn serve(args: &[String]) -> Result<std::convert::Infallible, String> {
     loop {
         std::thread::park();
     }
+}
+
+/// The conformance suite against this job's nicd; every rank prints each
+/// outcome, then a count. The checks that failed.
+fn conformance() -> Result<usize, String> {
+    let dir = std::env::var("RAILCOLL_NICD").map_err(|_| "RAILCOLL_NICD is not set".to_string())?;
+    let job = Job::join(dir.as_ref(), &JoinOptions::default()).map_err(|e| format!("join: {e}"))?;
+    let report = railcoll_conformance::run(job.comm(), &|_| true).map_err(|e| e.to_string())?;
+    for outcome in &report {
+        println!("{outcome}");
+    }
+    let failed = report.iter().filter(|o| !o.verdict.passed()).count();
+    println!("conformance: {} checks, {failed} failed", report.len());
+    job.finish().map_err(|e| format!("finish: {e}"))?;
+    Ok(failed)
 }
 
 fn env_or(name: &str, default: &str) -> String {

@@ -1,0 +1,138 @@
+//! `railcoll conformance`: the NIC conformance suite
+//! ([`railcoll_conformance`]) on an in-process emulator, or as a rank of a
+//! launched job against its `nicd`'s devices (`--join`). Rank 0 prints
+//! one line per check; the exit status is 1 if any check failed.
+
+use super::*;
+use railcoll_conformance::{CHECKS, Outcome, Verdict};
+
+pub(super) fn run(args: &ConformanceArgs) -> Result<(), CliError> {
+    if args.list {
+        let mut text = String::new();
+        for c in CHECKS {
+            text += &format!("{:<20} {} ({})\n", c.name, c.what, c.spec);
+        }
+        return print_text(text);
+    }
+    if let Some(bad) = args
+        .only
+        .iter()
+        .find(|name| !CHECKS.iter().any(|c| c.name == name.as_str()))
+    {
+        let names: Vec<&str> = CHECKS.iter().map(|c| c.name).collect();
+        return Err(CliError::Usage(format!(
+            "conformance: no check named {bad:?}; the checks are {}",
+            names.join(", ")
+        )));
+    }
+    let select = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+    let (report, device) = if args.join {
+        joined(&select)?
+    } else {
+        in_process(args, &select)?
+    };
+    let Some(report) = report else {
+        // Not rank 0: rank 0 speaks for the job.
+        return Ok(());
+    };
+    let mut text = format!("conformance of {device}\n");
+    for outcome in &report {
+        text += &format!("{outcome}\n");
+    }
+    let failed = report.iter().filter(|o| !o.verdict.passed()).count();
+    let skipped = report
+        .iter()
+        .filter(|o| matches!(o.verdict, Verdict::NotApplicable(_)))
+        .count();
+    text += &format!(
+        "{} passed, {skipped} not applicable, {failed} failed\n",
+        report.len() - failed - skipped
+    );
+    print_text(text)?;
+    if failed > 0 {
+        return Err(CliError::Nonconformant {
+            failed,
+            checks: report.len(),
+        });
+    }
+    Ok(())
+}
+
+type Report = Option<Vec<Outcome>>;
+
+fn in_process(
+    args: &ConformanceArgs,
+    select: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<(Report, String), CliError> {
+    let cfg = ClusterConfig {
+        seed: args.seed,
+        ..args.faults.apply(args.cluster.config()?)
+    };
+    let device = format!(
+        "the in-process emulator ({} mode, {} nodes x {} ranks x {} rails{})",
+        cfg.mode.name(),
+        cfg.shape.nodes(),
+        cfg.shape.ranks_per_node(),
+        cfg.shape.rails,
+        if cfg.faults.is_none() {
+            String::new()
+        } else {
+            format!(", faults {}", args.faults.faults)
+        }
+    );
+    let faulty = !cfg.faults.is_none();
+    let cluster = crate::Cluster::new(cfg)?;
+    let mut results = cluster.run(|comm| railcoll_conformance::run(comm, select));
+    let first = results.swap_remove(0);
+    for (rank, r) in results.into_iter().enumerate() {
+        r?.map_err(|s| stopped(rank + 1, s))?;
+    }
+    let report = first?.map_err(|s| stopped(0, s))?;
+    let device = if faulty {
+        // What go-back-N had to recover, so a pass under faults is seen
+        // to have met some.
+        let c = cluster.fault_counts();
+        format!(
+            "{device}: of {} packets, {} dropped, {} damaged, {} duplicated, {} delayed",
+            c.judged,
+            c.dropped + c.rail_down,
+            c.corrupt_header + c.corrupt_payload,
+            c.duplicated,
+            c.delayed
+        )
+    } else {
+        device
+    };
+    Ok((Some(report), device))
+}
+
+fn joined(select: &dyn Fn(&str) -> bool) -> Result<(Report, String), CliError> {
+    use railcoll_host::process::{Job, JoinOptions};
+    let dir = std::env::var(crate::launcher::NICD_VAR).map_err(|_| {
+        CliError::Usage(format!(
+            "conformance --join: {} is not set (run it under railcoll launch, or set it)",
+            crate::launcher::NICD_VAR
+        ))
+    })?;
+    let job = Job::join(dir.as_ref(), &JoinOptions::default())?;
+    let comm = job.comm();
+    let report = railcoll_conformance::run(comm, select).map_err(|s| stopped(comm.rank(), s))?;
+    let t = comm.topology();
+    let device = format!(
+        "the nicd serving {dir} over vfio-user ({} nodes x {} ranks x {} rails)",
+        t.nodes(),
+        t.ranks_per_node(),
+        comm.rails()
+    );
+    let mine = (comm.rank() == 0).then_some(report);
+    job.finish()?;
+    Ok((mine, device))
+}
+
+/// The suite stopped on `rank`: what it had agreed, and where it stopped.
+fn stopped(rank: usize, s: Box<railcoll_conformance::Stopped>) -> CliError {
+    for outcome in &s.report {
+        eprintln!("{outcome}");
+    }
+    CliError::Usage(format!("conformance: rank {rank}: {s}"))
+}
