@@ -99,12 +99,23 @@ impl Nicd {
         let cfg = &ClusterConfig {
             packet_size: here
                 .as_ref()
-                .map_or(cfg.packet_size, |h| h.fabric.packet_size),
+                .map_or(cfg.packet_size, |h| h.fabric().packet_size()),
             ..cfg.clone()
         };
         if let Some(h) = &here {
-            h.fabric.check(nodes, rails)?;
+            h.fabric().check(nodes, rails)?;
         }
+        // First, before any NIC work or thread: host 0's bootstrap port
+        // is the likeliest thing to be taken already.
+        let across = match &here {
+            Some(h) => Some(Bootstrap::start(h, job_digest(cfg, h)).map_err(|e| {
+                config_error(format!(
+                    "cannot serve the bootstrap across hosts at {:?}: {e}",
+                    h.fabric().bootstrap_addr()
+                ))
+            })?),
+            None => None,
+        };
         let runs = |node: usize| here.as_ref().is_none_or(|h| h.serves(node));
         let memory_len = node_memory_len(cfg) + NodePage::LEN;
         let mut memories = Vec::with_capacity(nodes);
@@ -220,12 +231,11 @@ impl Nicd {
                 .map(|&n| Arc::clone(&node_states[n]))
                 .collect(),
             connections: shape.ranks_per_node() * rails,
-            ranks: shape.ranks_per_node() * local_nodes.len(),
-            across: here
-                .as_ref()
-                .map(Bootstrap::start)
-                .transpose()
-                .map_err(io)?,
+            ranks: (0..size)
+                .filter(|&r| shape.topology.locate(r).is_ok_and(|(n, _)| runs(n)))
+                .map(|r| r as u64)
+                .collect(),
+            across,
             timeout: cfg.wait_timeout,
         };
         type Service = Box<dyn Fn(&UnixListener, &AtomicBool) + Send>;
@@ -336,7 +346,7 @@ struct JobNodes {
     nodes: Vec<Arc<NodeState>>,
     connections: usize,
     /// The job's ranks on this host (all of them, without a fabric).
-    ranks: usize,
+    ranks: std::collections::HashSet<u64>,
     /// The rendezvous with the other hosts, once this host's ranks have
     /// met, and how long it may take.
     across: Option<Bootstrap>,
@@ -397,7 +407,8 @@ fn rendezvous_service(listener: &UnixListener, size: usize, job: &JobNodes, stop
             u64::from_le_bytes(w)
         };
         let (epoch, rank) = (word(0), word(8));
-        if rank >= size as u64 {
+        // A rank of another host's, or of no job, is not counted here.
+        if rank >= size as u64 || !job.ranks.contains(&rank) {
             continue;
         }
         // Held from now on without blocking reads (the count it gets is 8
@@ -408,7 +419,7 @@ fn rendezvous_service(listener: &UnixListener, size: usize, job: &JobNodes, stop
         let arrived = waiting.entry(epoch).or_default();
         arrived.retain(|_, s| !peer_closed(s));
         arrived.insert(rank, stream);
-        if arrived.len() == job.ranks
+        if arrived.len() == job.ranks.len()
             && let Some(all) = waiting.remove(&epoch)
         {
             if epoch == 0 {
@@ -434,6 +445,25 @@ fn rendezvous_service(listener: &UnixListener, size: usize, job: &JobNodes, stop
             *count += 1;
         }
     }
+}
+
+/// What every host of a job must agree on: the fabric file, the shape,
+/// the arena (a digest, FNV-1a over a line of them, mixed with the
+/// fabric's).
+fn job_digest(cfg: &ClusterConfig, here: &Here) -> u64 {
+    let shape = &cfg.shape;
+    let line = format!(
+        "{} {} {} {} {:?} {}",
+        shape.nodes(),
+        shape.ranks_per_node(),
+        shape.rails,
+        shape.sockets,
+        shape.topology.placement(),
+        cfg.arena_size
+    );
+    line.bytes().fold(here.fabric().digest(), |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The device's regions: BAR0 and node memory mappable, the rest absent.

@@ -71,7 +71,7 @@ fn spec(
 fn run(cfg: &ClusterConfig, fabric: &Fabric, sizes: &str, out: &Path) -> Vec<JobOutcome> {
     let env = format!("RANK_CATALOGUE_SIZES={sizes}");
     std::thread::scope(|s| {
-        let joins: Vec<_> = (0..fabric.hosts.len())
+        let joins: Vec<_> = (0..fabric.hosts().len())
             .map(|host| {
                 let spec = spec(cfg, fabric, host, &env, Nics::Own, out);
                 s.spawn(move || launch(cfg, &spec).expect("the host's launcher starts"))
@@ -151,8 +151,9 @@ fn the_catalogue_is_byte_exact_with_rails_between_hosts() {
     }
 }
 
+/// Ports of this test process's own, below the ephemeral range.
 fn port_base() -> u16 {
-    20_000 + (std::process::id() % 1000) as u16 * 20
+    20_000 + (std::process::id() % 600) as u16 * 20
 }
 
 #[test]
@@ -164,7 +165,8 @@ fn a_host_that_never_comes_fails_the_others_bootstrap() {
     };
     let f = fabric(&[&[0], &[1]], port_base() + 16);
     let started = Instant::now();
-    let spec = spec(&cfg, &f, 0, "RANK_CATALOGUE_TIMEOUT=3", Nics::Own, &out);
+    // The ranks would wait 10 s; host 0's nicd gives the other host 3.
+    let spec = spec(&cfg, &f, 0, "RANK_CATALOGUE_TIMEOUT=10", Nics::Own, &out);
     let outcome = launch(&cfg, &spec).expect("host 0's launcher starts");
     expect_typed_failures(&outcome, &out, false, "host 1 absent");
     for (rank, _) in &outcome.ranks {
@@ -198,7 +200,7 @@ fn a_host_killed_mid_collective_leaves_every_rank_a_typed_error() {
         format!(
             "port = {}\n[[host]]\naddress = \"127.0.0.1\"\nnodes = [0]\n\
              [[host]]\naddress = \"127.0.0.2\"\nnodes = [1]\n",
-            f.port
+            f.port()
         ),
     )
     .expect("fabric file");

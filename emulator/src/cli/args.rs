@@ -103,7 +103,8 @@ pub struct ServedArgs {
     /// Each rank's symmetric arena (a size: 64K, 16M).
     #[arg(long, default_value = "16M", value_parser = parse_size)]
     pub arena: usize,
-    /// How long a NIC bring-up may wait (seconds).
+    /// How long a NIC bring-up may wait, and, with --fabric, how long the
+    /// ranks of the other hosts may take to meet this host's (seconds).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
     /// The job's nodes are on several hosts, as this fabric file places

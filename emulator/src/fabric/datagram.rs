@@ -19,8 +19,7 @@ use crate::hw::wire::{Damage, Payload, RailPacket, Tunnel};
 
 /// The encapsulation header's length.
 pub const ENCAP_LEN: usize = 16;
-/// A packet header's length on the wire.
-pub const HEADER_LEN: usize = 64;
+pub use railcoll_fw::abi::packet::HEADER_LEN;
 /// The CRC trailer's length.
 pub const TRAILER_LEN: usize = 4;
 /// Largest payload one datagram carries (a UDP datagram holds 65,507
@@ -71,18 +70,16 @@ pub enum DatagramError {
 }
 
 /// The datagram carrying `packet` on `hop` of rail `rail` (the rail whose
-/// switch carries it). `local` is the payload's bytes when it is in this
-/// process's memory (`Payload::Memory`), read by the caller; a carried
-/// payload brings its own. A fault's damage is applied to the bytes sent,
-/// not to the trailer (the sender computed it over its own bytes).
-pub fn encode(packet: &RailPacket, hop: Hop, rail: u8, local: Option<&[u8]>) -> Vec<u8> {
-    let (bytes, trailer): (&[u8], Option<u32>) = match (&packet.payload, local) {
-        (None, _) => (&[], None),
-        (Some(Payload::Carried { bytes, trailer }), _) => (bytes, Some(*trailer)),
-        (Some(Payload::Memory(_)), Some(b)) => (b, Some(crc32fast::hash(b))),
-        // Bytes the caller could not read go as an empty payload whose
-        // trailer cannot match: the receiver discards it as damaged.
-        (Some(Payload::Memory(_)), None) => (&[], Some(!crc32fast::hash(&[]))),
+/// switch carries it). Its payload must be carried bytes
+/// (`hw::nic::carry` turns a reference into them); a reference
+/// goes as an empty payload whose trailer cannot match, which the
+/// receiver discards as damaged. A fault's damage is applied to the bytes
+/// sent, not to the trailer (the sender computed it over its own bytes).
+pub fn encode(packet: &RailPacket, hop: Hop, rail: u8) -> Vec<u8> {
+    let (bytes, trailer): (&[u8], Option<u32>) = match &packet.payload {
+        None => (&[], None),
+        Some(Payload::Carried { bytes, trailer }) => (bytes, Some(*trailer)),
+        Some(Payload::Memory(_)) => (&[], Some(!crc32fast::hash(&[]))),
     };
     let mut out = Vec::with_capacity(ENCAP_LEN + HEADER_LEN + bytes.len() + TRAILER_LEN);
     let mut flags = 0;
@@ -226,7 +223,7 @@ mod tests {
             let tunnel = tunnelled.then_some(Tunnel { nic_rail: rail + 1, via: rail });
             let p = packet(bytes.clone(), tunnel);
             let hop = to.map_or(Hop::ToSwitch, Hop::ToNode);
-            let d = decode(&encode(&p, hop, rail, None)).expect("decodes");
+            let d = decode(&encode(&p, hop, rail)).expect("decodes");
             prop_assert_eq!(d.hop, hop);
             prop_assert_eq!(d.rail, rail);
             prop_assert_eq!(d.packet.tunnel, tunnel);
@@ -235,10 +232,28 @@ mod tests {
             prop_assert!(intact_any(&[], &d.packet));
         }
 
-        /// Any bytes at all: a typed error or a packet, never a panic.
+        /// Any bytes at all: a typed error or a packet, never a panic;
+        /// also a good datagram with bytes changed, cut or added (random
+        /// bytes rarely get past the magic).
         #[test]
-        fn any_datagram_is_judged(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        fn any_datagram_is_judged(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+            payload in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..100)),
+            changes in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+            cut in any::<usize>(),
+            extra in proptest::collection::vec(any::<u8>(), 0..8),
+        ) {
             let _ = decode(&bytes);
+            let mut good = encode(&packet(payload, None), Hop::ToNode(1), 0);
+            for (at, value) in changes {
+                let n = good.len();
+                good[at % n] = value;
+            }
+            let _ = decode(&good);
+            good.extend_from_slice(&extra);
+            let _ = decode(&good);
+            let keep = cut % (good.len() + 1);
+            let _ = decode(&good[..keep]);
         }
 
         /// A payload byte damaged in flight arrives, and fails its trailer.
@@ -250,36 +265,62 @@ mod tests {
         ) {
             let mut p = packet(Some(bytes.clone()), None);
             p.damage = Some(Damage { offset: at % bytes.len() as u32, xor });
-            let d = decode(&encode(&p, Hop::ToSwitch, 0, None)).expect("decodes");
+            let d = decode(&encode(&p, Hop::ToSwitch, 0)).expect("decodes");
             prop_assert!(!intact_any(&[], &d.packet));
         }
     }
 
     #[test]
     fn local_bytes_get_their_trailer_and_unread_ones_cannot_pass() {
-        let mut p = packet(None, None);
-        p.payload = Some(Payload::Memory(crate::hw::wire::PayloadRef {
+        let node = crate::hw::memory::NodeMemory::new(1 << 16).expect("memory");
+        node.memory().write(4096, b"hello").expect("write");
+        let memories = [node.memory()];
+        let r = crate::hw::wire::PayloadRef {
             node: 0,
-            phys: 0,
+            phys: 4096,
             len: 5,
-        }));
-        let d = decode(&encode(&p, Hop::ToNode(3), 1, Some(b"hello"))).expect("decodes");
+        };
+        let mut p = packet(None, None);
+        p.payload = crate::hw::nic::carry(&memories, &r);
+        let d = decode(&encode(&p, Hop::ToNode(3), 1)).expect("decodes");
         assert!(intact_any(&[], &d.packet));
         assert_eq!(d.hop, Hop::ToNode(3));
-        let d = decode(&encode(&p, Hop::ToNode(3), 1, None)).expect("decodes");
+        assert!(
+            matches!(&d.packet.payload, Some(Payload::Carried { bytes, .. }) if &bytes[..] == b"hello")
+        );
+        // Outside the memory: nothing to carry; a reference sent anyway
+        // cannot pass its receiver's check.
+        assert!(
+            crate::hw::nic::carry(
+                &memories,
+                &crate::hw::wire::PayloadRef { phys: 1 << 20, ..r }
+            )
+            .is_none()
+        );
+        p.payload = Some(Payload::Memory(r));
+        let d = decode(&encode(&p, Hop::ToNode(3), 1)).expect("decodes");
         assert!(!intact_any(&[], &d.packet));
     }
 
     #[test]
     fn malformed_encapsulations_are_refused() {
-        let good = encode(&packet(Some(vec![1, 2, 3]), None), Hop::ToSwitch, 0, None);
+        let good = encode(&packet(Some(vec![1, 2, 3]), None), Hop::ToSwitch, 0);
         assert!(decode(&good).is_ok());
-        let cases: [(usize, u8, DatagramError); 5] = [
+        let cases: [(usize, u8, DatagramError); 11] = [
             (0, b'X', DatagramError::Foreign),
+            (1, b'X', DatagramError::Foreign),
             (2, 2, DatagramError::Foreign),
             (3, 7, DatagramError::Malformed),
             (4, 0x81, DatagramError::Malformed),
-            (12, 1, DatagramError::Malformed),
+            // A tunnel flag with the packet's own rail, and a NIC rail
+            // other than the carrying one without it.
+            (4, 3, DatagramError::Malformed),
+            (6, 1, DatagramError::Malformed),
+            (7, 1, DatagramError::Malformed),
+            // A hop to the switch names no node.
+            (8, 1, DatagramError::Malformed),
+            (10, 1, DatagramError::Malformed),
+            (15, 1, DatagramError::Malformed),
         ];
         for (at, value, want) in cases {
             let mut bad = good.clone();
@@ -290,7 +331,7 @@ mod tests {
             decode(&good[..ENCAP_LEN + HEADER_LEN + 2]).unwrap_err(),
             DatagramError::Truncated(ENCAP_LEN + HEADER_LEN + 2)
         );
-        let mut trailing = encode(&packet(None, None), Hop::ToSwitch, 0, None);
+        let mut trailing = encode(&packet(None, None), Hop::ToSwitch, 0);
         trailing.push(0);
         assert_eq!(decode(&trailing).unwrap_err(), DatagramError::Trailing(1));
         let long = vec![0u8; ENCAP_LEN + HEADER_LEN + MAX_DATAGRAM_PAYLOAD + TRAILER_LEN + 1];

@@ -94,15 +94,16 @@ pub struct Host {
     pub nodes: Vec<usize>,
 }
 
-/// Where every node of a job runs, and the ports its rails use.
+/// Where every node of a job runs, and the ports its rails use. Made only
+/// by [`Fabric::parse`], so it always has a host 0 and a node on one host
+/// at most.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fabric {
-    /// The hosts; host 0 runs the switches and the bootstrap.
-    pub hosts: Vec<Host>,
-    /// The bootstrap's TCP port; rail `r`'s datagrams use `port + 1 + r`.
-    pub port: u16,
-    /// The NICs' packet size.
-    pub packet_size: u32,
+    hosts: Vec<Host>,
+    port: u16,
+    packet_size: u32,
+    /// The file's text, for the hosts to check they read the same one.
+    text: String,
 }
 
 impl Fabric {
@@ -125,6 +126,7 @@ impl Fabric {
             )));
         }
         let mut hosts: Vec<Host> = Vec::new();
+        let mut owner: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
         for (index, h) in file.host.into_iter().enumerate() {
             let bad = |what: String| FabricError::Host { host: index, what };
             let address: IpAddr = h
@@ -145,12 +147,11 @@ impl Fabric {
             if let Some(other) = hosts.iter().position(|o| o.address == address) {
                 return Err(bad(format!("address {address} is host {other}'s too")));
             }
-            if let Some((other, node)) = hosts
-                .iter()
-                .enumerate()
-                .find_map(|(i, o)| o.nodes.iter().find(|n| nodes.contains(n)).map(|&n| (i, n)))
-            {
-                return Err(bad(format!("node {node} is on host {other} too")));
+            for &node in &nodes {
+                if let Some(&other) = owner.get(&node) {
+                    return Err(bad(format!("node {node} is on host {other} too")));
+                }
+                owner.insert(node, index);
             }
             hosts.push(Host { address, nodes });
         }
@@ -158,6 +159,30 @@ impl Fabric {
             hosts,
             port: file.port,
             packet_size: size,
+            text: text.to_string(),
+        })
+    }
+
+    /// The hosts, host 0 first (it runs the switches and the bootstrap).
+    pub fn hosts(&self) -> &[Host] {
+        &self.hosts
+    }
+
+    /// The bootstrap's TCP port; rail `r`'s datagrams use `port + 1 + r`.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The NICs' packet size on these rails.
+    pub fn packet_size(&self) -> u32 {
+        self.packet_size
+    }
+
+    /// A digest of the file's text, the same on every host that read the
+    /// same file (FNV-1a).
+    pub fn digest(&self) -> u64 {
+        self.text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         })
     }
 
@@ -207,19 +232,18 @@ impl Fabric {
         Some(SocketAddr::new(self.hosts.get(host)?.address, port))
     }
 
-    /// Where the bootstrap of the job listens (host 0).
-    pub fn bootstrap_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.hosts[0].address, self.port)
+    /// Where the bootstrap of the job listens (host 0; a fabric has one).
+    pub fn bootstrap_addr(&self) -> Option<SocketAddr> {
+        Some(SocketAddr::new(self.hosts.first()?.address, self.port))
     }
 }
 
-/// One host's view of a fabric: the fabric, and which host it is.
+/// One host's view of a fabric: the fabric, and which host it is (one of
+/// the fabric's: [`Here::new`] checks).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Here {
-    /// The fabric.
-    pub fabric: std::sync::Arc<Fabric>,
-    /// This host's index.
-    pub host: usize,
+    fabric: std::sync::Arc<Fabric>,
+    host: usize,
 }
 
 impl Here {
@@ -243,14 +267,27 @@ impl Here {
         })
     }
 
+    /// The fabric.
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// This host's index.
+    pub fn host(&self) -> usize {
+        self.host
+    }
+
     /// Does this host serve `node`?
     pub fn serves(&self, node: usize) -> bool {
-        self.fabric.hosts[self.host].nodes.contains(&node)
+        self.nodes().contains(&node)
     }
 
     /// This host's nodes.
     pub fn nodes(&self) -> &[usize] {
-        &self.fabric.hosts[self.host].nodes
+        self.fabric
+            .hosts
+            .get(self.host)
+            .map_or(&[], |h| h.nodes.as_slice())
     }
 
     /// Does this host run the switches and the bootstrap?
@@ -283,7 +320,7 @@ mod tests {
             f.rail_addr(1, 1),
             Some("127.0.0.2:47802".parse().expect("address"))
         );
-        assert_eq!(f.packet_size, DEFAULT_PACKET_SIZE);
+        assert_eq!(f.packet_size(), DEFAULT_PACKET_SIZE);
         let here = Here::new(f, 1, 3, 2).expect("host 1");
         assert!(here.serves(1) && !here.serves(0) && !here.is_coordinator());
     }
@@ -311,7 +348,7 @@ mod tests {
                 format!("packet_size = 65536\n{}", host("127.0.0.1", "[0]")),
                 "power of two",
             ),
-            (host("127.0.0.1", "[70000]"), "fabric file"),
+            (host("127.0.0.1", "[70000]"), "70000"),
         ];
         for (text, want) in cases {
             let e = Fabric::parse(&text).expect_err(&text).to_string();
@@ -323,7 +360,11 @@ mod tests {
             assert!(e.contains(want), "{e}");
         }
         let high = Fabric::parse(&format!("port = 65534\n{TWO}")).expect("parses");
-        assert!(high.check(3, 2).is_err());
+        let e = high
+            .check(3, 2)
+            .expect_err("no room for two rails")
+            .to_string();
+        assert!(e.contains("leaves no port for each of 2 rails"), "{e}");
         assert!(Here::new(Fabric::parse(TWO).expect("parses"), 2, 3, 1).is_err());
     }
 }

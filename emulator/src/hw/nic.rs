@@ -130,6 +130,20 @@ pub(crate) fn payload_intact(memories: &[DmaMemory], packet: &WirePacket) -> boo
     trailer.is_some() && trailer == received
 }
 
+/// A payload in this process's memory as the bytes a datagram carries,
+/// with the CRC trailer a transmit path computes over them; `None` if the
+/// range is outside the memories (the packet then goes without its
+/// payload and fails its receiver's checks).
+pub(crate) fn carry(memories: &[DmaMemory], r: &PayloadRef) -> Option<Payload> {
+    let memory = memories.get(usize::from(r.node))?;
+    let mut bytes = vec![0u8; r.len as usize];
+    memory.read(range(r.phys).ok()?, &mut bytes).ok()?;
+    Some(Payload::Carried {
+        trailer: crc32fast::hash(&bytes),
+        bytes: Arc::from(bytes),
+    })
+}
+
 /// [`payload_intact`] for a threads-mode rail's packet. Bytes that came
 /// from another machine are checked against the trailer that came with
 /// them, always: the receive port's real check.

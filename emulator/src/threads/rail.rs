@@ -79,6 +79,11 @@ impl Rail {
         {
             return net.to_switch(&packet);
         }
+        self.switch_here(packet)
+    }
+
+    /// [`Rail::switch`] through this process's switch.
+    fn switch_here(&self, packet: RailPacket) -> bool {
         if self.faults.is_some() {
             self.release_held();
         }
@@ -181,6 +186,11 @@ impl Rail {
         {
             return net.to_node(node, &packet);
         }
+        self.deliver_here(node, packet)
+    }
+
+    /// Put a packet in `node`'s inbox (a node of this process).
+    fn deliver_here(&self, node: usize, packet: RailPacket) -> bool {
         match (self.inboxes.get(node), self.notifiers.get(node)) {
             (Some(inbox), Some(n)) => {
                 let ok = inbox.send(packet).is_ok();
@@ -193,12 +203,12 @@ impl Rail {
 }
 
 impl PacketSink for Rail {
-    fn switch(&self, packet: RailPacket) -> bool {
-        Rail::switch(self, packet)
+    fn switch_here(&self, packet: RailPacket) -> bool {
+        Rail::switch_here(self, packet)
     }
 
-    fn deliver(&self, node: usize, packet: RailPacket) -> bool {
-        Rail::deliver(self, node, packet)
+    fn deliver_here(&self, node: usize, packet: RailPacket) -> bool {
+        Rail::deliver_here(self, node, packet)
     }
 
     fn net(&self) -> Option<&RailNet> {

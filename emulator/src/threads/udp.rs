@@ -19,15 +19,18 @@ use railcoll_mem::dma_mem::DmaMemory;
 
 use crate::fabric::Here;
 use crate::fabric::datagram::{self, Hop};
-use crate::hw::nic::range;
+use crate::hw::nic::carry;
 use crate::hw::wire::{Payload, RailPacket};
 
-/// Where a rail's received datagrams go: the rail ([`crate::threads::rail::Rail`]).
+/// Where a rail's received datagrams go: the rail
+/// ([`crate::threads::rail::Rail`]), by calls that never send a packet
+/// back onto the network (a datagram for a switch or node that is not
+/// here is refused by [`RailNet::receive`] before either is called).
 pub trait PacketSink: Send + Sync {
-    /// Into the rail's switch.
-    fn switch(&self, packet: RailPacket) -> bool;
-    /// Into `node`'s inbox.
-    fn deliver(&self, node: usize, packet: RailPacket) -> bool;
+    /// Into the rail's switch, which is here.
+    fn switch_here(&self, packet: RailPacket) -> bool;
+    /// Into the inbox of `node`, which is here.
+    fn deliver_here(&self, node: usize, packet: RailPacket) -> bool;
     /// The rail's side of the network.
     fn net(&self) -> Option<&RailNet>;
 }
@@ -105,21 +108,21 @@ impl RailNet {
     /// Rail `rail`'s socket on host `here` (bound to its address and the
     /// rail's port).
     pub fn bind(here: &Here, rail: usize, memories: Arc<[DmaMemory]>) -> std::io::Result<Self> {
-        let f = &here.fabric;
+        let f = here.fabric();
         let addr = |host: usize| {
             f.rail_addr(host, rail)
                 .ok_or_else(|| std::io::Error::other(format!("rail {rail} has no port")))
         };
-        let socket = UdpSocket::bind(addr(here.host)?)?;
+        let socket = UdpSocket::bind(addr(here.host())?)?;
         // A window of packets from every flow may arrive at once; what
         // the buffer cannot hold is lost (and resent after a timeout).
         railcoll_mem::socket_buffers::grow_receive_buffer(&socket, RECEIVE_BUFFER)?;
         // Wakes the receive thread to see whether it must stop.
         socket.set_read_timeout(Some(Duration::from_millis(100)))?;
-        let nodes = f.hosts.iter().map(|h| h.nodes.len()).sum();
+        let nodes = f.hosts().iter().map(|h| h.nodes.len()).sum();
         let node_addrs = (0..nodes)
             .map(|n| match f.host_of(n) {
-                Some(h) if h == here.host => Ok(None),
+                Some(h) if h == here.host() => Ok(None),
                 Some(h) => addr(h).map(Some),
                 None => Err(std::io::Error::other(format!("node {n} is on no host"))),
             })
@@ -167,20 +170,16 @@ impl RailNet {
     }
 
     fn send(&self, packet: &RailPacket, hop: Hop, to: SocketAddr) -> bool {
-        let mut local = Vec::new();
-        let bytes = match &packet.payload {
+        let datagram = match &packet.payload {
             Some(Payload::Memory(r)) => {
-                local.resize(r.len as usize, 0);
-                let read = self
-                    .memories
-                    .get(usize::from(r.node))
-                    .zip(range(r.phys).ok())
-                    .is_some_and(|(m, at)| m.read(at, &mut local).is_ok());
-                read.then_some(&local[..])
+                let carried = RailPacket {
+                    payload: carry(&self.memories, r),
+                    ..packet.clone()
+                };
+                datagram::encode(&carried, hop, self.rail)
             }
-            _ => None,
+            _ => datagram::encode(packet, hop, self.rail),
         };
-        let datagram = datagram::encode(packet, hop, self.rail, bytes);
         match self.socket.send_to(&datagram, to) {
             Ok(_) => {
                 self.counts.sent.fetch_add(1, Ordering::Relaxed);
@@ -199,14 +198,27 @@ impl RailNet {
     pub fn receive(&self, rail: &dyn PacketSink, stopping: &AtomicBool) {
         let mut buf = vec![0u8; 65_536];
         while !stopping.load(Ordering::Acquire) {
-            let Ok((n, _)) = self.socket.recv_from(&mut buf) else {
-                continue;
+            let n = match self.socket.recv_from(&mut buf) {
+                Ok((n, _)) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue;
+                }
+                Err(_) => {
+                    // Not a quiet socket: do not spin on it.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                }
             };
             let taken = match datagram::decode(&buf[..n]) {
                 Ok(d) if d.rail == self.rail => match d.hop {
-                    Hop::ToSwitch if self.switch_is_here() => rail.switch(d.packet),
+                    Hop::ToSwitch if self.switch_is_here() => rail.switch_here(d.packet),
                     Hop::ToNode(node) if self.is_local(usize::from(node)) => {
-                        rail.deliver(usize::from(node), d.packet)
+                        rail.deliver_here(usize::from(node), d.packet)
                     }
                     _ => false,
                 },
@@ -231,15 +243,18 @@ pub struct Receivers {
 
 impl Receivers {
     /// One receive thread for each rail of `rails` that has a network side.
+    /// If one cannot start, those started already stop.
     pub fn start<R: PacketSink + 'static>(rails: &[Arc<R>]) -> std::io::Result<Self> {
-        let stopping = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
+        let mut receivers = Self {
+            stopping: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+        };
         for (index, rail) in rails.iter().enumerate() {
             if rail.net().is_none() {
                 continue;
             }
-            let (rail, stop) = (Arc::clone(rail), Arc::clone(&stopping));
-            threads.push(
+            let (rail, stop) = (Arc::clone(rail), Arc::clone(&receivers.stopping));
+            receivers.threads.push(
                 std::thread::Builder::new()
                     .name(format!("rail{index}-udp"))
                     .spawn(move || {
@@ -249,7 +264,7 @@ impl Receivers {
                     })?,
             );
         }
-        Ok(Self { stopping, threads })
+        Ok(receivers)
     }
 }
 
@@ -259,5 +274,76 @@ impl Drop for Receivers {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::{Fabric, Here};
+    use std::sync::Mutex;
+    use zerocopy::FromZeros;
+
+    /// Records what reaches it.
+    #[derive(Default)]
+    struct Sink {
+        switched: Mutex<usize>,
+        delivered: Mutex<Vec<usize>>,
+    }
+
+    impl PacketSink for Sink {
+        fn switch_here(&self, _: RailPacket) -> bool {
+            *self.switched.lock().expect("lock") += 1;
+            true
+        }
+        fn deliver_here(&self, node: usize, _: RailPacket) -> bool {
+            self.delivered.lock().expect("lock").push(node);
+            true
+        }
+        fn net(&self) -> Option<&RailNet> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_member_host_takes_only_datagrams_for_its_own_nodes_and_rail() {
+        let port = 12_000 + (std::process::id() % 9_000) as u16 * 2;
+        let f = Fabric::parse(&format!(
+            "port = {port}\n[[host]]\naddress = \"127.0.0.1\"\nnodes = [0]\n\
+             [[host]]\naddress = \"127.0.0.2\"\nnodes = [1]\n"
+        ))
+        .expect("fabric");
+        let here = Here::new(f, 1, 2, 2).expect("host 1");
+        let net = RailNet::bind(&here, 0, Arc::from([])).expect("bind");
+        assert!(net.is_local(1) && !net.is_local(0) && !net.switch_is_here());
+        let to: SocketAddr = format!("127.0.0.2:{}", port + 1).parse().expect("address");
+        let packet = RailPacket::new(railcoll_fw::abi::packet::PacketHeader::new_zeroed(), None);
+        let datagrams = [
+            b"not a rail packet".to_vec(),
+            datagram::encode(&packet, Hop::ToSwitch, 0),
+            datagram::encode(&packet, Hop::ToNode(0), 0),
+            datagram::encode(&packet, Hop::ToNode(1), 1),
+            datagram::encode(&packet, Hop::ToNode(7), 0),
+            datagram::encode(&packet, Hop::ToNode(1), 0),
+        ];
+        let sink = Sink::default();
+        let stopping = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| net.receive(&sink, &stopping));
+            let out = UdpSocket::bind("127.0.0.1:0").expect("socket");
+            for d in &datagrams {
+                out.send_to(d, to).expect("send");
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while net.counts.snapshot().received + net.counts.snapshot().refused < 6 {
+                assert!(std::time::Instant::now() < deadline, "{:?}", net.counts);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            stopping.store(true, Ordering::Release);
+        });
+        let c = net.counts.snapshot();
+        assert_eq!((c.received, c.refused), (1, 5), "{c}");
+        assert_eq!(*sink.switched.lock().expect("lock"), 0);
+        assert_eq!(*sink.delivered.lock().expect("lock"), vec![1]);
     }
 }

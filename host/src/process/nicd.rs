@@ -112,6 +112,12 @@ pub fn rendezvous(
             "bootstrap rendezvous {epoch}: the nicd ended it unanswered \
              (ranks of another host never came)"
         )),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            DeviceError::Backend(format!(
+                "bootstrap rendezvous {epoch}: no answer within {timeout:?} \
+                 (ranks of the job never came)"
+            ))
+        }
         _ => fail("waiting for the other ranks", e),
     })?;
     Ok(u64::from_le_bytes(count))
