@@ -218,7 +218,7 @@ fn a_host_killed_mid_collective_leaves_every_rank_a_typed_error() {
         assert!(Instant::now() < deadline, "host 1's nicd never served");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let env = "RANK_CATALOGUE_TIMEOUT=10 RANK_CATALOGUE_ROUNDS=1000";
+    let env = "RANK_CATALOGUE_TIMEOUT=5 RANK_CATALOGUE_ROUNDS=1000";
     let started = Instant::now();
     let outcomes: Vec<JobOutcome> = std::thread::scope(|s| {
         let host0 = spec(&cfg, &f, 0, env, Nics::Own, &out);
