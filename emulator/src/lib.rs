@@ -42,6 +42,8 @@
 //! - [`fabric`]: rails between machines: which host runs which nodes'
 //!   NICs, the rail packets' UDP datagrams, and the bootstrap across
 //!   hosts.
+//! - [`fake_vfio`]: the emulator's NICs as boards behind the host's VFIO
+//!   seam: the VFIO backend tested end to end without an IOMMU.
 //! - [`launcher`]: `railcoll launch`: a job of rank processes on this
 //!   machine, their NICs in a [`nicd::Nicd`] of the launcher's process.
 //! - [`cli`]: the `railcoll` command line.
@@ -59,6 +61,7 @@ pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod fabric;
+pub mod fake_vfio;
 pub mod fuzzing;
 pub mod hw;
 pub mod launcher;

@@ -160,6 +160,16 @@ fn conformance_runs_in_process_and_across_processes_and_fails_loudly() {
         text(&broken)
     );
     assert!(text(&broken).contains("pass  puts"), "{}", text(&broken));
+    // A board behind VFIO that this machine does not have: a typed
+    // refusal naming what is missing (no /dev/vfio here; elsewhere, no
+    // such device), never a panic.
+    let board = railcoll(&["conformance", "--vfio", "0000:7f:1f.7"]);
+    assert_eq!(board.status.code(), Some(2), "{}", text(&board));
+    let said = String::from_utf8_lossy(&board.stderr);
+    assert!(
+        said.contains("VFIO") || said.contains("0000:7f:1f.7"),
+        "{said}"
+    );
     let unknown = railcoll(&["conformance", "--only", "nope"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no check named \"nope\""));

@@ -4,10 +4,9 @@
 //! rank sees them. Backends: the emulator's (ranks as threads of the
 //! emulator's process, sharing one object per node), and the vfio-user
 //! client of `process::nicd` (feature `vfio-user`; ranks as
-//! processes, each with its own object over the node's shared memory). A
-//! backend over Linux VFIO for FPGA NICs, where `registers` would be a
-//! mapped BAR0 per NIC and `alloc_dma` memory mapped through the IOMMU, is
-//! not built yet.
+//! processes, each with its own object over the node's shared memory);
+//! and boards behind Linux VFIO (`vfio`, feature `vfio`: a mapped BAR0 per
+//! NIC, DMA memory mapped through the IOMMU, MSI-X vectors as eventfds).
 
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
@@ -55,6 +54,57 @@ pub enum DeviceError {
     /// The backend failed (a system call, a mapping).
     #[error("device backend: {0}")]
     Backend(String),
+    /// A board behind VFIO could not be brought up (feature `vfio`).
+    #[cfg(feature = "vfio")]
+    #[error(transparent)]
+    Vfio(VfioProblem),
+}
+
+#[cfg(feature = "vfio")]
+/// What went wrong bringing a board up through VFIO.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VfioProblem {
+    /// No usable `/dev/vfio/vfio` (no VFIO in this kernel, or the
+    /// `vfio-pci` module not loaded, or no permission).
+    #[error("no VFIO container: {0}")]
+    NoVfio(String),
+    /// The device is not there.
+    #[error("no PCI device {device}: {reason}")]
+    NoDevice {
+        /// The device asked for.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// The device has no usable IOMMU group (no IOMMU, not bound to
+    /// `vfio-pci`, or a group another process holds or that is not
+    /// viable).
+    #[error("PCI device {device}: IOMMU group: {reason}")]
+    NoIommuGroup {
+        /// The device.
+        device: String,
+        /// Why.
+        reason: String,
+    },
+    /// BAR0 is missing, too small, or cannot be read and written.
+    #[error("PCI device {device}: BAR0: {what}")]
+    Bar0 {
+        /// The device.
+        device: String,
+        /// What is wrong.
+        what: String,
+    },
+    /// The DMA pool could not be made or mapped through the IOMMU.
+    #[error("DMA memory: {0}")]
+    Dma(String),
+    /// The device's MSI-X vectors could not be bound.
+    #[error("PCI device {device}: interrupts: {what}")]
+    Interrupts {
+        /// The device.
+        device: String,
+        /// What is wrong.
+        what: String,
+    },
 }
 
 /// A held admin lock, whatever lock the backend takes (a mutex, a record

@@ -51,6 +51,9 @@
 //!   eventfd, and (feature `vfio-user`) the client backend for NICs a
 //!   `railcoll nicd` serves, and `Job`, a process's membership of its
 //!   job.
+//! - `vfio` (feature `vfio`): the backend for NICs on boards behind Linux
+//!   VFIO (`VfioNode`: BAR0 mapped, DMA through the IOMMU, MSI-X vectors
+//!   as eventfds), reached through a seam a fake can fill.
 //! - [`error`]: typed errors.
 
 #![forbid(unsafe_code)]
@@ -72,6 +75,8 @@ pub mod shm;
 pub mod slots;
 pub mod stripe;
 pub mod topology;
+#[cfg(feature = "vfio")]
+pub mod vfio;
 
 pub use coll::request::{Persistent, Request, test_all, wait_all, wait_any};
 pub use comm::{Comm, SplitType};

@@ -18,6 +18,9 @@
 //!   POSIX record lock, released by the kernel if its holder dies).
 //! - [`signals`]: termination signals deferred around a step that must
 //!   not be cut in half (a command's outputs moved into place together).
+//! - `vfio` (feature `vfio`): a board's NIC behind Linux VFIO over
+//!   rust-vmm's `vfio-ioctls`: the container, a device's regions and
+//!   MSI-X vectors, memory mapped through the IOMMU.
 //! - [`socket_buffers`]: a UDP socket's receive buffer enlarged (the
 //!   datagrams of rails between hosts come in bursts).
 //! - [`fiber`]: the modeled mode's ranks as stackful coroutines, and the
@@ -35,6 +38,8 @@ pub mod record_lock;
 pub mod regio;
 pub mod signals;
 pub mod socket_buffers;
+#[cfg(feature = "vfio")]
+pub mod vfio;
 
 pub use dma_mem::{DmaMemory, OutOfRange};
 pub use mmap::SharedMapping;

@@ -51,6 +51,7 @@ impl SharedMapping {
             page_rounded(len)?,
             libc::MAP_SHARED | libc::MAP_ANONYMOUS,
             -1,
+            0,
         )
     }
 
@@ -79,7 +80,7 @@ impl SharedMapping {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let mapping = Self::map(len, libc::MAP_SHARED, fd.as_raw_fd())?;
+        let mapping = Self::map(len, libc::MAP_SHARED, fd.as_raw_fd(), 0)?;
         Ok((mapping, fd))
     }
 
@@ -103,11 +104,28 @@ impl SharedMapping {
                 format!("the memory file holds {size} bytes, {len} asked"),
             ));
         }
-        Self::map(len, libc::MAP_SHARED, fd.as_raw_fd())
+        Self::map(len, libc::MAP_SHARED, fd.as_raw_fd(), 0)
     }
 
-    /// `mmap` `len` bytes read-write with `flags` of `fd` (-1: none).
-    fn map(len: usize, flags: libc::c_int, fd: libc::c_int) -> std::io::Result<Self> {
+    /// Map `len` bytes (rounded up to a page) of the device file `fd` at
+    /// `offset`, shared: a VFIO device's mappable region (its BAR), whose
+    /// file offset VFIO gives. Refused by the kernel if the region is not
+    /// mappable there.
+    pub fn device_region(fd: BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<Self> {
+        let len = page_rounded(len)?;
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        Self::map(len, libc::MAP_SHARED, fd.as_raw_fd(), offset)
+    }
+
+    /// `mmap` `len` bytes read-write with `flags` of `fd` (-1: none) at
+    /// `offset`.
+    fn map(
+        len: usize,
+        flags: libc::c_int,
+        fd: libc::c_int,
+        offset: libc::off_t,
+    ) -> std::io::Result<Self> {
         // No address hint: the kernel picks a fresh range. `fd`, if any, is
         // a descriptor the caller holds open for the call.
         // SAFETY: a fresh mapping; no existing memory is affected.
@@ -118,7 +136,7 @@ impl SharedMapping {
                 libc::PROT_READ | libc::PROT_WRITE,
                 flags,
                 fd,
-                0,
+                offset,
             )
         };
         if ptr == libc::MAP_FAILED {

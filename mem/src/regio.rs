@@ -3,8 +3,9 @@
 //! [`RegisterIo`] is how the driver reads and writes a NIC's BAR0. The
 //! emulator implements it over atomics in shared memory (and a rank
 //! process over a `nicd`'s BAR0 mapped from its file); [`MmioRegisters`]
-//! implements it over a mapped BAR with volatile accesses, for a backend
-//! that maps a board's BAR0 (a VFIO one: not built yet).
+//! implements it over a mapped BAR with volatile accesses, and
+//! [`MappedRegisters`] over a mapping it keeps alive (a board's BAR0
+//! mapped through VFIO).
 
 use std::ptr::NonNull;
 
@@ -65,6 +66,42 @@ impl RegisterIo for MmioRegisters {
         if let Some(p) = self.slot(offset) {
             p.write(value.to_le());
         }
+    }
+}
+
+/// A register window over a mapping this object keeps alive (a device
+/// region mapped from its file, or memory standing in for one): the safe
+/// form of [`MmioRegisters`].
+#[derive(Debug)]
+pub struct MappedRegisters {
+    mmio: MmioRegisters,
+    _mapping: crate::mmap::SharedMapping,
+}
+
+impl MappedRegisters {
+    /// Registers over all of `mapping`.
+    pub fn new(mapping: crate::mmap::SharedMapping) -> Self {
+        let base = NonNull::new(mapping.raw_base().cast::<u64>()).unwrap_or_else(NonNull::dangling);
+        // SAFETY: the mapping is page-aligned, `len` bytes long and kept
+        // alive by the returned value; a `SharedMapping` is never reached
+        // through Rust references (only raw copies, atomics and, here,
+        // volatile accesses). A dangling base only stands for an empty
+        // mapping, whose window admits no access.
+        let mmio = unsafe { MmioRegisters::new(base, mapping.len()) };
+        Self {
+            mmio,
+            _mapping: mapping,
+        }
+    }
+}
+
+impl RegisterIo for MappedRegisters {
+    fn read(&self, offset: u32) -> u64 {
+        self.mmio.read(offset)
+    }
+
+    fn write(&self, offset: u32, value: u64) {
+        self.mmio.write(offset, value);
     }
 }
 

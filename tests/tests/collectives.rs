@@ -24,7 +24,7 @@
 //! non-blocking request completed by `wait`, and one completed by polling
 //! `test` [MPI4 §6.12].
 //!
-//! From five nodes on, threads mode and modeled mode take alternate
+//! From three nodes on, threads mode and modeled mode take alternate
 //! shapes ([`railcoll_tests::shared_shape`]); the README's test command
 //! runs both, so every shape above still runs once.
 
@@ -159,7 +159,7 @@ fn run_shape(nodes: usize, rpn: usize, rails: usize, placement: Placement, salt:
     );
 }
 
-/// Every shape with `nodes` nodes; from seven nodes on, the two modes
+/// Every shape with `nodes` nodes; from three nodes on, the two modes
 /// share them ([`railcoll_tests::shared_shape`]): those are 82 % of the
 /// suite's time.
 fn run_nodes(nodes: usize) {
@@ -177,7 +177,7 @@ fn run_nodes_rpn(nodes: usize, rpns: std::ops::RangeInclusive<usize>) {
                 if rpn == 1 && placement == Placement::Cyclic {
                     continue; // identical to block
                 }
-                let mine = nodes < 5 || railcoll_tests::shared_shape(index + nodes);
+                let mine = nodes < 3 || railcoll_tests::shared_shape(index + nodes);
                 if mine && rpns.contains(&rpn) {
                     run_shape(nodes, rpn, rails, placement, salt);
                 }

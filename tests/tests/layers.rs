@@ -188,7 +188,7 @@ const HOST_LAYERS: &[&[&str]] = &[
     ],
     // Ranks as processes: a device and a wait hook over another process's
     // NICs (they implement the traits above, and know nothing above).
-    &["process::wait", "process::nicd"],
+    &["process::wait", "process::nicd", "vfio"],
     // The node segment and the driver (rings, mailbox, completion words).
     &[
         "shm",

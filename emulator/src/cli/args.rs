@@ -86,6 +86,11 @@ pub struct ConformanceArgs {
     /// the devices are the nicd's, over vfio-user.
     #[arg(long)]
     pub join: bool,
+    /// Run on a board's NICs behind Linux VFIO instead: one PCI device
+    /// per rail (comma-separated addresses, e.g. 0000:03:00.0,0000:04:00.0,
+    /// bound to vfio-pci); one node, --ranks-per-node ranks as threads.
+    #[arg(long, value_delimiter = ',', conflicts_with = "join")]
+    pub vfio: Vec<String>,
     /// Only these checks (comma-separated names; --list names them).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,

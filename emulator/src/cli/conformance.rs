@@ -28,6 +28,8 @@ pub(super) fn run(args: &ConformanceArgs) -> Result<(), CliError> {
     let select = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
     let (report, device) = if args.join {
         joined(&select)?
+    } else if !args.vfio.is_empty() {
+        on_boards(args, &select)?
     } else {
         in_process(args, &select)?
     };
@@ -135,4 +137,42 @@ fn stopped(rank: usize, s: Box<railcoll_conformance::Stopped>) -> CliError {
         eprintln!("{outcome}");
     }
     CliError::Usage(format!("conformance: rank {rank}: {s}"))
+}
+
+/// One node's boards behind VFIO, its ranks threads of this process.
+fn on_boards(
+    args: &ConformanceArgs,
+    select: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<(Report, String), CliError> {
+    use railcoll_host::vfio::{VfioNode, VfioOptions};
+    let cfg = ClusterConfig {
+        shape: railcoll_host::Shape::new(
+            1,
+            usize::from(args.cluster.ranks_per_node),
+            1,
+            args.vfio.len(),
+            Placement::Block,
+        )?,
+        ..args.faults.apply(args.cluster.config()?)
+    };
+    let options = VfioOptions::new(args.vfio.clone(), crate::cluster::node_memory_len(&cfg));
+    let node = std::sync::Arc::new(VfioNode::open(&options).map_err(railcoll_host::Error::from)?);
+    let device = format!(
+        "the boards {} behind VFIO (1 node x {} ranks x {} rails)",
+        args.vfio.join(", "),
+        cfg.shape.ranks_per_node(),
+        cfg.shape.rails
+    );
+    let mut results = crate::fake_vfio::run_ranks(
+        &[node],
+        cfg.shape,
+        cfg.arena_size,
+        cfg.wait_timeout,
+        &|comm| railcoll_conformance::run(comm, select),
+    );
+    let first = results.swap_remove(0);
+    for (rank, r) in results.into_iter().enumerate() {
+        r?.map_err(|s| stopped(rank + 1, s))?;
+    }
+    Ok((Some(first?.map_err(|s| stopped(0, s))?), device))
 }
