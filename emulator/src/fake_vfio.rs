@@ -190,6 +190,8 @@ impl VfioPci for FakePci {
     }
 
     fn write_region(&self, index: u32, offset: u64, data: &[u8]) {
+        // Configuration space (the command register's bus-master bit, for
+        // one) has nothing behind it in the emulator.
         if index == 0
             && let (Ok(offset), Ok(word)) = (u32::try_from(offset), <[u8; 8]>::try_from(data))
         {

@@ -264,7 +264,9 @@ pub struct VfioNode {
     admin: Mutex<()>,
     segments: Mutex<HashMap<u64, SharedMapping>>,
     interrupts: Vec<Arc<EventFd>>,
-    // Last: the devices and the container outlive the mappings above.
+    // The pool stays mapped through the IOMMU while the container lives
+    // (the container's window holds it too); the devices and the
+    // container go last.
     _pool_mapping: SharedMapping,
     _devices: Vec<Arc<dyn VfioPci>>,
     _vfio: Box<dyn Vfio>,
@@ -299,11 +301,32 @@ impl VfioNode {
         if options.devices.is_empty() {
             return Err(DeviceError::Backend("no devices: one per rail".into()));
         }
+        if let Some(twice) = options
+            .devices
+            .iter()
+            .enumerate()
+            .find_map(|(i, d)| options.devices[..i].contains(d).then_some(d))
+        {
+            return Err(DeviceError::Backend(format!(
+                "device {twice} named for two rails"
+            )));
+        }
+        let pool_end = u64::try_from(options.dma_bytes)
+            .ok()
+            .and_then(|len| options.iova.checked_add(len));
+        if !options.iova.is_multiple_of(4096) || pool_end.is_none() {
+            return Err(VfioProblem::Dma(format!(
+                "a pool of {} bytes at IOVA {:#x}: not page-aligned, or past the address space",
+                options.dma_bytes, options.iova
+            ))
+            .into());
+        }
         let mut devices: Vec<Arc<dyn VfioPci>> = Vec::new();
         let mut bars = Vec::new();
         for name in &options.devices {
             let device: Arc<dyn VfioPci> = Arc::from(vfio.open_device(&sysfs_path(name))?);
             bars.push(bar0(name, &device)?);
+            enable_bus_master(&*device);
             devices.push(device);
         }
         let mapping = vfio.dma_pool(options.dma_bytes)?;
@@ -372,14 +395,32 @@ fn bar0(name: &str, device: &Arc<dyn VfioPci>) -> Result<Bar0, VfioProblem> {
     if !(info.read && info.write) {
         return Err(bad("not both readable and writable".into()));
     }
-    if info.mmap {
-        let mapping = device.map_region(0).map_err(|p| match p {
-            VfioProblem::Bar0 { what, .. } => bad(what),
-            other => other,
-        })?;
+    // Mapped if VFIO offers it and the mapping works (a BAR whose MSI-X
+    // table VFIO keeps back may refuse); else through the device file.
+    if info.mmap
+        && let Ok(mapping) = device.map_region(0)
+        && mapping.len() >= BAR0_SIZE as usize
+    {
         return Ok(Bar0::Mapped(MappedRegisters::new(mapping)));
     }
     Ok(Bar0::Trapped(Arc::clone(device)))
+}
+
+/// VFIO's index of a PCI device's configuration space.
+const CONFIG_REGION: u32 = 7;
+/// The command register's offset there, and its memory-space and
+/// bus-master bits.
+const PCI_COMMAND: u64 = 4;
+const COMMAND_MEMORY: u16 = 1 << 1;
+const COMMAND_MASTER: u16 = 1 << 2;
+
+/// Let the device reach its BAR and master the bus (its DMA and MSI-X
+/// writes): `vfio-pci` leaves bus mastering to the driver.
+fn enable_bus_master(device: &dyn VfioPci) {
+    let mut command = [0u8; 2];
+    device.read_region(CONFIG_REGION, PCI_COMMAND, &mut command);
+    let on = u16::from_le_bytes(command) | COMMAND_MEMORY | COMMAND_MASTER;
+    device.write_region(CONFIG_REGION, PCI_COMMAND, &on.to_le_bytes());
 }
 
 impl Device for VfioNode {
@@ -415,7 +456,8 @@ impl Device for VfioNode {
         let mem = self.pool.slice(start, len).map_err(|_| out_of_memory)?;
         *next = end;
         Ok(DmaBuffer {
-            phys: self.iova + start as u64,
+            // Inside the window open_with checked fits the address space.
+            phys: self.iova.saturating_add(start as u64),
             mem,
         })
     }
@@ -472,6 +514,7 @@ mod tests {
         readable_only: bool,
         vectors: u32,
         group_fails: bool,
+        map_fails: bool,
         dma_fails: bool,
         msix_fails: bool,
     }
@@ -480,6 +523,7 @@ mod tests {
         boards: HashMap<String, Board>,
         bars: Mutex<HashMap<String, SharedMapping>>,
         mapped: Mutex<Vec<(u64, usize)>>,
+        commands: Mutex<HashMap<String, Arc<Mutex<u16>>>>,
         board: Board,
     }
 
@@ -492,6 +536,7 @@ mod tests {
                     .collect(),
                 bars: Mutex::new(HashMap::new()),
                 mapped: Mutex::new(Vec::new()),
+                commands: Mutex::new(HashMap::new()),
                 board,
             }
         }
@@ -507,6 +552,7 @@ mod tests {
     struct FakeDevice {
         board: Board,
         bar: SharedMapping,
+        command: Arc<Mutex<u16>>,
     }
 
     impl Vfio for Arc<FakeSys> {
@@ -528,9 +574,17 @@ mod tests {
                     reason: "group is not viable".into(),
                 });
             }
+            let command = Arc::clone(
+                self.commands
+                    .lock()
+                    .expect("lock")
+                    .entry(name.clone())
+                    .or_default(),
+            );
             Ok(Box::new(FakeDevice {
                 board: board.clone(),
                 bar: self.bar(&name),
+                command,
             }))
         }
 
@@ -556,14 +610,39 @@ mod tests {
                 mmap: self.board.mappable,
             })
         }
-        fn map_region(&self, _: u32) -> Result<SharedMapping, VfioProblem> {
+        fn map_region(&self, index: u32) -> Result<SharedMapping, VfioProblem> {
+            if self.board.map_fails || index != 0 {
+                return Err(VfioProblem::Bar0 {
+                    device: String::new(),
+                    what: "the MSI-X table is in the way".into(),
+                });
+            }
             Ok(self.bar.clone())
         }
-        fn read_region(&self, _: u32, offset: u64, buf: &mut [u8]) {
-            let _ = self.bar.memory().read(offset as usize, buf);
+        fn read_region(&self, index: u32, offset: u64, buf: &mut [u8]) {
+            match index {
+                0 => {
+                    let _ = self.bar.memory().read(offset as usize, buf);
+                }
+                CONFIG_REGION => {
+                    let c = self.command.lock().expect("lock").to_le_bytes();
+                    if offset == PCI_COMMAND && buf.len() == 2 {
+                        buf.copy_from_slice(&c);
+                    }
+                }
+                _ => buf.fill(0xff),
+            }
         }
-        fn write_region(&self, _: u32, offset: u64, data: &[u8]) {
-            let _ = self.bar.memory().write(offset as usize, data);
+        fn write_region(&self, index: u32, offset: u64, data: &[u8]) {
+            match index {
+                0 => {
+                    let _ = self.bar.memory().write(offset as usize, data);
+                }
+                CONFIG_REGION if offset == PCI_COMMAND && data.len() == 2 => {
+                    *self.command.lock().expect("lock") = u16::from_le_bytes([data[0], data[1]]);
+                }
+                _ => panic!("a write to region {index} at {offset:#x}"),
+            }
         }
         fn msix_vectors(&self) -> u32 {
             self.board.vectors
@@ -596,10 +675,15 @@ mod tests {
 
     #[test]
     fn registers_reach_the_bar_mapped_or_trapped_and_nothing_beside_them() {
-        for mappable in [true, false] {
+        // Mappable, not mappable, and mappable in name only (trapped).
+        for (mappable, map_fails) in [(true, false), (false, false), (true, true)] {
             let sys = Arc::new(FakeSys::with(
                 &["0000:03:00.0"],
-                Board { mappable, ..good() },
+                Board {
+                    mappable,
+                    map_fails,
+                    ..good()
+                },
             ));
             let node = open(&sys, &["0000:03:00.0"]).expect("opens");
             let bar = sys.bar("0000:03:00.0").memory();
@@ -622,6 +706,10 @@ mod tests {
                 node.registers(1),
                 Err(DeviceError::NoSuchRail { rail: 1, rails: 1 })
             ));
+            let command = *sys.commands.lock().expect("lock")["0000:03:00.0"]
+                .lock()
+                .expect("lock");
+            assert_eq!(command & 0b110, 0b110, "memory space and bus master on");
         }
     }
 
@@ -727,6 +815,16 @@ mod tests {
             })
         );
         assert!(open(&sys, &[]).is_err(), "no devices");
+        let e = open(&sys, &["dev0", "dev0"]).expect_err("one device, two rails");
+        assert!(e.to_string().contains("two rails"), "{e}");
+        for iova in [4095, u64::MAX - 4095] {
+            let options = VfioOptions {
+                iova,
+                ..VfioOptions::new(vec!["dev0".into()], 1 << 20)
+            };
+            let e = VfioNode::open_with(Box::new(Arc::clone(&sys)), &options).expect_err("iova");
+            assert!(e.to_string().contains("not page-aligned"), "{e}");
+        }
     }
 
     /// On a machine without VFIO (CI's), the kernel's backend says so.

@@ -2,7 +2,8 @@
 //! device's regions and MSI-X vectors, and DMA memory mapped through the
 //! IOMMU, over rust-vmm's `vfio-ioctls`. What needs `unsafe` here: handing
 //! the IOMMU a mapping the device may then write at any time, mapping a
-//! device region, and giving `vfio-ioctls` eventfds it takes by value.
+//! device region, and making `vfio-ioctls`' own eventfd objects from
+//! duplicates of ours.
 //! The host library's VFIO backend (`railcoll_host::vfio`) is built on
 //! these, through a seam its tests replace with a fake.
 
@@ -107,15 +108,19 @@ impl VfioContainer {
     }
 
     /// Map `pool` into the IOMMU at `iova`: the container's devices may
-    /// read and write it by DMA from now until the container closes. The
-    /// container keeps the mapping alive as long as it lives.
+    /// read and write it by DMA from now until the returned window drops
+    /// (which unmaps it; the window keeps the memory alive until then).
     pub fn map_dma(&self, iova: u64, pool: &SharedMapping) -> Result<DmaWindow, VfioSysError> {
-        // SAFETY: `vfio_dma_map`'s contract is that the range is only ever
-        // touched by raw-pointer atomics, copies or system calls while it
-        // is mapped, never through a Rust reference: a `SharedMapping` is
-        // only reached through `DmaMemory` (bounds-checked raw copies and
-        // atomics), and the window keeps the mapping alive until it is
-        // unmapped.
+        // SAFETY: `vfio_dma_map` asks that the range stay mapped while the
+        // device may reach it (the window holds the mapping until it has
+        // unmapped it) and that no Rust reference to it live across the
+        // device's accesses. A `SharedMapping` is only reached through
+        // `DmaMemory`: raw copies (not volatile: a byte a device writes
+        // concurrently may be read torn, which the ABI rules out by never
+        // having host and NIC write the same bytes at once, except aligned
+        // 8-byte words) and 8-byte atomics, whose `&AtomicU64` lives for
+        // one load or store; the emulator's NICs share memory with ranks
+        // on the same terms.
         unsafe {
             self.inner
                 .vfio_dma_map(iova, pool.len(), pool.raw_base())

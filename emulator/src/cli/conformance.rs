@@ -126,17 +126,27 @@ fn joined(select: &dyn Fn(&str) -> bool) -> Result<(Report, String), CliError> {
         t.ranks_per_node(),
         comm.rails()
     );
-    let mine = (comm.rank() == 0).then_some(report);
+    let failed = report.iter().filter(|o| !o.verdict.passed()).count();
+    let checks = report.len();
+    let speaks = comm.rank() == 0;
     job.finish()?;
-    Ok((mine, device))
+    if !speaks && failed > 0 {
+        // Rank 0 prints the report; every rank's status says it failed.
+        return Err(CliError::Nonconformant { failed, checks });
+    }
+    Ok((speaks.then_some(report), device))
 }
 
-/// The suite stopped on `rank`: what it had agreed, and where it stopped.
+/// The suite stopped on `rank`: what it had agreed, and where it stopped
+/// (exit 1: the device failed, as a failed check does).
 fn stopped(rank: usize, s: Box<railcoll_conformance::Stopped>) -> CliError {
     for outcome in &s.report {
         eprintln!("{outcome}");
     }
-    CliError::Usage(format!("conformance: rank {rank}: {s}"))
+    CliError::Job {
+        status: 1,
+        what: format!("conformance: rank {rank}: {s}"),
+    }
 }
 
 /// One node's boards behind VFIO, its ranks threads of this process.
@@ -157,6 +167,18 @@ fn on_boards(
     };
     let options = VfioOptions::new(args.vfio.clone(), crate::cluster::node_memory_len(&cfg));
     let node = std::sync::Arc::new(VfioNode::open(&options).map_err(railcoll_host::Error::from)?);
+    // The NICs' parameters, as a cluster's are brought up (packet size,
+    // alternate rails, --retransmit-timeout, --retry-limit).
+    let wait = railcoll_host::env::ParkingWait::new(
+        64,
+        std::time::Duration::from_micros(50),
+        cfg.wait_timeout,
+    );
+    for rail in 0..cfg.shape.rails {
+        let io = railcoll_host::device::Device::registers(&*node, rail)
+            .map_err(railcoll_host::Error::from)?;
+        crate::cluster::set_params(io, &wait, &cfg, rail)?;
+    }
     let device = format!(
         "the boards {} behind VFIO (1 node x {} ranks x {} rails)",
         args.vfio.join(", "),

@@ -397,6 +397,18 @@ pub(crate) fn bring_up(
 ) -> Result<(), EmuError> {
     wait.wait_until(&mut || shared.nic_read(regs::ID) == regs::ID_VALUE)
         .map_err(railcoll_host::Error::from)?;
+    set_params(io, wait, cfg, rail)
+}
+
+/// Set the NIC on `rail`'s packet size, alternate rail, retransmission
+/// timeout and retry limit as `cfg` gives them, through its BAR0 `io`
+/// (an emulated NIC's or a board's).
+pub(crate) fn set_params(
+    io: &dyn RegisterIo,
+    wait: &dyn WaitHook,
+    cfg: &ClusterConfig,
+    rail: usize,
+) -> Result<(), EmuError> {
     let mut params = vec![(Param::PacketSize, u64::from(cfg.packet_size))];
     if let Some(alternate) = railcoll_host::driver::alternate_rail(rail, cfg.shape.rails) {
         params.push((Param::AlternateRail, alternate as u64 + 1));

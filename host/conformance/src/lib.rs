@@ -172,11 +172,20 @@ fn agree(comm: &Comm, mine: Verdict) -> Result<Verdict, Error> {
     let send = comm.alloc(1)?;
     let recv = comm.alloc(n)?;
     comm.write_local(&send, 0, &[mine.code()])?;
+    // No code: a slot the all-gather did not write reads as none.
+    comm.write_local(&recv, 0, &vec![0xff; n])?;
     comm.allgather(&send, &recv)?;
     let mut codes = vec![0u8; n];
     comm.read_local(&recv, 0, &mut codes)?;
     if matches!(mine, Verdict::Failed(_)) {
         return Ok(mine);
+    }
+    // The verdicts travel over the device under test: they must come back
+    // whole, this rank's own included.
+    if codes.get(comm.rank()) != Some(&mine.code()) || codes.iter().any(|&c| c > 2) {
+        return Ok(Verdict::Failed(format!(
+            "the ranks' verdicts did not come back intact: {codes:?}"
+        )));
     }
     let failed: Vec<usize> = (0..n).filter(|&r| codes[r] == 2).collect();
     Ok(if failed.is_empty() {
