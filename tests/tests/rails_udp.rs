@@ -4,8 +4,9 @@
 //! packets crossing between the `nicd`s as UDP datagrams and every rail's
 //! switch on host 0 (`railcoll_emu::fabric`). The catalogue, every
 //! algorithm host-driven and on the NICs, checked byte for byte by every
-//! rank. `.ci/rails` runs the same between network namespaces, with a
-//! link that drops packets for a while.
+//! rank, on every shape of nodes 2..=4 x ranks per node 1..=4 x rails
+//! 1..=2. `.ci/rails` runs the catalogue between network namespaces, with
+//! a link that drops packets for a while.
 //!
 //! Also: a host that never comes leaves the others' ranks a typed error
 //! (their bootstrap times out), and their launcher ends; a host's `nicd`
@@ -130,24 +131,37 @@ fn expect_all_ok(outcomes: &[JobOutcome], size: usize, out: &Path, what: &str) {
 fn the_catalogue_is_byte_exact_with_rails_between_hosts() {
     let out = jobs::scratch("udp", "catalogue");
     let base = port_base();
-    let cases: [(usize, usize, usize, &[&[u16]]); 3] = [
-        (2, 2, 2, &[&[0], &[1]]),
-        // A host whose nodes are not contiguous, and host 0 without the
-        // most ranks.
-        (3, 2, 2, &[&[1], &[0, 2]]),
-        (4, 1, 2, &[&[0], &[1, 2], &[3]]),
-    ];
-    for (i, (nodes, rpn, rails, hosts)) in cases.into_iter().enumerate() {
-        let cfg = config(nodes, rpn, rails);
-        let f = fabric(hosts, base + i as u16 * 4);
-        let sizes = ["0,1,1000,4096", "3,64,4097,40000", "8,9000"][i];
-        let outcomes = run(&cfg, &f, sizes, &out);
-        expect_all_ok(
-            &outcomes,
-            nodes * rpn,
-            &out,
-            &format!("{nodes} x {rpn} x {rails} on {} hosts", hosts.len()),
-        );
+    // The shape subset of tests/processes.rs that has nodes on two hosts
+    // at least: nodes 2..=4 x ranks per node 1..=4 x rails 1..=2, the
+    // nodes dealt round two or three hosts, rotated so that host 0 (the
+    // switches' and the bootstrap's) changes, and hosts with nodes that
+    // are not contiguous.
+    let mut i = 0;
+    for nodes in 2..=4usize {
+        for rpn in 1..=4 {
+            for rails in 1..=2 {
+                let hosts = nodes.min(3);
+                let placed: Vec<Vec<u16>> = (0..hosts)
+                    .map(|h| {
+                        (0..nodes as u16)
+                            .filter(|n| (usize::from(*n) + i) % hosts == h)
+                            .collect()
+                    })
+                    .collect();
+                let slices: Vec<&[u16]> = placed.iter().map(Vec::as_slice).collect();
+                let cfg = config(nodes, rpn, rails);
+                let f = fabric(&slices, base + (i % 3) as u16 * 4);
+                let sizes = ["0,1,1000,4096", "3,64,4097,40000"][i % 2];
+                let outcomes = run(&cfg, &f, sizes, &out);
+                expect_all_ok(
+                    &outcomes,
+                    nodes * rpn,
+                    &out,
+                    &format!("{nodes} x {rpn} x {rails} on hosts {placed:?}"),
+                );
+                i += 1;
+            }
+        }
     }
 }
 
