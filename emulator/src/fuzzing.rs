@@ -18,8 +18,8 @@ use crate::workbench::config;
 
 /// Feed `data`, as text, to every parser of files and flags a user
 /// writes: calibration profiles, tuning tables, fault specs, study files
-/// (spliced into a command line, which the CLI then parses) and size
-/// lists. A fault spec that parses must print a canonical form that
+/// (spliced into a command line, which the CLI then parses), size lists
+/// and fabric files. A fault spec that parses must print a canonical form that
 /// parses back to it.
 pub fn parse_texts(data: &[u8]) -> usize {
     let text = String::from_utf8_lossy(data);
@@ -37,6 +37,7 @@ pub fn parse_texts(data: &[u8]) -> usize {
         accepted += usize::from(Cli::try_parse_from(args).is_ok());
     }
     accepted += usize::from(parse_sizes(&text).is_ok());
+    accepted += usize::from(crate::fabric::Fabric::parse(&text).is_ok());
     accepted
 }
 
@@ -108,5 +109,22 @@ pub fn schedules(data: &[u8]) -> usize {
     if let Err(v) = verify(&set, &budget) {
         panic!("{params:?}: a generated set fails the verifier: {v}");
     }
+    1
+}
+
+/// Feed `data` to the decoder of a rail's UDP datagrams
+/// ([`crate::fabric::datagram::decode`]): a datagram it takes must encode
+/// back to the same bytes (nothing in it is dropped or invented). 1 if
+/// it took it.
+pub fn decode_datagram(data: &[u8]) -> usize {
+    use crate::fabric::datagram::{decode, encode};
+    let Ok(d) = decode(data) else {
+        return 0;
+    };
+    assert_eq!(
+        encode(&d.packet, d.hop, d.rail),
+        data,
+        "a decoded datagram does not encode back to itself"
+    );
     1
 }
