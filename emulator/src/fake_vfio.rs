@@ -174,7 +174,7 @@ impl VfioPci for FakePci {
         })
     }
 
-    fn map_region(&self, _: u32) -> Result<SharedMapping, VfioProblem> {
+    fn map_region(&self, _: u32) -> Result<railcoll_mem::regio::DeviceRegion, VfioProblem> {
         Err(VfioProblem::Bar0 {
             device: String::new(),
             what: "not mappable".into(),

@@ -34,7 +34,7 @@ use railcoll_fw::abi::regs::BAR0_SIZE;
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::event_fd::EventFd;
 use railcoll_mem::mmap::SharedMapping;
-use railcoll_mem::regio::{MappedRegisters, RegisterIo};
+use railcoll_mem::regio::{DeviceRegion, MappedRegisters, RegisterIo};
 pub use railcoll_mem::vfio::RegionInfo;
 
 pub use crate::device::VfioProblem;
@@ -65,7 +65,7 @@ pub trait VfioPci: Send + Sync {
     /// Region `index` (0: BAR0), if the device has it.
     fn region(&self, index: u32) -> Option<RegionInfo>;
     /// Map region `index` into this process.
-    fn map_region(&self, index: u32) -> Result<SharedMapping, VfioProblem>;
+    fn map_region(&self, index: u32) -> Result<DeviceRegion, VfioProblem>;
     /// Read region `index` at `offset` through the device file.
     fn read_region(&self, index: u32, offset: u64, buf: &mut [u8]);
     /// Write region `index` at `offset` through the device file.
@@ -161,7 +161,7 @@ impl VfioPci for SystemPci {
         self.0.region(index)
     }
 
-    fn map_region(&self, index: u32) -> Result<SharedMapping, VfioProblem> {
+    fn map_region(&self, index: u32) -> Result<DeviceRegion, VfioProblem> {
         self.0.map_region(index).map_err(|e| VfioProblem::Bar0 {
             device: String::new(),
             what: e.message,
@@ -610,14 +610,14 @@ mod tests {
                 mmap: self.board.mappable,
             })
         }
-        fn map_region(&self, index: u32) -> Result<SharedMapping, VfioProblem> {
+        fn map_region(&self, index: u32) -> Result<DeviceRegion, VfioProblem> {
             if self.board.map_fails || index != 0 {
                 return Err(VfioProblem::Bar0 {
                     device: String::new(),
                     what: "the MSI-X table is in the way".into(),
                 });
             }
-            Ok(self.bar.clone())
+            Ok(DeviceRegion::stand_in(&self.bar))
         }
         fn read_region(&self, index: u32, offset: u64, buf: &mut [u8]) {
             match index {

@@ -22,8 +22,10 @@ struct Mapping {
     len: usize,
 }
 
-// SAFETY: the mapping is plain memory owned by this process; the struct only
-// stores its address for munmap, and all access goes through DmaMemory.
+// SAFETY: the mapping is memory owned by this process (or a device's
+// registers, held only by a `DeviceRegion` and reached only by volatile
+// accesses); the struct only stores its address for munmap, and all other
+// access goes through DmaMemory.
 unsafe impl Send for Mapping {}
 // SAFETY: as above; no interior state besides the address.
 unsafe impl Sync for Mapping {}
@@ -110,8 +112,13 @@ impl SharedMapping {
     /// Map `len` bytes (rounded up to a page) of the device file `fd` at
     /// `offset`, shared: a VFIO device's mappable region (its BAR), whose
     /// file offset VFIO gives. Refused by the kernel if the region is not
-    /// mappable there.
-    pub fn device_region(fd: BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<Self> {
+    /// mappable there. Only [`crate::regio::DeviceRegion`] holds such a
+    /// mapping (registers are not memory).
+    pub(crate) fn device_region(
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+    ) -> std::io::Result<Self> {
         let len = page_rounded(len)?;
         let offset = libc::off_t::try_from(offset)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;

@@ -4,7 +4,7 @@
 //! emulator implements it over atomics in shared memory (and a rank
 //! process over a `nicd`'s BAR0 mapped from its file); [`MmioRegisters`]
 //! implements it over a mapped BAR with volatile accesses, and
-//! [`MappedRegisters`] over a mapping it keeps alive (a board's BAR0
+//! [`MappedRegisters`] over a [`DeviceRegion`] it keeps mapped (a board's BAR0
 //! mapped through VFIO).
 
 use std::ptr::NonNull;
@@ -69,28 +69,65 @@ impl RegisterIo for MmioRegisters {
     }
 }
 
-/// A register window over a mapping this object keeps alive (a device
-/// region mapped from its file, or memory standing in for one): the safe
-/// form of [`MmioRegisters`].
+/// A device's register window mapped into this process (a VFIO region of
+/// its file), or memory standing in for one: reachable only as registers,
+/// through [`MappedRegisters`]' volatile accesses, never as memory (whose
+/// copies, atomics or page release would be wrong on device registers).
+#[derive(Debug)]
+pub struct DeviceRegion {
+    mapping: crate::mmap::SharedMapping,
+}
+
+impl DeviceRegion {
+    /// Map `len` bytes of the device file `fd` at `offset` (a VFIO
+    /// region's offset in it).
+    pub fn map(fd: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<Self> {
+        Ok(Self {
+            mapping: crate::mmap::SharedMapping::device_region(fd, offset, len)?,
+        })
+    }
+
+    /// Memory standing in for a device's registers (a fake board's BAR,
+    /// which its owner may read and write as memory).
+    pub fn stand_in(memory: &crate::mmap::SharedMapping) -> Self {
+        Self {
+            mapping: memory.clone(),
+        }
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.mapping.len()
+    }
+
+    /// Is it empty?
+    pub fn is_empty(&self) -> bool {
+        self.mapping.is_empty()
+    }
+}
+
+/// A register window over a [`DeviceRegion`] this object keeps mapped:
+/// the safe form of [`MmioRegisters`].
 #[derive(Debug)]
 pub struct MappedRegisters {
     mmio: MmioRegisters,
-    _mapping: crate::mmap::SharedMapping,
+    _region: DeviceRegion,
 }
 
 impl MappedRegisters {
-    /// Registers over all of `mapping`.
-    pub fn new(mapping: crate::mmap::SharedMapping) -> Self {
-        let base = NonNull::new(mapping.raw_base().cast::<u64>()).unwrap_or_else(NonNull::dangling);
-        // SAFETY: the mapping is page-aligned, `len` bytes long and kept
-        // alive by the returned value; a `SharedMapping` is never reached
-        // through Rust references (only raw copies, atomics and, here,
-        // volatile accesses). A dangling base only stands for an empty
-        // mapping, whose window admits no access.
-        let mmio = unsafe { MmioRegisters::new(base, mapping.len()) };
+    /// Registers over all of `region`.
+    pub fn new(region: DeviceRegion) -> Self {
+        let base =
+            NonNull::new(region.mapping.raw_base().cast::<u64>()).unwrap_or_else(NonNull::dangling);
+        // SAFETY: the region is page-aligned, `len` bytes long and kept
+        // mapped by the returned value; a `DeviceRegion` is reached only
+        // here, through volatile accesses, never through a Rust reference.
+        // A dangling base only stands for an empty region, whose window
+        // admits no access.
+        let mmio = unsafe { MmioRegisters::new(base, region.len()) };
         Self {
             mmio,
-            _mapping: mapping,
+            _region: region,
         }
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::event_fd::EventFd;
 use crate::mmap::SharedMapping;
+use crate::regio::DeviceRegion;
 
 /// Which step of bringing a device up failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,7 +203,7 @@ impl VfioPciDevice {
     }
 
     /// Map region `index` into this process (it must be mappable).
-    pub fn map_region(&self, index: u32) -> Result<SharedMapping, VfioSysError> {
+    pub fn map_region(&self, index: u32) -> Result<DeviceRegion, VfioSysError> {
         let fail = |message: String| VfioSysError {
             step: VfioStep::Region,
             message,
@@ -215,7 +216,7 @@ impl VfioPciDevice {
         // SAFETY: the device's file stays open for the call; mapping a
         // VFIO region at its offset is what the region's MMAP flag offers.
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.device.as_raw_fd()) };
-        SharedMapping::device_region(fd, offset, len).map_err(|e| fail(e.to_string()))
+        DeviceRegion::map(fd, offset, len).map_err(|e| fail(e.to_string()))
     }
 
     /// Read `buf.len()` bytes of region `index` at `offset` (a system
