@@ -107,6 +107,28 @@ pub enum VfioProblem {
     },
 }
 
+impl DeviceError {
+    /// `align` as every backend's `alloc_dma` takes it: a power of two up
+    /// to a page, else [`DeviceError::BadAlignment`].
+    pub fn check_alignment(align: usize) -> Result<(), DeviceError> {
+        if align.is_power_of_two() && align <= 4096 {
+            Ok(())
+        } else {
+            Err(DeviceError::BadAlignment(align))
+        }
+    }
+}
+
+/// Rail `rail`'s entry of a backend's per-rail `items`, or
+/// [`DeviceError::NoSuchRail`]: how each backend's
+/// [`Device::registers`] finds a rail.
+pub fn rail_of<T>(items: &[T], rail: usize) -> Result<&T, DeviceError> {
+    items.get(rail).ok_or(DeviceError::NoSuchRail {
+        rail,
+        rails: items.len(),
+    })
+}
+
 /// A held admin lock, whatever lock the backend takes (a mutex, a record
 /// lock across processes): released when dropped.
 pub struct AdminGuard<'a> {

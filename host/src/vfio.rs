@@ -429,19 +429,11 @@ impl Device for VfioNode {
     }
 
     fn registers(&self, rail: usize) -> Result<&dyn RegisterIo, DeviceError> {
-        self.bars
-            .get(rail)
-            .map(|b| b as &dyn RegisterIo)
-            .ok_or(DeviceError::NoSuchRail {
-                rail,
-                rails: self.bars.len(),
-            })
+        crate::device::rail_of(&self.bars, rail).map(|b| b as &dyn RegisterIo)
     }
 
     fn alloc_dma(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError> {
-        if !align.is_power_of_two() || align > 4096 {
-            return Err(DeviceError::BadAlignment(align));
-        }
+        DeviceError::check_alignment(align)?;
         let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
         let total = self.pool.len();
         let start = next.checked_next_multiple_of(align).unwrap_or(usize::MAX);

@@ -119,11 +119,10 @@ impl MappedRegisters {
     pub fn new(region: DeviceRegion) -> Self {
         let base =
             NonNull::new(region.mapping.raw_base().cast::<u64>()).unwrap_or_else(NonNull::dangling);
-        // SAFETY: the region is page-aligned, `len` bytes long and kept
-        // mapped by the returned value; a `DeviceRegion` is reached only
-        // here, through volatile accesses, never through a Rust reference.
         // A dangling base only stands for an empty region, whose window
         // admits no access.
+        // SAFETY: the region is page-aligned, `len` bytes long, kept mapped
+        // by the returned value, and reached only here, volatilely.
         let mmio = unsafe { MmioRegisters::new(base, region.len()) };
         Self {
             mmio,

@@ -112,9 +112,8 @@ impl VfioContainer {
     /// read and write it by DMA from now until the returned window drops
     /// (which unmaps it; the window keeps the memory alive until then).
     pub fn map_dma(&self, iova: u64, pool: &SharedMapping) -> Result<DmaWindow, VfioSysError> {
-        // SAFETY: `vfio_dma_map` asks that the range stay mapped while the
-        // device may reach it (the window holds the mapping until it has
-        // unmapped it) and that no Rust reference to it live across the
+        // `vfio_dma_map` asks that the range stay mapped while the device
+        // may reach it and that no Rust reference to it live across the
         // device's accesses. A `SharedMapping` is only reached through
         // `DmaMemory`: raw copies (not volatile: a byte a device writes
         // concurrently may be read torn, which the ABI rules out by never
@@ -122,6 +121,8 @@ impl VfioContainer {
         // 8-byte words) and 8-byte atomics, whose `&AtomicU64` lives for
         // one load or store; the emulator's NICs share memory with ranks
         // on the same terms.
+        // SAFETY: as above; the window holds the mapping until it has
+        // unmapped it.
         unsafe {
             self.inner
                 .vfio_dma_map(iova, pool.len(), pool.raw_base())

@@ -140,15 +140,7 @@ fn a_nicd_serves_a_good_job_after_a_failed_one() {
     let nicd = railcoll_emu::nicd::Nicd::start(&cfg, &dir).expect("nicd");
     let failed = killed_rank_job(&cfg, &out, Nics::Serving(dir.clone()));
     assert_eq!(failed.ranks[1].1, RankEnd::Signalled(9));
-    for job in 0..2 {
-        let outcome = run_job(
-            &cfg,
-            &[("RANK_CATALOGUE_SIZES", "64,4096")],
-            &out,
-            Nics::Serving(dir.clone()),
-        );
-        expect_all_ok(&outcome, &out, &format!("job {job} after the failed one"));
-    }
+    two_good_jobs(&cfg, &out, &dir, "after the failed one");
     nicd.stop();
 }
 
@@ -216,16 +208,22 @@ fn a_nicd_serves_one_job_after_another() {
     let dir = scratch("two-jobs-sockets");
     let cfg = config(2, 2, 2, Placement::Block);
     let nicd = railcoll_emu::nicd::Nicd::start(&cfg, &dir).expect("nicd");
+    two_good_jobs(&cfg, &out, &dir, "in turn");
+    nicd.stop();
+}
+
+/// Two jobs, one after the other, on the `nicd` serving `dir`; every
+/// byte right in both.
+fn two_good_jobs(cfg: &ClusterConfig, out: &Path, dir: &Path, what: &str) {
     for job in 0..2 {
         let outcome = run_job(
-            &cfg,
+            cfg,
             &[("RANK_CATALOGUE_SIZES", "64,4096")],
-            &out,
-            Nics::Serving(dir.clone()),
+            out,
+            Nics::Serving(dir.to_path_buf()),
         );
-        expect_all_ok(&outcome, &out, &format!("job {job}"));
+        expect_all_ok(&outcome, out, &format!("job {job} {what}"));
     }
-    nicd.stop();
 }
 
 #[test]

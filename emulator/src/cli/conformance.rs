@@ -84,12 +84,7 @@ fn in_process(
     );
     let faulty = !cfg.faults.is_none();
     let cluster = crate::Cluster::new(cfg)?;
-    let mut results = cluster.run(|comm| railcoll_conformance::run(comm, select));
-    let first = results.swap_remove(0);
-    for (rank, r) in results.into_iter().enumerate() {
-        r?.map_err(|s| stopped(rank + 1, s))?;
-    }
-    let report = first?.map_err(|s| stopped(0, s))?;
+    let report = rank0_report(cluster.run(|comm| railcoll_conformance::run(comm, select)))?;
     let device = if faulty {
         // What go-back-N had to recover, so a pass under faults is seen
         // to have met some.
@@ -185,16 +180,30 @@ fn on_boards(
         cfg.shape.ranks_per_node(),
         cfg.shape.rails
     );
-    let mut results = crate::fake_vfio::run_ranks(
+    let results = crate::fake_vfio::run_ranks(
         &[node],
         cfg.shape,
         cfg.arena_size,
         cfg.wait_timeout,
         &|comm| railcoll_conformance::run(comm, select),
     );
-    let first = results.swap_remove(0);
+    Ok((Some(rank0_report(results)?), device))
+}
+
+/// One rank's run of the suite: its report, or where it stopped, or the
+/// error that kept it from running.
+type RankRun =
+    Result<Result<Vec<Outcome>, Box<railcoll_conformance::Stopped>>, railcoll_host::Error>;
+
+/// Rank 0's report (every rank's agrees), once every rank has run the
+/// suite to its end; else the first rank's error or stop.
+fn rank0_report(results: Vec<RankRun>) -> Result<Vec<Outcome>, CliError> {
+    let mut reports = Vec::with_capacity(results.len());
     for (rank, r) in results.into_iter().enumerate() {
-        r?.map_err(|s| stopped(rank + 1, s))?;
+        reports.push(r?.map_err(|s| stopped(rank, s))?);
     }
-    Ok((Some(first?.map_err(|s| stopped(0, s))?), device))
+    reports
+        .into_iter()
+        .next()
+        .ok_or_else(|| CliError::Usage("conformance: a job of no ranks".into()))
 }

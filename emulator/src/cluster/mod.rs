@@ -280,13 +280,7 @@ impl Device for EmuDevice {
     }
 
     fn registers(&self, rail: usize) -> Result<&dyn RegisterIo, DeviceError> {
-        self.registers
-            .get(rail)
-            .map(|r| &**r as &dyn RegisterIo)
-            .ok_or(DeviceError::NoSuchRail {
-                rail,
-                rails: self.registers.len(),
-            })
+        railcoll_host::device::rail_of(&self.registers, rail).map(|r| &**r as &dyn RegisterIo)
     }
 
     fn alloc_dma(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError> {

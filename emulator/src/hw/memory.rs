@@ -77,9 +77,7 @@ impl NodeMemory {
 
     /// Allocate zeroed memory.
     pub fn alloc(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError> {
-        if !align.is_power_of_two() || align > 4096 {
-            return Err(DeviceError::BadAlignment(align));
-        }
+        DeviceError::check_alignment(align)?;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let size = self.map.len();
         let free = size.saturating_sub(st.next);

@@ -232,9 +232,7 @@ impl NodePage {
     /// any process of the node (lock-free; the pool never shrinks, and its
     /// memory starts zeroed, so nothing handed out was used before).
     pub fn alloc(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError> {
-        if !align.is_power_of_two() || align > 4096 {
-            return Err(DeviceError::BadAlignment(align));
-        }
+        DeviceError::check_alignment(align)?;
         let size = self.memory.len();
         let reserve = len.checked_add(align - 1).ok_or(DeviceError::OutOfMemory {
             asked: len,
@@ -361,13 +359,7 @@ impl Device for VfioUserDevice {
     }
 
     fn registers(&self, rail: usize) -> Result<&dyn RegisterIo, DeviceError> {
-        self.ports
-            .get(rail)
-            .map(|p| p as &dyn RegisterIo)
-            .ok_or(DeviceError::NoSuchRail {
-                rail,
-                rails: self.ports.len(),
-            })
+        crate::device::rail_of(&self.ports, rail).map(|p| p as &dyn RegisterIo)
     }
 
     fn alloc_dma(&self, len: usize, align: usize) -> Result<DmaBuffer, DeviceError> {
