@@ -19,10 +19,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use railcoll_host::arena::SymBuffer;
+use railcoll_host::sched::ScheduleSet;
 use railcoll_host::{Comm, RailPolicy, TransferOptions};
 use serde::Serialize;
 
-use crate::cluster::{Cluster, ClusterConfig, EmuError};
+use crate::cluster::{Cluster, ClusterConfig, DataSample, EmuError};
 use crate::verify::Check;
 
 /// The barrier between a benchmark's phases (after the warm-up, after the
@@ -314,7 +315,10 @@ pub struct Conditions {
     /// `--retry-limit` (`None`: the firmware's, 16).
     pub retry_limit: Option<u32>,
     /// Every rank's buffers were checked after the timed calls
-    /// ([`crate::verify`]); false with `--no-verify`.
+    /// ([`crate::verify`]: all of them with full data, the sample's blocks
+    /// with `--data sample=N`); false with `--no-verify`, and with `--data
+    /// none`, whose figures stand on the proof of the executed schedule
+    /// instead.
     pub verified: bool,
     /// Every collective call checked its arguments against the other
     /// ranks' first (`--check`, [`ClusterConfig::check`]): the exchange is
@@ -323,6 +327,14 @@ pub struct Conditions {
     /// The buffer contract (`--contract`, [`ClusterConfig::contract`]):
     /// `mpi`'s readiness messages are in the figure, `shmem` has none.
     pub contract: String,
+    /// The data mode (`--data`, [`crate::cluster::DataMode`]): `full`,
+    /// `none` or `sample=N` (absent from records of before it: `full`).
+    #[serde(default = "full_data")]
+    pub data: String,
+}
+
+fn full_data() -> String {
+    crate::cluster::DataMode::Full.to_string()
 }
 
 impl Conditions {
@@ -333,9 +345,10 @@ impl Conditions {
             seed: cfg.seed,
             retransmit_timeout_us: cfg.retransmit_timeout.map(|d| d.as_secs_f64() * 1e6),
             retry_limit: cfg.retry_limit,
-            verified,
+            verified: verified && cfg.data != crate::cluster::DataMode::None,
             checked: cfg.check,
             contract: cfg.contract.name().to_string(),
+            data: cfg.data.to_string(),
         }
     }
 }
@@ -391,6 +404,11 @@ pub struct CollBench<'a> {
     /// Start one operation of algorithm `index` without blocking (the
     /// overlap benchmark, [`crate::overlap`]); same arguments as `op`.
     pub start: &'a StartFn<'a>,
+    /// The schedule set algorithm `index` executes at a size on a
+    /// communicator: a run that does not move all its data
+    /// ([`crate::cluster::DataMode`]) reports a figure only once the
+    /// schedule verifier has proved that set ([`prove_executed`]).
+    pub schedule: &'a ScheduleFn<'a>,
     /// Send buffer bytes for a size and a rank count.
     pub send_len: LenFn,
     /// Receive buffer bytes for a size and a rank count.
@@ -409,6 +427,11 @@ pub struct CollBench<'a> {
 /// One timed operation of a [`CollBench`].
 pub type OpFn<'a> =
     dyn Fn(&Comm, usize, &SymBuffer, &SymBuffer) -> Result<(), railcoll_host::Error> + Sync + 'a;
+
+/// The schedule set of one algorithm of a [`CollBench`]: (communicator,
+/// algorithm index, size).
+pub type ScheduleFn<'a> =
+    dyn Fn(&Comm, usize, usize) -> Result<Arc<ScheduleSet>, railcoll_host::Error> + Sync + 'a;
 
 /// One started operation of a [`CollBench`]: its request.
 pub type StartFn<'a> = dyn for<'c> Fn(
@@ -468,20 +491,23 @@ impl std::fmt::Debug for CollBench<'_> {
 pub(crate) fn warm_up(
     comm: &Comm,
     bench: &CollBench<'_>,
-    a: usize,
-    size: usize,
+    (a, size): (usize, usize),
+    data: &DataSample,
 ) -> Result<(SymBuffer, SymBuffer), railcoll_host::Error> {
     let n = comm.size();
     let send = comm.alloc((bench.send_len)(size, n))?;
     let recv = comm.alloc((bench.recv_len)(size, n))?;
-    let data = match &bench.check {
+    let bytes = match &bench.check {
         Some(c) => c.send_data(comm.rank(), n, size),
         None => fill_pattern(send.len()),
     };
-    comm.write_local(&send, 0, &data)?;
+    // Under a data sample only the sampled ranks write (`DataSample`).
+    if data.holds(comm.rank()) {
+        comm.write_local(&send, 0, &bytes)?;
+    }
     (bench.op)(comm, a, &send, &recv)?;
     if let Some(c) = &bench.check {
-        c.arm(comm, size, &send, &recv)?;
+        c.arm(comm, size, (&send, &recv), data)?;
     }
     comm.barrier_with(SETTLE)?;
     Ok((send, recv))
@@ -493,15 +519,15 @@ pub(crate) fn warm_up(
 pub(crate) fn check_result(
     comm: &Comm,
     bench: &CollBench<'_>,
-    a: usize,
-    size: usize,
+    (a, size): (usize, usize),
     (send, recv): (&SymBuffer, &SymBuffer),
+    data: &DataSample,
 ) -> Result<(), EmuError> {
     let Some(c) = &bench.check else {
         return Ok(());
     };
     let what = (bench.collective, bench.algorithms[a], size);
-    c.check(comm, what, send, recv)?
+    c.check(comm, what, (send, recv), data)?
         .map_err(|w| EmuError::WrongResult(Box::new(w)))
 }
 
@@ -536,7 +562,9 @@ pub(crate) type RankTiming = Result<(f64, (f64, f64)), EmuError>;
 /// at one instant), back to back otherwise. With a
 /// `timeline`, each rank is armed around its calls and each call is an
 /// `op` span. Per rank: mean time per call (ns), and the first start and
-/// last end (ns).
+/// last end (ns). A cluster that does not move all its data
+/// ([`crate::cluster::DataMode`]) gives its figures only once the schedule
+/// verifier has proved the set rank 0 executed ([`prove_executed`]).
 pub(crate) fn timed_calls(
     cluster: &Cluster,
     bench: &CollBench<'_>,
@@ -544,10 +572,11 @@ pub(crate) fn timed_calls(
     size: usize,
     barrier: railcoll_host::Algorithm,
     timeline: Option<&crate::timeline::Timeline>,
-) -> Vec<Result<RankTiming, railcoll_host::Error>> {
+) -> Result<Vec<Result<RankTiming, railcoll_host::Error>>, EmuError> {
     let name = format!("{} {}", bench.collective, bench.algorithms[a]);
-    cluster.run(|comm: &Comm| -> Result<(f64, (f64, f64)), EmuError> {
-        let (send, recv) = warm_up(comm, bench, a, size)?;
+    let executed = std::sync::Mutex::new(None);
+    let per_rank = cluster.run(|comm: &Comm| -> Result<(f64, (f64, f64)), EmuError> {
+        let (send, recv) = warm_up(comm, bench, (a, size), cluster.data())?;
         let mut total = 0.0;
         let mut span = (f64::INFINITY, 0.0f64);
         for _ in 0..bench.iters {
@@ -568,10 +597,58 @@ pub(crate) fn timed_calls(
             span = (span.0.min(start), end);
         }
         comm.barrier_with(SETTLE)?;
-        check_result(comm, bench, a, size, (&send, &recv))?;
+        check_result(comm, bench, (a, size), (&send, &recv), cluster.data())?;
+        if comm.rank() == 0 && cluster.data().mode().elides() {
+            // The set the calls ran (a cache hit: no virtual time passes).
+            let set = (bench.schedule)(comm, a, size)?;
+            *executed.lock().unwrap_or_else(|p| p.into_inner()) = Some(set);
+        }
         comm.reset_arena()?;
         Ok((total / bench.iters.max(1) as f64, span))
-    })
+    });
+    let ran = per_rank.iter().all(|r| matches!(r, Ok(Ok(_))));
+    prove_if_elided(cluster, bench, (a, size), executed, ran)?;
+    Ok(per_rank)
+}
+
+/// After a run of `cluster` that did not move all its data, the proof of
+/// the set rank 0 left in `executed` ([`prove_executed`]); nothing to
+/// prove with full data, or when a rank failed (its own error says why:
+/// no figure is reported either way).
+pub(crate) fn prove_if_elided(
+    cluster: &Cluster,
+    bench: &CollBench<'_>,
+    (a, size): (usize, usize),
+    executed: std::sync::Mutex<Option<Arc<ScheduleSet>>>,
+    ran: bool,
+) -> Result<(), EmuError> {
+    if !cluster.data().mode().elides() || !ran {
+        return Ok(());
+    }
+    let set = executed.into_inner().unwrap_or_else(|p| p.into_inner());
+    let what = format!("{} '{}' at {size} B", bench.collective, bench.algorithms[a]);
+    prove_executed(set.as_deref(), cluster.data().mode(), what)
+}
+
+/// The schedule verifier's proof of `set`, the set a run that did not
+/// move all its data executed (`None`: the run did not get as far as
+/// naming it, so nothing is proved), replayed symbolically with the
+/// budget it was generated for ([`railcoll_host::sched::verify`]).
+pub fn prove_executed(
+    set: Option<&ScheduleSet>,
+    data: crate::cluster::DataMode,
+    what: String,
+) -> Result<(), EmuError> {
+    let unproven = |why: String| EmuError::Unproven {
+        data,
+        what: what.clone(),
+        why,
+    };
+    let set =
+        set.ok_or_else(|| unproven("the run ended before rank 0 named its schedule".into()))?;
+    railcoll_host::sched::verify::verify(set, &set.params.budget)
+        .map(|_| ())
+        .map_err(|v| unproven(v.to_string()))
 }
 
 /// Model algorithm `a` of `bench` at `size` under `profile` on a fresh
@@ -601,7 +678,7 @@ pub(crate) fn model_point(
         size,
         railcoll_host::Algorithm::Hardware,
         timeline.map(|t| &**t),
-    );
+    )?;
     cluster.check_stalled()?;
     let mut times = Vec::new();
     let (mut first, mut last) = (f64::INFINITY, 0.0f64);
@@ -695,7 +772,7 @@ pub fn coll_bench(
                     .map(|_| pingpong_rtt_seconds())
                     .fold(f64::INFINITY, f64::min);
                 let per_rank = cluster.run(|comm: &Comm| -> Result<f64, EmuError> {
-                    let (send, recv) = warm_up(comm, bench, a, size)?;
+                    let (send, recv) = warm_up(comm, bench, (a, size), cluster.data())?;
                     let mut total = 0.0;
                     if bench.synchronised {
                         for _ in 0..bench.iters {
@@ -712,7 +789,7 @@ pub fn coll_bench(
                         total = start.elapsed().as_secs_f64();
                     }
                     comm.barrier_with(SETTLE)?;
-                    check_result(comm, bench, a, size, (&send, &recv))?;
+                    check_result(comm, bench, (a, size), (&send, &recv), cluster.data())?;
                     comm.reset_arena()?;
                     Ok(total / bench.iters.max(1) as f64)
                 });

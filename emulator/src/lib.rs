@@ -23,6 +23,8 @@
 //!   and the sequencer that runs everything in deterministic virtual time.
 //! - [`cluster`]: building a cluster (threads or modeled) and running a
 //!   closure on every rank.
+//! - [`data`]: modeled mode's data modes (`--data full|none|sample=N`):
+//!   which ranks' payload a run moves and checks.
 //! - [`mod@bench`]: the measurements behind `railcoll bench`, each reported
 //!   beside a baseline measured in the same run.
 //! - [`overlap`]: the OSU-style overlap benchmark (`bench --overlap`):
@@ -60,6 +62,7 @@
 pub mod bench;
 pub mod cli;
 pub mod cluster;
+pub mod data;
 pub mod fabric;
 pub mod fake_vfio;
 pub mod fuzzing;

@@ -23,6 +23,8 @@ use railcoll_host::Comm;
 use railcoll_host::arena::SymBuffer;
 use railcoll_host::sched::Collective;
 
+use crate::data::DataSample;
+
 /// The collective whose results a benchmark checks, and its root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Check {
@@ -98,26 +100,78 @@ impl Check {
         }
     }
 
-    /// What rank `rank`'s checked buffer must hold after the collective,
-    /// with the rank each block comes from; `None` where the collective
-    /// writes nothing of this rank's (a barrier, a gather's non-root).
-    fn expected(&self, rank: usize, n: usize, size: usize) -> Option<(Vec<u8>, Vec<usize>)> {
+    /// The origin of each block of rank `rank`'s checked buffer (of `n`
+    /// blocks, one per rank, or one for a broadcast); `None` where the
+    /// collective writes nothing of this rank's (a barrier, a gather's
+    /// non-root).
+    fn blocks(&self, rank: usize, n: usize) -> Option<usize> {
         match self.collective {
-            Collective::Allgather => Some((
-                (0..n).flat_map(|j| block_data(j, 0, size)).collect(),
-                (0..n).collect(),
-            )),
-            Collective::Gather if rank == self.root => Some((
-                (0..n).flat_map(|j| block_data(j, 0, size)).collect(),
-                (0..n).collect(),
-            )),
-            Collective::Alltoall => Some((
-                (0..n).flat_map(|j| block_data(j, rank, size)).collect(),
-                (0..n).collect(),
-            )),
-            Collective::Bcast => Some((block_data(self.root, 0, size), vec![self.root])),
+            Collective::Allgather | Collective::Alltoall => Some(n),
+            Collective::Gather if rank == self.root => Some(n),
+            Collective::Bcast => Some(1),
             _ => None,
         }
+    }
+
+    /// The rank whose data block `b` of rank `rank`'s checked buffer holds.
+    fn origin(&self, b: usize) -> usize {
+        if self.collective == Collective::Bcast {
+            self.root
+        } else {
+            b
+        }
+    }
+
+    /// What block `b` of rank `rank`'s checked buffer must hold.
+    fn want(&self, rank: usize, b: usize, size: usize) -> Vec<u8> {
+        match self.collective {
+            Collective::Alltoall => block_data(b, rank, size),
+            _ => block_data(self.origin(b), 0, size),
+        }
+    }
+
+    /// The blocks of rank `rank`'s checked buffer that `data` moves: all
+    /// with full data, else those whose origin is sampled (found from the
+    /// sample, not by walking every block: a job may have 2^20 ranks).
+    fn checked(&self, rank: usize, n: usize, data: &DataSample) -> Vec<usize> {
+        let Some(blocks) = self.blocks(rank, n) else {
+            return Vec::new();
+        };
+        if data.is_full() {
+            return (0..blocks).collect();
+        }
+        let mut out: Vec<usize> = if self.collective == Collective::Bcast {
+            (data.holds(self.root)).then_some(0).into_iter().collect()
+        } else {
+            data.ranks()
+                .iter()
+                .copied()
+                .filter(|&r| r < blocks)
+                .collect()
+        };
+        out.sort_unstable();
+        out
+    }
+
+    /// [`Check::checked`] as runs of consecutive blocks (first, count), so
+    /// that a full check reads and writes each buffer in one piece.
+    fn runs(&self, rank: usize, n: usize, data: &DataSample) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for b in self.checked(rank, n, data) {
+            match runs.last_mut() {
+                Some((first, count)) if *first + *count == b => *count += 1,
+                _ => runs.push((b, 1)),
+            }
+        }
+        runs
+    }
+
+    /// What blocks `first..first + count` of rank `rank`'s checked buffer
+    /// must hold.
+    fn want_run(&self, rank: usize, (first, count): (usize, usize), size: usize) -> Vec<u8> {
+        (first..first + count)
+            .flat_map(|b| self.want(rank, b, size))
+            .collect()
     }
 
     /// The buffer the collective writes on this rank: a broadcast's one
@@ -132,67 +186,74 @@ impl Check {
 
     /// Before the timed calls (after the warm-up): set the buffer the
     /// collective writes on this rank to the complement of what it must
-    /// hold, so every byte the timed calls fail to write is caught.
+    /// hold, so every byte the timed calls fail to write is caught. Under
+    /// a data sample ([`DataSample`]) only the blocks the sampled ranks'
+    /// data must reach are set (the others are not checked, and a page
+    /// written is a page the run keeps).
     pub fn arm(
         &self,
         comm: &Comm,
         size: usize,
-        send: &SymBuffer,
-        recv: &SymBuffer,
+        (send, recv): (&SymBuffer, &SymBuffer),
+        data: &DataSample,
     ) -> Result<(), railcoll_host::Error> {
         // A broadcast's root keeps its source.
         let source = self.collective == Collective::Bcast && comm.rank() == self.root;
-        let Some((want, _)) = self
-            .expected(comm.rank(), comm.size(), size)
-            .filter(|_| !source)
-        else {
+        if source {
             return Ok(());
-        };
-        let poison: Vec<u8> = want.iter().map(|b| !b).collect();
-        comm.write_local(self.target(send, recv), 0, &poison)
+        }
+        let (rank, target) = (comm.rank(), self.target(send, recv));
+        for run in self.runs(rank, comm.size(), data) {
+            let poison: Vec<u8> = self.want_run(rank, run, size).iter().map(|x| !x).collect();
+            comm.write_local(target, run.0 * size, &poison)?;
+        }
+        Ok(())
     }
 
-    /// After the timed calls: this rank's buffer against the definition;
-    /// the first wrong byte, if any.
+    /// After the timed calls: this rank's buffer against the definition
+    /// (under a data sample, the blocks the sampled ranks' data must
+    /// reach); the first wrong byte, if any.
     pub fn check(
         &self,
         comm: &Comm,
         (collective, algorithm, size): (&'static str, &'static str, usize),
-        send: &SymBuffer,
-        recv: &SymBuffer,
+        (send, recv): (&SymBuffer, &SymBuffer),
+        data: &DataSample,
     ) -> Result<Result<(), WrongResult>, railcoll_host::Error> {
         let rank = comm.rank();
-        let Some((want, from)) = self.expected(rank, comm.size(), size) else {
-            return Ok(Ok(()));
-        };
-        let mut got = vec![0u8; want.len()];
-        comm.read_local(self.target(send, recv), 0, &mut got)?;
-        plant(rank, &mut got);
-        let Some(at) = want.iter().zip(&got).position(|(w, g)| w != g) else {
-            return Ok(Ok(()));
-        };
-        let block = at / size.max(1);
-        Ok(Err(WrongResult {
-            collective,
-            algorithm,
-            size,
-            rank,
-            buffer: if self.collective == Collective::Bcast {
-                "buffer"
-            } else {
-                "receive buffer"
-            },
-            block,
-            from: from.get(block).copied().unwrap_or(usize::MAX),
-            offset: at % size.max(1),
-            expected: want[at],
-            found: got[at],
-        }))
+        let target = self.target(send, recv);
+        for run in self.runs(rank, comm.size(), data) {
+            let want = self.want_run(rank, run, size);
+            let mut got = vec![0u8; want.len()];
+            comm.read_local(target, run.0 * size, &mut got)?;
+            plant(rank, run.0 * size, &mut got);
+            let Some(at) = want.iter().zip(&got).position(|(w, g)| w != g) else {
+                continue;
+            };
+            let (b, offset) = (run.0 + at / size.max(1), at % size.max(1));
+            return Ok(Err(WrongResult {
+                collective,
+                algorithm,
+                size,
+                rank,
+                buffer: if self.collective == Collective::Bcast {
+                    "buffer"
+                } else {
+                    "receive buffer"
+                },
+                block: b,
+                from: self.origin(b),
+                offset,
+                expected: want[at],
+                found: got[at],
+            }));
+        }
+        Ok(Ok(()))
     }
 }
-
-/// The test hook ([`PLANT_ENV`]): flip one byte of `rank`'s buffer.
-fn plant(rank: usize, buf: &mut [u8]) {
+/// The test hook ([`PLANT_ENV`]): flip one byte of `rank`'s buffer, of
+/// which `buf` is the part from byte `at` on.
+fn plant(rank: usize, at: usize, buf: &mut [u8]) {
     let Ok(spec) = std::env::var(PLANT_ENV) else {
         return;
     };
@@ -204,7 +265,7 @@ fn plant(rank: usize, buf: &mut [u8]) {
     });
     if let Some((r, offset)) = parsed
         && r == rank
-        && let Some(b) = buf.get_mut(offset)
+        && let Some(b) = offset.checked_sub(at).and_then(|o| buf.get_mut(o))
     {
         *b ^= 0xff;
     }
@@ -224,6 +285,23 @@ mod tests {
         assert_eq!(block_data(3, 2, 5), block_data(3, 2, 16)[..5]);
     }
 
+    /// What a full check expects of rank `rank`, and each block's origin.
+    fn expected(c: &Check, rank: usize, n: usize, size: usize) -> Option<(Vec<u8>, Vec<usize>)> {
+        let full = DataSample::draw(crate::data::DataMode::Full, n, 0).expect("full");
+        let runs = c.runs(rank, n, &full);
+        c.blocks(rank, n)?;
+        let want = runs
+            .iter()
+            .flat_map(|&r| c.want_run(rank, r, size))
+            .collect();
+        let from = c
+            .checked(rank, n, &full)
+            .into_iter()
+            .map(|b| c.origin(b))
+            .collect();
+        Some((want, from))
+    }
+
     #[test]
     fn the_expected_buffers_follow_the_definitions() {
         let (n, size) = (3, 4);
@@ -231,30 +309,61 @@ mod tests {
             collective: Collective::Allgather,
             root: 0,
         };
-        let (want, from) = ag.expected(1, n, size).expect("all-gather");
+        let (want, from) = expected(&ag, 1, n, size).expect("all-gather");
         assert_eq!(&want[8..12], &block_data(2, 0, size)[..]);
         assert_eq!(from, [0, 1, 2]);
         let a2a = Check {
             collective: Collective::Alltoall,
             ..ag
         };
-        let (want, _) = a2a.expected(1, n, size).expect("all-to-all");
+        let (want, _) = expected(&a2a, 1, n, size).expect("all-to-all");
         // Block 2 of rank 1 is rank 2's block 1.
         assert_eq!(&want[8..12], &a2a.send_data(2, n, size)[4..8]);
         let gather = Check {
             collective: Collective::Gather,
             root: 2,
         };
-        assert!(gather.expected(0, n, size).is_none());
-        assert!(gather.expected(2, n, size).is_some());
+        assert!(expected(&gather, 0, n, size).is_none());
+        assert!(expected(&gather, 2, n, size).is_some());
         let bcast = Check {
             collective: Collective::Bcast,
             root: 1,
         };
         assert_eq!(
-            bcast.expected(0, n, size).expect("bcast").0,
+            expected(&bcast, 0, n, size).expect("bcast").0,
             block_data(1, 0, size)
         );
-        assert_eq!(bcast.expected(1, n, size).expect("root").1, [1]);
+        assert_eq!(expected(&bcast, 1, n, size).expect("root").1, [1]);
+    }
+
+    /// Under a sample, a rank checks exactly the blocks whose origin is
+    /// sampled, in runs; with no data, nothing.
+    #[test]
+    fn a_sample_checks_the_sampled_origins_blocks() {
+        use crate::data::DataMode;
+        let n = 64;
+        let sample = DataSample::draw(DataMode::Sample(5), n, 3).expect("fits");
+        let ag = Check {
+            collective: Collective::Allgather,
+            root: 0,
+        };
+        assert_eq!(ag.checked(9, n, &sample), sample.ranks());
+        let runs = ag.runs(9, n, &sample);
+        assert_eq!(runs.iter().map(|r| r.1).sum::<usize>(), 5);
+        assert_eq!(
+            ag.runs(9, n, &DataSample::draw(DataMode::Full, n, 3).expect("full")),
+            [(0, n)]
+        );
+        let none = DataSample::draw(DataMode::None, n, 3).expect("none");
+        assert!(ag.checked(9, n, &none).is_empty());
+        let bcast = Check {
+            collective: Collective::Bcast,
+            root: 0,
+        };
+        assert_eq!(
+            bcast.checked(5, n, &sample),
+            [0],
+            "rank 0 is always sampled"
+        );
     }
 }

@@ -7,7 +7,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
-use crate::dma_mem::DmaMemory;
+use crate::dma_mem::{DataLines, DmaMemory};
 
 /// An anonymous `MAP_SHARED` mapping, unmapped when the last view drops
 /// (a clone is another handle on the same mapping).
@@ -20,6 +20,8 @@ pub struct SharedMapping {
 struct Mapping {
     base: *mut u8,
     len: usize,
+    /// Data elision's bookkeeping ([`SharedMapping::new_elided`]).
+    lines: Option<Arc<DataLines>>,
 }
 
 // SAFETY: the mapping is memory owned by this process (or a device's
@@ -55,6 +57,23 @@ impl SharedMapping {
             -1,
             0,
         )
+    }
+
+    /// [`SharedMapping::new`] under data elision: every view of it knows
+    /// which lines were given data and moves only data (the `dma_mem`
+    /// module's documentation), so pages that never get any are never
+    /// touched.
+    pub fn new_elided(len: usize) -> std::io::Result<Self> {
+        let mut map = Self::new(len)?;
+        let inner = Arc::get_mut(&mut map.inner)
+            .ok_or_else(|| std::io::Error::other("a new mapping has no other handle"))?;
+        inner.lines = Some(Arc::new(DataLines::new(inner.len)));
+        Ok(map)
+    }
+
+    /// Lines (64 bytes) given data so far (0 without elision).
+    pub fn data_lines(&self) -> usize {
+        self.inner.lines.as_ref().map_or(0, |p| p.count())
     }
 
     /// A new memory file of `len` zeroed bytes (rounded up to a page),
@@ -153,6 +172,7 @@ impl SharedMapping {
             inner: Arc::new(Mapping {
                 base: ptr.cast(),
                 len,
+                lines: None,
             }),
         })
     }
@@ -183,7 +203,8 @@ impl SharedMapping {
         let Some(end) = offset.checked_add(len).filter(|e| *e <= self.inner.len) else {
             return false;
         };
-        let mem = self.memory();
+        // Zeros are not data: an elided line stays as it was counted.
+        let mem = self.memory().without_elision();
         let (lo, hi) = (offset.next_multiple_of(PAGE), end / PAGE * PAGE);
         if hi > lo && hi - lo >= DISCARD_MIN {
             let start = self.inner.base.wrapping_add(lo).cast();
@@ -210,7 +231,11 @@ impl SharedMapping {
         let owner: Arc<dyn Send + Sync> = self.inner.clone();
         // SAFETY: valid for len bytes, page-aligned, kept alive by `owner`;
         // this crate never creates references into it.
-        unsafe { DmaMemory::from_raw_parts(self.inner.base, self.inner.len, owner) }
+        let view = unsafe { DmaMemory::from_raw_parts(self.inner.base, self.inner.len, owner) };
+        match &self.inner.lines {
+            Some(lines) => view.with_lines(Arc::clone(lines), 0),
+            None => view,
+        }
     }
 }
 

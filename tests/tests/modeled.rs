@@ -253,9 +253,13 @@ fn trace_hashes_do_not_depend_on_the_worker_count() {
             0,
         )
     });
+    let schedule = |comm: &railcoll_host::Comm, a: usize, size: usize| {
+        comm.schedule(railcoll_host::Collective::Allgather, algos[a], size, 0)
+    };
     let bench = CollBench {
         collective: "allgather",
         algorithms: algos.iter().map(|a| a.name()).collect(),
+        schedule: &schedule,
         sizes: vec![4, 1024, 4096, 65536],
         iters: 2,
         rounds: 1,

@@ -422,6 +422,16 @@ pub struct ModeArgs {
     /// it also drives --faults).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Modeled mode's payload: full (every byte moved and checked), none
+    /// (no payload moved; the schedule verifier proves each schedule
+    /// first), or sample=N (the data of rank 0 and N - 1 seeded others
+    /// moved, and checked wherever it must land).
+    #[arg(long, default_value = "full", value_parser = |s: &str| s.parse::<DataMode>())]
+    pub data: DataMode,
+    /// Modeled mode: report the sequencer's events per second on stderr
+    /// about once a second (long runs).
+    #[arg(long)]
+    pub progress: bool,
     /// Injected faults.
     #[command(flatten)]
     pub faults: FaultArgs,

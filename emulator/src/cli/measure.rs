@@ -176,11 +176,17 @@ pub(super) fn progress_line(quiet: bool) -> impl Fn(usize) + Sync {
 
 /// The cluster a bench runs on: its shape, and the mode and seed asked.
 pub(super) fn run_config(cluster: &ClusterArgs, run: &ModeArgs) -> Result<ClusterConfig, CliError> {
-    Ok(run.faults.apply(ClusterConfig {
+    let cfg = run.faults.apply(ClusterConfig {
         mode: run.mode,
         seed: run.seed,
+        data: run.data,
+        progress: run.progress,
         ..cluster.config()?
-    }))
+    });
+    // Refused before any point runs (a data mode threads mode has not,
+    // a sample larger than the job).
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 pub(super) fn run_coll(

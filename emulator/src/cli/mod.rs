@@ -30,7 +30,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use railcoll_host::Placement;
 
 use crate::bench::{self, CollBench, CollRecord, PutRecord};
-use crate::cluster::{ClusterConfig, Mode, THREADS_PACKET_SIZE};
+use crate::cluster::{ClusterConfig, DataMode, Mode, THREADS_PACKET_SIZE};
 use crate::hw::faults::{FaultSpec, parse_time};
 use crate::modeled::{DEFAULT_PROFILE, Profile};
 use railcoll_host::sched::catalogue;

@@ -10,7 +10,7 @@ use railcoll_host::sched::tuning::TuningTable;
 
 use super::error::{CliError, output};
 use super::{Sizes, parse_size, parse_sizes};
-use crate::cluster::{ClusterConfig, Mode};
+use crate::cluster::{ClusterConfig, DataMode, Mode};
 use crate::modeled::{Profile, ProfileError};
 use crate::workbench::sweep::{self, Sweep, SweepSpec};
 use crate::workbench::{PendingFile, Preset, SpecError, parse_collectives, plot, trace, tune};
@@ -40,6 +40,16 @@ pub struct StudyArgs {
     /// Seed of modeled runs (it also drives --faults).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Modeled mode's payload: full (every byte moved and checked), none
+    /// (no payload moved; the schedule verifier proves each schedule
+    /// first), or sample=N (the data of rank 0 and N - 1 seeded others
+    /// moved, and checked wherever it must land).
+    #[arg(long, default_value = "full", value_parser = |s: &str| s.parse::<DataMode>())]
+    pub data: DataMode,
+    /// Modeled mode: report the sequencer's events per second on stderr
+    /// about once a second (long runs).
+    #[arg(long)]
+    pub progress: bool,
     /// Injected faults.
     #[command(flatten)]
     pub faults: super::FaultArgs,
@@ -76,6 +86,8 @@ impl StudyArgs {
             shape,
             mode: self.mode,
             seed: self.seed,
+            data: self.data,
+            progress: self.progress,
             tuning: super::users_tuning()?,
             ..ClusterConfig::default()
         }))

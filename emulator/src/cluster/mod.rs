@@ -27,6 +27,8 @@ use railcoll_host::{Comm, CommConfig, RailPolicy, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 
+pub use crate::data::{DataMode, DataSample};
+
 use crate::hw::faults::{FaultCounts, FaultSpec};
 use crate::hw::memory::{CanaryDamage, GUARD, NodeMemory};
 use crate::hw::nic::EMU_MAX_NODES;
@@ -63,6 +65,19 @@ pub enum EmuError {
     /// A collective returned with wrong data ([`crate::verify`]).
     #[error(transparent)]
     WrongResult(Box<crate::verify::WrongResult>),
+    /// A run that moves no data (all or part: [`DataMode`]) was asked of a
+    /// schedule the verifier cannot prove.
+    #[error(
+        "--data {data}: {what}: the schedule verifier cannot prove it, so a run that does not move its data would report unchecked figures: {why}"
+    )]
+    Unproven {
+        /// The data mode asked.
+        data: DataMode,
+        /// The collective, algorithm and size.
+        what: String,
+        /// The verifier's or the generator's refusal.
+        why: String,
+    },
 }
 
 /// Shape and settings of an emulated cluster.
@@ -117,6 +132,12 @@ pub struct ClusterConfig {
     /// Every communicator's buffer contract ([`CommConfig::contract`];
     /// default: MPI's).
     pub contract: railcoll_host::BufferContract,
+    /// Whether a modeled run moves its payload bytes ([`DataMode`];
+    /// default: all of them). Threads mode moves them all.
+    pub data: DataMode,
+    /// Modeled mode: report the sequencer's event rate on stderr about
+    /// once a second of wall time (`--progress`; default off).
+    pub progress: bool,
 }
 
 /// How the emulator runs.
@@ -180,6 +201,8 @@ impl Default for ClusterConfig {
             retry_limit: None,
             check: cfg!(debug_assertions),
             contract: railcoll_host::BufferContract::Mpi,
+            data: DataMode::Full,
+            progress: false,
         }
     }
 }
@@ -233,7 +256,25 @@ impl ClusterConfig {
         if self.retry_limit == Some(0) {
             return Err(EmuError::Config("retry limit must be at least 1".into()));
         }
+        if self.data.elides() && self.mode != Mode::Modeled {
+            return Err(EmuError::Config(format!(
+                "data mode {} is modeled mode's (threads mode's time is the time its copies take)",
+                self.data
+            )));
+        }
+        self.data_sample()?;
         Ok(self.shape)
+    }
+
+    /// The ranks whose data a run of this configuration moves.
+    fn data_sample(&self) -> Result<DataSample, EmuError> {
+        let size = self.shape.size();
+        DataSample::draw(self.data, size, self.seed).ok_or_else(|| {
+            EmuError::Config(format!(
+                "data mode {} samples more ranks than the job's {size}",
+                self.data
+            ))
+        })
     }
 
     /// The NICs this configuration runs (threads mode).
@@ -260,6 +301,8 @@ pub struct EmuDevice {
     registers: Vec<Arc<dyn RegisterIo>>,
     admin: Mutex<()>,
     segments: Mutex<std::collections::HashMap<u64, railcoll_mem::mmap::WeakMapping>>,
+    /// Shared segments are made under data elision ([`DataMode`]).
+    elided: bool,
     /// In modeled mode, a rank that finds the admin lock taken yields to
     /// the sequencer instead of blocking its thread (which holds the baton).
     kernel: Option<Arc<Kernel>>,
@@ -316,8 +359,12 @@ impl Device for EmuDevice {
             }
             return Ok(map.memory());
         }
-        let map = railcoll_mem::mmap::SharedMapping::new(len)
-            .map_err(|e| DeviceError::Backend(format!("shared segment: {e}")))?;
+        let map = if self.elided {
+            railcoll_mem::mmap::SharedMapping::new_elided(len)
+        } else {
+            railcoll_mem::mmap::SharedMapping::new(len)
+        }
+        .map_err(|e| DeviceError::Backend(format!("shared segment: {e}")))?;
         // Segments no communicator holds any more (split ones freed) are
         // forgotten: the map stays as small as the live segments.
         segments.retain(|_, w| w.upgrade().is_some());
@@ -375,6 +422,8 @@ pub struct Cluster {
     /// Runs started: each run's communicator is a new instance
     /// ([`CommConfig::instance`]).
     runs: AtomicU32,
+    /// The ranks whose data runs move ([`ClusterConfig::data`]).
+    sample: DataSample,
 }
 
 /// Wait for the firmware of the NIC on `rail` to come up (`shared` is its
@@ -432,8 +481,9 @@ pub(crate) fn node_memory_len(cfg: &ClusterConfig) -> usize {
 }
 
 fn node_memories(cfg: &ClusterConfig) -> Result<Vec<Arc<NodeMemory>>, EmuError> {
+    let len = node_memory_len(cfg);
     Ok((0..cfg.shape.nodes())
-        .map(|_| NodeMemory::new(node_memory_len(cfg)).map(Arc::new))
+        .map(|_| NodeMemory::new(len, cfg.data.elides()).map(Arc::new))
         .collect::<Result<_, _>>()?)
 }
 
@@ -441,12 +491,14 @@ fn device(
     memory: &Arc<NodeMemory>,
     registers: Vec<Arc<dyn RegisterIo>>,
     kernel: Option<Arc<Kernel>>,
+    elided: bool,
 ) -> Arc<EmuDevice> {
     Arc::new(EmuDevice {
         memory: Arc::clone(memory),
         registers,
         admin: Mutex::new(()),
         segments: Mutex::new(std::collections::HashMap::new()),
+        elided,
         kernel,
     })
 }
@@ -502,9 +554,10 @@ impl Cluster {
                         }) as Arc<dyn RegisterIo>
                     })
                     .collect();
-                device(m, io, Some(Arc::clone(&kernel)))
+                device(m, io, Some(Arc::clone(&kernel)), cfg.data.elides())
             })
             .collect();
+        kernel.report_progress(cfg.progress);
         let wait = SetupWait {
             kernel: Arc::clone(&kernel),
         };
@@ -513,12 +566,14 @@ impl Cluster {
                 bring_up(&**io, shared, &wait, &cfg, rail)?;
             }
         }
+        let sample = cfg.data_sample()?;
         Ok(Self {
             cfg,
             shape,
             devices,
             memories,
             runs: AtomicU32::new(0),
+            sample,
             backend: Backend::Modeled {
                 kernel,
                 profile: Arc::new(profile),
@@ -563,15 +618,17 @@ impl Cluster {
             .zip(registers)
             .map(|(m, r)| {
                 let io = r.into_iter().map(|r| r as Arc<dyn RegisterIo>).collect();
-                device(m, io, None)
+                device(m, io, None, false)
             })
             .collect();
+        let sample = cfg.data_sample()?;
         Ok(Self {
             cfg,
             shape,
             devices,
             memories,
             runs: AtomicU32::new(0),
+            sample,
             backend: Backend::Threads {
                 wakers,
                 wait,
@@ -587,6 +644,19 @@ impl Cluster {
     /// The configuration.
     pub fn config(&self) -> &ClusterConfig {
         &self.cfg
+    }
+
+    /// The ranks whose data this cluster's runs move and check
+    /// ([`DataMode`]).
+    pub fn data(&self) -> &DataSample {
+        &self.sample
+    }
+
+    /// Lines (64 bytes) of node memory given data so far, over every node,
+    /// under data elision ([`DataMode`]; 0 with full data, which does not
+    /// count).
+    pub fn data_lines(&self) -> usize {
+        self.memories.iter().map(|m| m.data_lines()).sum()
     }
 
     /// The job shape.

@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn local_bytes_get_their_trailer_and_unread_ones_cannot_pass() {
-        let node = crate::hw::memory::NodeMemory::new(1 << 16).expect("memory");
+        let node = crate::hw::memory::NodeMemory::new(1 << 16, false).expect("memory");
         node.memory().write(4096, b"hello").expect("write");
         let memories = [node.memory()];
         let r = crate::hw::wire::PayloadRef {

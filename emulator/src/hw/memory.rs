@@ -58,16 +58,29 @@ struct Bump {
 }
 
 impl NodeMemory {
-    /// Reserve `len` bytes (pages are only touched when used).
-    pub fn new(len: usize) -> std::io::Result<Self> {
+    /// Reserve `len` bytes (pages are only touched when used), under data
+    /// elision if `elided` (`railcoll_mem::dma_mem`; modeled mode's
+    /// `--data none` and `--data sample=N`).
+    pub fn new(len: usize, elided: bool) -> std::io::Result<Self> {
+        let len = len.saturating_add(PHYS_BASE);
         Ok(Self {
-            map: SharedMapping::new(len.saturating_add(PHYS_BASE))?,
+            map: if elided {
+                SharedMapping::new_elided(len)?
+            } else {
+                SharedMapping::new(len)?
+            },
             state: Mutex::new(Bump {
                 next: PHYS_BASE,
                 high_water: PHYS_BASE,
                 guards: Vec::new(),
             }),
         })
+    }
+
+    /// Lines (64 bytes) given data so far, under data elision (0 without
+    /// it).
+    pub fn data_lines(&self) -> usize {
+        self.map.data_lines()
     }
 
     /// The whole memory (offset = physical address).
@@ -107,7 +120,8 @@ impl NodeMemory {
         let after = (end, GUARD);
         for (at, n) in [before, after] {
             let bytes: Vec<u8> = (at..at + n).map(canary).collect();
-            let _ = self.map.memory().write(at, &bytes);
+            // Canaries are not data: the buffers beside them stay elided.
+            let _ = self.map.memory().without_elision().write(at, &bytes);
             st.guards.push((at, n));
         }
         st.next = end + GUARD;
@@ -160,7 +174,7 @@ mod tests {
 
     #[test]
     fn allocations_are_aligned_zeroed_and_bounded() {
-        let m = NodeMemory::new(1 << 16).expect("mmap");
+        let m = NodeMemory::new(1 << 16, false).expect("mmap");
         let a = m.alloc(100, 64).expect("alloc");
         assert_eq!(a.phys % 64, 0);
         assert!(a.phys as usize >= PHYS_BASE);
@@ -182,7 +196,7 @@ mod tests {
     /// named; writes inside are not.
     #[test]
     fn a_write_outside_an_allocation_damages_its_canary() {
-        let m = NodeMemory::new(1 << 20).expect("mmap");
+        let m = NodeMemory::new(1 << 20, false).expect("mmap");
         let a = m.alloc(100, 64).expect("alloc");
         let b = m.alloc(5000, 4096).expect("alloc");
         a.mem.fill(0, 100, 0xff).expect("fill");

@@ -34,13 +34,27 @@ pub(crate) fn deliver_payload(
     };
     let src = memories.get(p.node as usize).ok_or(BusError)?;
     let (dst_off, src_off) = (range(phys)?, range(p.phys)?);
+    let len = p.len as usize;
+    // Under data elision (modeled `--data none`), a payload whose bytes
+    // were never written is zeros: it lands as zeros where the target
+    // holds data, and not at all where it holds none (the bounds are
+    // checked all the same), so the sender's page is never read.
+    if !src.holds_data(src_off, len).map_err(|_| BusError)? {
+        if memory.holds_data(dst_off, len).map_err(|_| BusError)? {
+            if len == 8 && dst_off.is_multiple_of(8) {
+                return store_word(memory, dst_off, [0; 8]);
+            }
+            memory.fill(dst_off, len, 0).map_err(|_| BusError)?;
+        }
+        return Ok(());
+    }
     if p.len == 8 && dst_off.is_multiple_of(8) {
         let mut word = [0u8; 8];
         src.read(src_off, &mut word).map_err(|_| BusError)?;
         return store_word(memory, dst_off, word);
     }
     memory
-        .copy_from(dst_off, src, src_off, p.len as usize)
+        .copy_from(dst_off, src, src_off, len)
         .map_err(|_| BusError)
 }
 
@@ -237,7 +251,7 @@ mod tests {
             at in any::<u32>(),
             xor in 1u8..=255,
         ) {
-            let node = NodeMemory::new(1 << 16).expect("memory");
+            let node = NodeMemory::new(1 << 16, false).expect("memory");
             let bytes: Vec<u8> = (0..len as u64)
                 .map(|i| (seed.wrapping_mul(i | 1) >> 13) as u8)
                 .collect();
@@ -251,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_damaged_payload_from_nowhere_is_refused() {
-        let node = NodeMemory::new(1 << 16).expect("memory");
+        let node = NodeMemory::new(1 << 16, false).expect("memory");
         let memories = [node.memory()];
         let mut p = packet(64, Some(Damage { offset: 0, xor: 1 }));
         p.payload = Some(PayloadRef {

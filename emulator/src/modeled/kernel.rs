@@ -54,8 +54,10 @@ use super::fiber;
 use super::profile::{Costs, transfer};
 use super::queue::{ActionQueue, Ports};
 use super::ranks::{RankState, Ranks, Watch};
+use super::witness::{
+    ProgressMeter, Trace, Watchdog, hash_of, ns, trace_nic, trace_packet, trace_switch,
+};
 pub use super::witness::{Stalled, TraceDigest, TraceRecord};
-use super::witness::{Trace, Watchdog, hash_of, ns, trace_nic, trace_packet, trace_switch};
 use crate::hw::faults::{Fate, FaultCounts, FaultSpec, RailFaults, stall_note};
 use crate::hw::registers::SharedRegisters;
 use crate::hw::wire::{WirePacket, is_collective, is_control, route_collective};
@@ -154,6 +156,8 @@ struct World {
     watchdog: Watchdog,
     /// Where spans go while a run is traced.
     timeline: Option<Arc<Timeline>>,
+    /// `--progress`: the event rate, reported on stderr.
+    progress: Option<ProgressMeter>,
 }
 
 enum Next {
@@ -264,6 +268,7 @@ impl Kernel {
             stats: ModelStats::default(),
             watchdog: Watchdog::new(),
             timeline: None,
+            progress: None,
         };
         let kernel = Arc::new(Kernel {
             world: Mutex::new(world),
@@ -359,6 +364,12 @@ impl Kernel {
     /// Take the actions recorded so far.
     pub fn take_records(&self) -> Vec<TraceRecord> {
         self.lock().trace.take_records()
+    }
+
+    /// Report the event rate on stderr about once a second while runs go
+    /// on (`--progress`; `false`: stop).
+    pub fn report_progress(&self, on: bool) {
+        self.lock().progress = on.then(ProgressMeter::new);
     }
 
     /// Send spans of ranks, NICs, ports and switches to `timeline` (None:
@@ -638,8 +649,16 @@ impl Kernel {
                 self.push(&mut w, now, r as u32, Action::RankRun(r));
             }
         }
+        let mut steps = 0u32;
         loop {
             let mut w = self.lock();
+            steps = steps.wrapping_add(1);
+            if steps.is_multiple_of(1 << 14) {
+                let (events, now) = (w.stats.events, w.now);
+                if let Some(p) = w.progress.as_mut() {
+                    p.tick(events, now);
+                }
+            }
             if w.watchdog.given_up(fibers.len()) {
                 // Ranks that keep waiting after every stall: give up on
                 // them (their fibers are unwound when dropped).

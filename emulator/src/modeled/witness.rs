@@ -11,6 +11,8 @@
 //!   an empty queue), writes the report naming the seed, the virtual time,
 //!   the last progress and the blocked ranks' steps, and keeps the last
 //!   failure. Failing the blocked waits is the kernel's part.
+//! - [`ProgressMeter`] reports the event rate of a long run on stderr
+//!   (`--progress`).
 //! - The timeline helpers turn packets, NIC spans and switch operations
 //!   into timeline entries (nanoseconds); they are called only when a
 //!   timeline is attached.
@@ -152,6 +154,44 @@ const LONE_POLLS: u64 = 100_000;
 
 /// Reports shown per blocked rank before the rest are only counted.
 const SHOWN_RANKS: usize = 16;
+
+/// `--progress`: the rate a long run commits actions at, reported on
+/// stderr about once a second of wall time (it only observes).
+#[derive(Debug)]
+pub(super) struct ProgressMeter {
+    start: std::time::Instant,
+    last: std::time::Instant,
+    last_events: u64,
+}
+
+impl ProgressMeter {
+    pub(super) fn new() -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            start: now,
+            last: now,
+            last_events: 0,
+        }
+    }
+
+    /// `events` actions committed so far, virtual time `now`: a line if a
+    /// second has passed since the last.
+    pub(super) fn tick(&mut self, events: u64, now: Ps) {
+        let wall = std::time::Instant::now();
+        let since = wall.duration_since(self.last).as_secs_f64();
+        if since < 1.0 {
+            return;
+        }
+        let rate = (events - self.last_events) as f64 / since;
+        eprintln!(
+            "# modeled: {events} events, {:.2} M events/s, virtual {:.3} us, wall {:.1} s",
+            rate / 1e6,
+            ns(now) / 1e3,
+            wall.duration_since(self.start).as_secs_f64()
+        );
+        (self.last, self.last_events) = (wall, events);
+    }
+}
 
 /// The watchdog's state across a run.
 #[derive(Debug)]

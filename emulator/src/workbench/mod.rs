@@ -299,8 +299,14 @@ impl AlgoSet {
             Collective::Bcast => (bench::same_len, bench::no_len, false),
             Collective::Barrier => (bench::no_len, bench::no_len, false),
         };
+        // What `--data none` and `--data sample=N` rest on: the schedule
+        // the run executed, which the verifier then replays symbolically.
+        let schedule = |comm: &railcoll_host::Comm, a: usize, size: usize| {
+            comm.schedule(c, algos[a], size, root)
+        };
         f(&CollBench {
             collective: c.name(),
+            schedule: &schedule,
             algorithms: self.names(),
             sizes: if c.sized() { sizes.to_vec() } else { vec![0] },
             iters,

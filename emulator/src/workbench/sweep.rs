@@ -424,7 +424,7 @@ pub fn write_table(out: &mut dyn Write, sweep: &Sweep) -> std::io::Result<()> {
 }
 
 /// The CSV header.
-pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,root,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio,faults,seed,retransmit_timeout_us,retry_limit,verified,checked,contract";
+pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,root,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio,faults,seed,retransmit_timeout_us,retry_limit,verified,checked,contract,data";
 
 /// Tidy CSV of `sweeps`: one row per (sweep, size, algorithm). The
 /// faults column separates its terms with `;` (a comma would split it).
@@ -435,14 +435,15 @@ pub fn csv(sweeps: &[Sweep]) -> String {
     for sw in sweeps {
         let c = &sw.conditions;
         let conditions = format!(
-            "{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             c.faults.replace(',', ";"),
             c.seed,
             opt(c.retransmit_timeout_us),
             c.retry_limit.map_or_else(String::new, |v| v.to_string()),
             c.verified,
             c.checked,
-            c.contract
+            c.contract,
+            c.data
         );
         for p in &sw.points {
             for m in &p.results {

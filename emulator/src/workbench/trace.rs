@@ -100,7 +100,7 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
             let cluster = Cluster::new(bench::coll_config(spec.cluster.clone(), b))?;
             cluster.set_timeline(Arc::clone(&timeline));
             let barrier = railcoll_host::Algorithm::Smp;
-            let per_rank = bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline));
+            let per_rank = bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline))?;
             cluster.check_stalled()?;
             per_rank
                 .into_iter()
