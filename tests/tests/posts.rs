@@ -303,6 +303,7 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
                 chain_queue: 64,
                 peer_fifo: 64,
                 feeds: 3,
+                completion_events: 256,
             }
         );
         let budget = Budget::for_nic(limits);
@@ -312,9 +313,10 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
                 budget.chain_blocks,
                 budget.chain_queue,
                 budget.peer_fifo,
-                budget.feeds
+                budget.feeds,
+                budget.outstanding
             ),
-            (120, 64, 64, 64, 3)
+            (120, 64, 64, 64, 3, 96)
         );
     }
     // A smaller NIC gives a smaller budget: two counter pools within half
@@ -325,10 +327,16 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
         chain_queue: 4,
         peer_fifo: 0,
         feeds: 0,
+        completion_events: 24,
     });
     assert_eq!(
-        (small.counters, small.chain_blocks, small.chain_queue),
-        (12, 8, 4)
+        (
+            small.counters,
+            small.chain_blocks,
+            small.chain_queue,
+            small.outstanding
+        ),
+        (12, 8, 4, 9)
     );
     // One rail: no sibling, no relays.
     let one = cluster(2, 1, 1, 1 << 20);

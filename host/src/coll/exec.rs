@@ -9,9 +9,10 @@
 //! follow a put in the schedule overlap it [QA08 §5.2.2]. A step waits only
 //! for the puts it names in `after`, for the counters and flags it names,
 //! and, at the end, for every put of the schedule. At most
-//! [`MAX_OUTSTANDING`](crate::sched::budget::MAX_OUTSTANDING) puts are in flight; beyond that the oldest is
-//! completed first (a put's completion never depends on its target's host,
-//! so this never deadlocks).
+//! [`Budget::outstanding`](crate::sched::budget::Budget::outstanding)
+//! posts are in flight (a share of the NIC's completion events); beyond
+//! that the oldest is completed first (a put's completion never depends on
+//! its target's host, so this never deadlocks).
 //!
 //! Counters map to a pool of symmetric destination events that grows on
 //! demand, and scratch to a symmetric buffer; both come in two sets used
@@ -306,6 +307,7 @@ impl<'a> Coll<'a> {
         let events = self.st.exec.events.borrow()[parity].clone();
         let scratch = self.st.exec.scratch.borrow()[parity].unwrap_or(self.st.bufs.scratch);
         let my_socket = p.shape.socket_of(self.locate(me)?.1);
+        let outstanding = p.budget.outstanding;
         let run = Run {
             set,
             send: *send,
@@ -315,7 +317,7 @@ impl<'a> Coll<'a> {
             my_socket,
             next: 0,
             pending: Pending::None,
-            handles: Outstanding::new(steps),
+            handles: Outstanding::new(steps, outstanding),
             numbers: BarrierNumbers::default(),
             entered,
         };

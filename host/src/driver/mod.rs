@@ -95,6 +95,9 @@ pub struct NicLimits {
     /// blocks but one, at most [`MAX_FEEDS`]); 0 on NICs that COPY one
     /// block only.
     pub feeds: u32,
+    /// Completion events of this rank's context on each rail (the other
+    /// half of its events): every post in flight holds one per rail.
+    pub completion_events: u32,
 }
 
 /// A NIC's identity registers, as read (docs/abi.md §2): what a
@@ -351,6 +354,7 @@ impl Driver {
             chain_queue: self.chain_queue,
             peer_fifo: self.peer_fifo,
             feeds: self.feeds,
+            completion_events: self.events_per_ctx - self.dest_events,
         }
     }
 

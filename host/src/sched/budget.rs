@@ -1,6 +1,7 @@
 //! What running a schedule takes from the communicator and its NICs, and
 //! the budget it must fit: the executor's own limits ([`SCHED_FLAGS`],
-//! [`MAX_OUTSTANDING`]), the chain blocks a rank holds at once
+//! the posts it keeps in flight, [`Budget::outstanding`]), the chain
+//! blocks a rank holds at once
 //! ([`chain_peak`], mirrored from the executor's bookkeeping), and
 //! [`Budget`] / [`fits`]: the static proof the executor makes before it
 //! posts anything and the verifier makes first.
@@ -13,8 +14,22 @@ use super::*;
 
 /// Schedule flags per local rank.
 pub const SCHED_FLAGS: usize = crate::shm::SCHED_FLAG_LINES;
-/// Most puts the executor keeps in flight.
-pub const MAX_OUTSTANDING: usize = 48;
+/// Completion events per rail of one context on the reference NIC (the
+/// emulator's: 512 events per context, the upper half completion events;
+/// `GEOMETRY`, docs/abi.md §2): what [`Budget::default`] assumes.
+pub const REFERENCE_COMPLETION_EVENTS: u32 = 256;
+
+/// Posts one run of the executor keeps in flight on a NIC whose context
+/// has `completion_events` completion events per rail: three eighths of
+/// them (at least one). Every post in flight holds one completion event
+/// on each rail it uses, two runs may hold posts at once (a collective
+/// takes one of two counter pools in turn), and the last quarter is left
+/// to what else is in flight (barrier words, queued messages, gets, the
+/// library's own puts), so the bound is the NIC's and never exhausts it.
+pub const fn outstanding_for(completion_events: u32) -> u32 {
+    let n = completion_events / 8 * 3;
+    if n == 0 { 1 } else { n }
+}
 
 /// The chained puts one rank's executor holds at once: each keeps a chain
 /// block from its arming until its handle is waited (by a later step's
@@ -35,7 +50,7 @@ pub struct ChainPeak {
 
 /// The handles of one run's posts, as the executor keeps them: held from
 /// the post until a later step's `after` names it, until room is needed
-/// for another put (the oldest first: at most [`MAX_OUTSTANDING`]), or
+/// for another put (the oldest first: at most [`Budget::outstanding`]), or
 /// until the end. The executor keeps real handles in it and waits what it
 /// gives back; [`chain_peak`] keeps each chained put's rail, so the two
 /// cannot disagree.
@@ -43,14 +58,17 @@ pub struct ChainPeak {
 pub(crate) struct Outstanding<T> {
     held: Vec<Option<T>>,
     order: VecDeque<usize>,
+    /// Posts counted at most ([`Budget::outstanding`]).
+    limit: usize,
 }
 
 impl<T> Outstanding<T> {
-    /// Room for a schedule of `steps` steps.
-    pub(crate) fn new(steps: usize) -> Self {
+    /// Room for a schedule of `steps` steps, at most `limit` posts held.
+    pub(crate) fn new(steps: usize, limit: u32) -> Self {
         Self {
             held: (0..steps).map(|_| None).collect(),
             order: VecDeque::new(),
+            limit: (limit as usize).max(1),
         }
     }
 
@@ -77,13 +95,13 @@ impl<T> Outstanding<T> {
     }
 
     /// Make room for one more put: hand `settle` the oldest handles while
-    /// [`MAX_OUTSTANDING`] posts are counted (a post released earlier
+    /// the limit's number of posts are counted (a post released earlier
     /// still counts until it reaches the front).
     pub(crate) fn make_room<E>(
         &mut self,
         mut settle: impl FnMut(&mut T) -> Result<bool, E>,
     ) -> Result<bool, E> {
-        while self.order.len() >= MAX_OUTSTANDING {
+        while self.order.len() >= self.limit {
             let Some(&j) = self.order.front() else { break };
             if let Some(h) = self.held[j].as_mut() {
                 if !settle(h)? {
@@ -152,7 +170,8 @@ pub fn chain_peak(schedule: &Schedule, params: &Params) -> ChainPeak {
     // set starting it) and one on the part's rail; a relay two (the set
     // and its completion).
     type Held = Option<([u32; MAX_RAILS], [u32; MAX_RAILS])>;
-    let mut book: Outstanding<Held> = Outstanding::new(schedule.steps.len());
+    let mut book: Outstanding<Held> =
+        Outstanding::new(schedule.steps.len(), params.budget.outstanding);
     let mut rails = [0u32; MAX_RAILS];
     let mut peers = [0u32; MAX_RAILS];
     let mut peak = ChainPeak::default();
@@ -253,6 +272,10 @@ pub struct Budget {
     pub flags: u8,
     /// Puts a rank may have in flight on one rail.
     pub in_flight_per_rail: u32,
+    /// Posts (puts and chained puts) one run of the executor keeps in
+    /// flight before it completes the oldest ([`outstanding_for`] of the
+    /// NIC's completion events per rail).
+    pub outstanding: u32,
     /// Scratch bytes per node (all its ranks together).
     pub scratch_bytes_per_node: usize,
     /// Sibling sets each NIC's `PEER_SET` FIFO holds (shared by the node's
@@ -271,6 +294,7 @@ impl Default for Budget {
             chain_queue: railcoll_fw::abi::CHAIN_DEPTH as u32,
             flags: SCHED_FLAGS as u8,
             in_flight_per_rail: 4096,
+            outstanding: outstanding_for(REFERENCE_COMPLETION_EVENTS),
             scratch_bytes_per_node: 4 << 30,
             peer_fifo: 64,
             feeds: crate::driver::MAX_FEEDS as u32,
@@ -291,6 +315,7 @@ impl Budget {
             chain_queue: limits.chain_queue,
             peer_fifo: limits.peer_fifo,
             feeds: limits.feeds,
+            outstanding: outstanding_for(limits.completion_events),
             ..Self::default()
         }
     }
@@ -542,11 +567,12 @@ mod tests {
 
     #[test]
     fn the_bound_on_puts_in_flight_releases_the_oldest_chain() {
-        // A chain, then MAX_OUTSTANDING puts: the executor waits the
-        // oldest handle (the chain's) to post the last put, then a new
-        // chain is the only one held.
+        // A chain, then as many puts as the budget keeps in flight: the
+        // executor waits the oldest handle (the chain's) to post the last
+        // put, then a new chain is the only one held.
         let mut steps = vec![step(chain(0), &[])];
-        steps.extend((0..MAX_OUTSTANDING).map(|_| step(put(), &[])));
+        let limit = params().budget.outstanding as usize;
+        steps.extend((0..limit).map(|_| step(put(), &[])));
         steps.push(step(chain(0), &[]));
         let peak = chain_peak(&Schedule { rank: 0, steps }, &params());
         assert_eq!((peak.total, peak.step), (1, 0));
