@@ -331,6 +331,11 @@ pub struct Conditions {
     /// `none` or `sample=N` (absent from records of before it: `full`).
     #[serde(default = "full_data")]
     pub data: String,
+    /// What the schedule verifier proved of the executed set when the
+    /// run did not move all its data ([`Proof::name`]); `None` with full
+    /// data.
+    #[serde(default)]
+    pub proof: Option<String>,
 }
 
 fn full_data() -> String {
@@ -349,6 +354,7 @@ impl Conditions {
             checked: cfg.check,
             contract: cfg.contract.name().to_string(),
             data: cfg.data.to_string(),
+            proof: None,
         }
     }
 }
@@ -572,7 +578,7 @@ pub(crate) fn timed_calls(
     size: usize,
     barrier: railcoll_host::Algorithm,
     timeline: Option<&crate::timeline::Timeline>,
-) -> Result<Vec<Result<RankTiming, railcoll_host::Error>>, EmuError> {
+) -> Result<Timed, EmuError> {
     let name = format!("{} {}", bench.collective, bench.algorithms[a]);
     let executed = std::sync::Mutex::new(None);
     let per_rank = cluster.run(|comm: &Comm| -> Result<(f64, (f64, f64)), EmuError> {
@@ -607,8 +613,16 @@ pub(crate) fn timed_calls(
         Ok((total / bench.iters.max(1) as f64, span))
     });
     let ran = per_rank.iter().all(|r| matches!(r, Ok(Ok(_))));
-    prove_if_elided(cluster, bench, (a, size), executed, ran)?;
-    Ok(per_rank)
+    let proof = prove_if_elided(cluster, bench, (a, size), executed, ran)?;
+    Ok(Timed { per_rank, proof })
+}
+
+/// What [`timed_calls`] measured: per rank, as [`RankTiming`] (outer
+/// error: the rank did not start); and the proof a run without all its
+/// data stands on.
+pub(crate) struct Timed {
+    pub(crate) per_rank: Vec<Result<RankTiming, railcoll_host::Error>>,
+    pub(crate) proof: Option<Proof>,
 }
 
 /// After a run of `cluster` that did not move all its data, the proof of
@@ -621,24 +635,49 @@ pub(crate) fn prove_if_elided(
     (a, size): (usize, usize),
     executed: std::sync::Mutex<Option<Arc<ScheduleSet>>>,
     ran: bool,
-) -> Result<(), EmuError> {
+) -> Result<Option<Proof>, EmuError> {
     if !cluster.data().mode().elides() || !ran {
-        return Ok(());
+        return Ok(None);
     }
     let set = executed.into_inner().unwrap_or_else(|p| p.into_inner());
     let what = format!("{} '{}' at {size} B", bench.collective, bench.algorithms[a]);
-    prove_executed(set.as_deref(), cluster.data().mode(), what)
+    prove_executed(set.as_deref(), cluster.data().mode(), what).map(Some)
+}
+
+/// What stands behind the figures of a run that did not move all its
+/// data: the schedule verifier's proof of the set it executed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proof {
+    /// Every rule of the verifier ([`railcoll_host::sched::verify`]).
+    Complete,
+    /// Every rule but those that order accesses by happens-before (races,
+    /// a barrier's synchronisation, buffers given back): the set's closure
+    /// is beyond the verifier's limit
+    /// ([`railcoll_host::sched::verify::HB_LIMIT_BYTES`]). The symbolic
+    /// contents of every output block are proved all the same.
+    WithoutOrdering,
+}
+
+impl Proof {
+    /// As records carry it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proof::Complete => "complete",
+            Proof::WithoutOrdering => "without ordering rules",
+        }
+    }
 }
 
 /// The schedule verifier's proof of `set`, the set a run that did not
 /// move all its data executed (`None`: the run did not get as far as
 /// naming it, so nothing is proved), replayed symbolically with the
-/// budget it was generated for ([`railcoll_host::sched::verify`]).
+/// budget it was generated for ([`railcoll_host::sched::verify`]); the
+/// ordering rules are left out only where the set is too large for them.
 pub fn prove_executed(
     set: Option<&ScheduleSet>,
     data: crate::cluster::DataMode,
     what: String,
-) -> Result<(), EmuError> {
+) -> Result<Proof, EmuError> {
     let unproven = |why: String| EmuError::Unproven {
         data,
         what: what.clone(),
@@ -646,9 +685,14 @@ pub fn prove_executed(
     };
     let set =
         set.ok_or_else(|| unproven("the run ended before rank 0 named its schedule".into()))?;
-    railcoll_host::sched::verify::verify(set, &set.params.budget)
-        .map(|_| ())
-        .map_err(|v| unproven(v.to_string()))
+    use railcoll_host::sched::verify::{HB_LIMIT_BYTES, Ordering, verify_with};
+    let report = verify_with(set, &set.params.budget, Ordering::IfWithin(HB_LIMIT_BYTES))
+        .map_err(|v| unproven(v.to_string()))?;
+    Ok(if report.ordering_checked {
+        Proof::Complete
+    } else {
+        Proof::WithoutOrdering
+    })
 }
 
 /// Model algorithm `a` of `bench` at `size` under `profile` on a fresh
@@ -671,7 +715,7 @@ pub(crate) fn model_point(
         .kernel()
         .cloned()
         .ok_or_else(|| EmuError::Config("a modeled cluster has a sequencer".into()))?;
-    let per_rank = timed_calls(
+    let Timed { per_rank, proof } = timed_calls(
         &cluster,
         bench,
         a,
@@ -688,20 +732,22 @@ pub(crate) fn model_point(
         (first, last) = (first.min(s), last.max(e));
     }
     let digest = kernel.digest();
+    let mut record = CollRecord::new(
+        bench,
+        a,
+        size,
+        &cfg,
+        times.iter().sum::<f64>() / times.len().max(1) as f64 / 1e3,
+        times.iter().copied().fold(0.0, f64::max) / 1e3,
+    );
+    record.conditions.proof = proof.map(|p| p.name().to_string());
     Ok(CollRecord {
         mode: "modeled",
         profile: Some(profile.name.clone()),
         trace_hash: Some(format!("{:016x}", digest.hash)),
         events: Some(digest.events),
         makespan_us: (bench.iters == 1).then(|| (last - first) / 1e3),
-        ..CollRecord::new(
-            bench,
-            a,
-            size,
-            &cfg,
-            times.iter().sum::<f64>() / times.len().max(1) as f64 / 1e3,
-            times.iter().copied().fold(0.0, f64::max) / 1e3,
-        )
+        ..record
     })
 }
 

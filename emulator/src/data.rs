@@ -15,7 +15,9 @@
 //!   verifier's symbolic replay of the set rank 0 executed
 //!   ([`railcoll_host::sched::verify`]): the workbench proves it after the
 //!   timed calls and reports no figure without the proof
-//!   ([`crate::bench::prove_executed`]).
+//!   ([`crate::bench::prove_executed`]; beyond the verifier's bound on its
+//!   happens-before closure, every rule but the ordering ones, and the
+//!   record says so).
 //! - [`DataMode::Sample`]: elision as `None`, but `N` ranks (rank 0 and
 //!   `N - 1` others drawn with the cluster's seed) write their send data,
 //!   and every rank's buffers are checked at the blocks those ranks'

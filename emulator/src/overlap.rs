@@ -74,6 +74,10 @@ pub fn overlap_pct(pure: f64, compute: f64, total: f64) -> f64 {
 /// What one rank reports from one run (outer error: it did not start).
 type RankPair = Result<(f64, f64), EmuError>;
 
+/// (t_pure, t_compute, t_total) in ns per call, and the proof of the set a
+/// run without all its data executed.
+type Measured = ((f64, f64, f64), Option<crate::bench::Proof>);
+
 /// Measure algorithm `a` of `bench` at `size` on every rank of `cluster`,
 /// every call after a barrier of kind `barrier`: (t_pure, t_compute,
 /// t_total) in ns per call, each the slowest rank's (the collective is
@@ -86,7 +90,7 @@ fn measure(
     a: usize,
     size: usize,
     barrier: railcoll_host::Algorithm,
-) -> Result<(f64, f64, f64), EmuError> {
+) -> Result<Measured, EmuError> {
     let iters = bench.iters.max(1);
     let slowest =
         |per_rank: Vec<Result<RankPair, railcoll_host::Error>>| -> Result<(f64, f64), EmuError> {
@@ -142,8 +146,8 @@ fn measure(
     });
     let ran = per_rank.iter().all(|r| matches!(r, Ok(Ok(_))));
     let (compute, total) = slowest(per_rank)?;
-    crate::bench::prove_if_elided(cluster, bench, (a, size), executed, ran)?;
-    Ok((pure, compute, total))
+    let proof = crate::bench::prove_if_elided(cluster, bench, (a, size), executed, ran)?;
+    Ok(((pure, compute, total), proof))
 }
 
 fn record(
@@ -190,7 +194,7 @@ pub fn overlap_threads(
             fastest = (0..3)
                 .map(|_| pingpong_rtt_seconds())
                 .fold(fastest, f64::min);
-            let times = measure(&cluster, bench, a, size, railcoll_host::Algorithm::Smp)?;
+            let (times, _) = measure(&cluster, bench, a, size, railcoll_host::Algorithm::Smp)?;
             out.push(record(bench, a, size, &cfg, times));
         }
         progress(size);
@@ -215,9 +219,11 @@ pub fn overlap_modeled(
         for a in 0..bench.algorithms.len() {
             let cfg = crate::bench::coll_config(cfg.clone(), bench);
             let cluster = Cluster::modeled(cfg.clone(), profile.clone())?;
-            let times = measure(&cluster, bench, a, size, railcoll_host::Algorithm::Hardware)?;
+            let (times, proof) =
+                measure(&cluster, bench, a, size, railcoll_host::Algorithm::Hardware)?;
             cluster.check_stalled()?;
             let mut r = record(bench, a, size, &cfg, times);
+            r.conditions.proof = proof.map(|p| p.name().to_string());
             r.profile = Some(profile.name.clone());
             out.push(r);
         }

@@ -129,12 +129,10 @@ fn a_double_write_is_rejected() {
     );
 }
 
-#[test]
-fn a_wrong_source_block_is_rejected() {
-    let mut set = allgather_set(Algorithm::Bruck);
-    // Shift one final copy by a block.
-    let steps = &mut set.ranks[4].steps;
-    let last = steps
+/// Shift rank 4's last copy of a 6-rank Bruck set by one block.
+fn shift_last_copy(set: &mut railcoll_host::sched::ScheduleSet) {
+    let last = set.ranks[4]
+        .steps
         .iter_mut()
         .rev()
         .find(|s| matches!(s.op, Op::Copy { .. }))
@@ -142,6 +140,12 @@ fn a_wrong_source_block_is_rejected() {
     if let Op::Copy { src, .. } = &mut last.op {
         src.block = (src.block + 1) % 6;
     }
+}
+
+#[test]
+fn a_wrong_source_block_is_rejected() {
+    let mut set = allgather_set(Algorithm::Bruck);
+    shift_last_copy(&mut set);
     let v = verify::verify(&set, &Budget::default()).expect_err("must fail");
     assert!(v.to_string().contains("rank 4"), "{v}");
 }
@@ -910,4 +914,40 @@ fn a_collective_without_a_root_ignores_one() {
             }
         }
     }
+}
+
+/// A set whose happens-before closure is beyond a bound is still proved
+/// by every other rule under `Ordering::IfWithin` (the report says the
+/// ordering rules did not run): a wrong block is still rejected, a race
+/// is not looked for; `verify` itself never skips them. Bounds at 0 bytes
+/// stand in for sets too large for the real one (`HB_LIMIT_BYTES`).
+#[test]
+fn beyond_the_closure_bound_every_rule_but_the_ordering_ones_still_holds() {
+    use verify::Ordering;
+    let good = allgather_set(Algorithm::Bruck);
+    let full = verify::verify(&good, &Budget::default()).expect("proved");
+    assert!(full.ordering_checked);
+    let within = verify::verify_with(&good, &Budget::default(), Ordering::IfWithin(1 << 30))
+        .expect("proved");
+    assert!(within.ordering_checked, "a small set's closure fits");
+    let outputs_only =
+        verify::verify_with(&good, &Budget::default(), Ordering::IfWithin(0)).expect("proved");
+    assert!(!outputs_only.ordering_checked);
+    assert_eq!(
+        (outputs_only.steps, outputs_only.puts),
+        (full.steps, full.puts)
+    );
+
+    let mut wrong = good.clone();
+    shift_last_copy(&mut wrong);
+    let v = verify::verify_with(&wrong, &Budget::default(), Ordering::IfWithin(0))
+        .expect_err("a wrong block is an output rule");
+    assert!(v.to_string().contains("rank 4"), "{v}");
+
+    let mut racy = good.clone();
+    first_wait_last(&mut racy.ranks[0].steps);
+    verify::verify(&racy, &Budget::default()).expect_err("a race");
+    let unordered = verify::verify_with(&racy, &Budget::default(), Ordering::IfWithin(0))
+        .expect("the race is an ordering rule, not checked beyond the bound");
+    assert!(!unordered.ordering_checked);
 }

@@ -305,7 +305,14 @@ pub fn run(spec: &SweepSpec, progress: &(dyn Fn(usize) + Sync)) -> Result<Sweep,
             .filter_map(|r| r.pingpong_rtt_ns)
             .reduce(f64::min),
         points,
-        conditions: Conditions::of(cfg, spec.verify),
+        conditions: Conditions {
+            // The weakest proof any point stands on.
+            proof: records
+                .iter()
+                .filter_map(|r| r.conditions.proof.clone())
+                .max_by_key(|p| p.as_str() != crate::bench::Proof::Complete.name()),
+            ..Conditions::of(cfg, spec.verify)
+        },
     })
 }
 
@@ -424,7 +431,7 @@ pub fn write_table(out: &mut dyn Write, sweep: &Sweep) -> std::io::Result<()> {
 }
 
 /// The CSV header.
-pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,root,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio,faults,seed,retransmit_timeout_us,retry_limit,verified,checked,contract,data";
+pub const CSV_HEADER: &str = "collective,mode,profile,procs,nodes,ranks_per_node,sockets,rails,placement,root,size,algorithm,latency_us,max_us,predicted_us,speedup_over_baseline,best,trace_hash,pingpong_ratio,faults,seed,retransmit_timeout_us,retry_limit,verified,checked,contract,data,proof";
 
 /// Tidy CSV of `sweeps`: one row per (sweep, size, algorithm). The
 /// faults column separates its terms with `;` (a comma would split it).
@@ -435,7 +442,7 @@ pub fn csv(sweeps: &[Sweep]) -> String {
     for sw in sweeps {
         let c = &sw.conditions;
         let conditions = format!(
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{}",
             c.faults.replace(',', ";"),
             c.seed,
             opt(c.retransmit_timeout_us),
@@ -443,7 +450,8 @@ pub fn csv(sweeps: &[Sweep]) -> String {
             c.verified,
             c.checked,
             c.contract,
-            c.data
+            c.data,
+            c.proof.as_deref().unwrap_or("")
         );
         for p in &sw.points {
             for m in &p.results {

@@ -100,9 +100,10 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
             let cluster = Cluster::new(bench::coll_config(spec.cluster.clone(), b))?;
             cluster.set_timeline(Arc::clone(&timeline));
             let barrier = railcoll_host::Algorithm::Smp;
-            let per_rank = bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline))?;
+            let timed = bench::timed_calls(&cluster, b, 0, size, barrier, Some(&timeline))?;
             cluster.check_stalled()?;
-            per_rank
+            timed
+                .per_rank
                 .into_iter()
                 .map(|r| Ok(r.map_err(EmuError::Host)??.0))
                 .collect()
