@@ -44,25 +44,34 @@ use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_fw::abi::error::ErrorCode;
 use railcoll_mem::dma_mem::DmaMemory;
 
-/// Schedule sets generated in this process, shared by its communicators.
-/// A set holds every rank's schedule, so N communicators of one process
-/// (emulated ranks) would otherwise generate N identical sets. Weak: a set
+/// Schedule sets generated in this process, shared by its communicators,
+/// with the proof that each fits its budget ([`budget::fits`]). A set holds
+/// every rank's schedule, so N communicators of one process (emulated
+/// ranks) would otherwise generate N identical sets and prove each N
+/// times (the proof walks every rank's schedule: N^2 walks). Weak: a set
 /// lives as long as some communicator caches it.
-fn shared_schedule(params: &Params) -> Result<Arc<ScheduleSet>, Error> {
-    static SHARED: std::sync::Mutex<Option<HashMap<Params, std::sync::Weak<ScheduleSet>>>> =
-        std::sync::Mutex::new(None);
+fn shared_schedule(params: &Params) -> Result<(Arc<ScheduleSet>, Fits), Error> {
+    type Shared = HashMap<Params, (std::sync::Weak<ScheduleSet>, Fits)>;
+    static SHARED: std::sync::Mutex<Option<Shared>> = std::sync::Mutex::new(None);
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     let map = shared.get_or_insert_with(HashMap::new);
-    if let Some(set) = map.get(params).and_then(std::sync::Weak::upgrade) {
-        return Ok(set);
+    if let Some((set, fits)) = map
+        .get(params)
+        .and_then(|(w, fits)| Some((w.upgrade()?, fits.clone())))
+    {
+        return Ok((set, fits));
     }
     let set = Arc::new(generate(params)?);
+    let fits = budget::fits(&set, &params.budget);
     if map.len() >= CACHE_LIMIT {
-        map.retain(|_, w| w.strong_count() > 0);
+        map.retain(|_, (w, _)| w.strong_count() > 0);
     }
-    map.insert(*params, Arc::downgrade(&set));
-    Ok(set)
+    map.insert(*params, (Arc::downgrade(&set), fits.clone()));
+    Ok((set, fits))
 }
+
+/// Whether a set fits the budget it was generated for.
+type Fits = Result<(), budget::Overrun>;
 
 fn mem_err(e: railcoll_mem::dma_mem::OutOfRange) -> Error {
     crate::error::out_of_range("a schedule buffer", e)
@@ -117,10 +126,10 @@ impl<'a> Coll<'a> {
         if let Some(s) = self.st.exec.cache.borrow().get(&params) {
             return Ok(Arc::clone(s));
         }
-        let set = shared_schedule(&params)?;
+        let (set, fits) = shared_schedule(&params)?;
         // Proved to fit this communicator's NICs before anything is
         // posted: a set over budget would fail halfway through.
-        budget::fits(&set, &params.budget).map_err(|o| Error::OverBudget {
+        fits.map_err(|o| Error::OverBudget {
             algorithm: params.choice().name(),
             resource: o.resource,
             needed: o.needed,

@@ -747,7 +747,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     fn next_timer(&self) -> Option<u64> {
         let collective = self.collective_timer();
-        if self.flows.in_flight == 0 {
+        if !self.flows.any_busy() {
             return [collective, self.requeue_timer()]
                 .into_iter()
                 .flatten()
@@ -755,8 +755,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         let unicast = self
             .flows
-            .tx
+            .busy()
             .iter()
+            .filter_map(|&n| self.flows.tx.get(usize::from(n)))
             .filter(|f| f.in_flight > 0 && !f.broken)
             .map(|f| {
                 let due = match f.resend {

@@ -188,8 +188,10 @@ impl<const EVENTS: usize> EventTable<EVENTS> {
 }
 
 /// The reliable flows to and from every node (docs/abi.md §8.1), the
-/// receivers that owe an acknowledgement, and how many transmit flows have
-/// packets in flight (zero: no retransmission timer is due).
+/// receivers that owe an acknowledgement, and the transmit flows that have
+/// packets in flight (none: no retransmission timer is due). The engine's
+/// per-poll work over flows (retransmissions, timers) walks only those,
+/// in node order, not every node's flow.
 #[derive(Debug)]
 pub(super) struct Flows<const NODES: usize> {
     pub(super) tx: [TxFlow; NODES],
@@ -198,8 +200,10 @@ pub(super) struct Flows<const NODES: usize> {
     /// `acks_len` entries.
     pub(super) acks: [NodeId; NODES],
     pub(super) acks_len: usize,
-    /// Transmit flows with packets in flight.
-    pub(super) in_flight: usize,
+    /// Nodes whose transmit flow has packets in flight, ascending: the
+    /// first `busy_len` entries.
+    busy: [NodeId; NODES],
+    busy_len: usize,
 }
 
 impl<const NODES: usize> Flows<NODES> {
@@ -208,8 +212,61 @@ impl<const NODES: usize> Flows<NODES> {
         rx: [RxFlow::NEW; NODES],
         acks: [0; NODES],
         acks_len: 0,
-        in_flight: 0,
+        busy: [0; NODES],
+        busy_len: 0,
     };
+
+    /// The nodes whose flows have packets in flight, ascending.
+    pub(super) fn busy(&self) -> &[NodeId] {
+        self.busy.get(..self.busy_len).unwrap_or(&[])
+    }
+
+    /// Whether any flow has packets in flight.
+    pub(super) fn any_busy(&self) -> bool {
+        self.busy_len > 0
+    }
+
+    /// The first node at or after `from` whose flow has packets in flight
+    /// (a walk that may change the set as it goes: each step looks again).
+    pub(super) fn next_busy(&self, from: usize) -> Option<usize> {
+        let busy = self.busy();
+        let at = busy.partition_point(|&n| usize::from(n) < from);
+        busy.get(at).map(|&n| usize::from(n))
+    }
+
+    /// `node`'s flow has packets in flight now (it had none).
+    pub(super) fn set_busy(&mut self, node: NodeId) {
+        let len = self.busy_len;
+        let at = self.busy().partition_point(|&n| n < node);
+        if self.busy().get(at) == Some(&node) {
+            return;
+        }
+        // The entries from `at` on, and the free one after them, turn by
+        // one: the free entry comes to `at` and takes `node`.
+        let Some(tail) = self.busy.get_mut(at..=len) else {
+            return; // every node is busy already: cannot happen
+        };
+        tail.rotate_right(1);
+        if let Some(slot) = tail.first_mut() {
+            *slot = node;
+            self.busy_len = len.saturating_add(1);
+        }
+    }
+
+    /// `node`'s flow has no packet in flight any more.
+    pub(super) fn set_idle(&mut self, node: NodeId) {
+        let len = self.busy_len;
+        let at = self.busy().partition_point(|&n| n < node);
+        if self.busy().get(at) != Some(&node) {
+            return;
+        }
+        // `node` turns to the end of the entries in use, which then end
+        // before it.
+        if let Some(tail) = self.busy.get_mut(at..len) {
+            tail.rotate_left(1);
+            self.busy_len = len.saturating_sub(1);
+        }
+    }
 }
 
 /// The broadcast DMA this NIC sends (one at a time), what each
@@ -243,4 +300,45 @@ impl<const NODES: usize> Broadcasts<NODES> {
             status: None,
         }; NODES],
     };
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::collections::BTreeSet;
+
+    use super::Flows;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The busy list is the set of nodes marked busy and not since
+        /// idle, ascending, whatever the order of the marks (repeats and
+        /// idles of idle nodes included); `next_busy` walks it in order.
+        #[test]
+        fn the_busy_list_is_the_busy_set_in_node_order(
+            ops in proptest::collection::vec((any::<bool>(), 0u16..16), 0..200)
+        ) {
+            let mut flows = Flows::<16>::NEW;
+            let mut model = BTreeSet::new();
+            for (busy, node) in ops {
+                if busy {
+                    flows.set_busy(node);
+                    model.insert(node);
+                } else {
+                    flows.set_idle(node);
+                    model.remove(&node);
+                }
+                let want: std::vec::Vec<u16> = model.iter().copied().collect();
+                prop_assert_eq!(flows.busy(), &want[..]);
+                prop_assert_eq!(flows.any_busy(), !want.is_empty());
+                let mut walked = std::vec::Vec::new();
+                let mut from = 0;
+                while let Some(n) = flows.next_busy(from) {
+                    walked.push(n as u16);
+                    from = n + 1;
+                }
+                prop_assert_eq!(walked, want);
+            }
+        }
+    }
 }

@@ -15,12 +15,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     pub(super) fn transmit(&mut self) -> bool {
         let mut budget = TX_BUDGET;
         let mut progressed = self.bcast_transmit();
-        if self.flows.in_flight > 0 {
+        if self.flows.any_busy() {
             let now = self.hw.now_ns();
-            for node in 0..NODES {
+            let mut from = 0;
+            while let Some(node) = self.flows.next_busy(from) {
                 if budget == 0 {
                     break;
                 }
+                from = node.saturating_add(1);
                 while budget > 0 && self.resend_one(node, now) {
                     budget = budget.saturating_sub(1);
                     progressed = true;
@@ -61,13 +63,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                         .get(d.peer_node as usize)
                         .is_some_and(|f| (f.in_flight as usize) < TX_WINDOW || f.broken)
             });
-        if unsent || self.flows.in_flight == 0 {
+        if unsent {
             return unsent;
         }
-        self.flows
-            .tx
-            .iter()
-            .any(|f| f.resend.is_some() && now >= f.resend_not_before)
+        self.flows.busy().iter().any(|&n| {
+            self.flows
+                .tx
+                .get(usize::from(n))
+                .is_some_and(|f| f.resend.is_some() && now >= f.resend_not_before)
+        })
     }
 
     fn send_next_packet(&mut self, slot: usize) -> bool {
@@ -119,12 +123,15 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             *w = entry;
         }
         flow.next_seq = seq.wrapping_add(1);
-        if flow.in_flight == 0 {
+        let was_idle = flow.in_flight == 0;
+        if was_idle {
             flow.progress_ns = now;
-            self.flows.in_flight = self.flows.in_flight.wrapping_add(1);
         }
         flow.in_flight = flow.in_flight.wrapping_add(1);
         let path = flow.path();
+        if was_idle {
+            self.flows.set_busy(dma.peer_node);
+        }
         self.emit_packet(dma.peer_node, seq, entry, path);
         true
     }
@@ -245,6 +252,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let Some(flow) = self.flows.tx.get_mut(peer as usize) else {
             return;
         };
+        let mut went_idle = false;
         if newly > 0 {
             flow.base_seq = flow.base_seq.wrapping_add(newly);
             flow.in_flight = flow.in_flight.wrapping_sub(newly);
@@ -253,7 +261,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             if flow.in_flight == 0 {
                 flow.resend = None;
                 flow.probing = false;
-                self.flows.in_flight = self.flows.in_flight.saturating_sub(1);
+                went_idle = true;
             } else if flow.probing {
                 // The probe got through: go back for the rest (the
                 // receiver dropped whatever followed a loss).
@@ -273,6 +281,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             // Go back, after a short pause so that a busy receiver is not
             // hammered.
             flow.go_back(now.saturating_add(self.params.retry_timeout_ns / 64));
+        }
+        if went_idle {
+            self.flows.set_idle(peer);
         }
     }
 
@@ -375,7 +386,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// retry limit.
     pub(super) fn check_timers(&mut self) -> bool {
         let collective_due = self.collective_timer().is_some();
-        if self.flows.in_flight == 0 && !collective_due {
+        if !self.flows.any_busy() && !collective_due {
             return false;
         }
         let now = self.hw.now_ns();
@@ -384,10 +395,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         } else {
             false
         };
-        if self.flows.in_flight == 0 {
-            return progressed;
-        }
-        for node in 0..NODES {
+        let mut from = 0;
+        while let Some(node) = self.flows.next_busy(from) {
+            from = node.saturating_add(1);
             let Some(flow) = self.flows.tx.get_mut(node) else {
                 break;
             };
@@ -545,7 +555,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         flow.via = None;
         flow.base_seq = flow.next_seq;
         if old.in_flight > 0 {
-            self.flows.in_flight = self.flows.in_flight.saturating_sub(1);
+            self.flows.set_idle(node as NodeId);
         }
         for i in 0..old.in_flight {
             let seq = old.base_seq.wrapping_add(i);
