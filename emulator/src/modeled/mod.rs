@@ -6,9 +6,10 @@
 //! - [`kernel`]: the sequencer: composes the parts below, runs the commit
 //!   loop (ranks that run one at a time, NICs as polled state machines),
 //!   and answers the ranks' waits.
-//! - `queue`: the ordered action queue ((virtual time, entity, sequence)
-//!   keys into a slab) and the NICs' receive ports (packets served in the
-//!   order their first bits arrive); knows nothing of ranks or NICs.
+//! - `queue`: the ordered action queue (a radix heap over virtual time of
+//!   (virtual time, entity, sequence) keys into a slab) and the NICs'
+//!   receive ports (packets served in the order their first bits arrive);
+//!   knows nothing of ranks or NICs.
 //! - `ranks`: rank and fiber state, structured waits and their wake-up
 //!   tests.
 //! - `witness`: what observes a run: the trace hash and recording, the
