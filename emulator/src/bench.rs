@@ -651,10 +651,11 @@ pub enum Proof {
     /// Every rule of the verifier ([`railcoll_host::sched::verify`]).
     Complete,
     /// Every rule but those that order accesses by happens-before (races,
-    /// a barrier's synchronisation, buffers given back): the set's closure
-    /// is beyond the verifier's limit
-    /// ([`railcoll_host::sched::verify::HB_LIMIT_BYTES`]). The symbolic
-    /// contents of every output block are proved all the same.
+    /// an ambiguous counter signal, a barrier's synchronisation, buffers
+    /// given back): the set's closure is beyond the verifier's limit
+    /// ([`railcoll_host::sched::verify::HB_LIMIT_BYTES`]). Every output
+    /// block receives the right block exactly once in the replay's own
+    /// order of events; a race could still make another timing wrong.
     WithoutOrdering,
 }
 

@@ -15,9 +15,11 @@
 //!   verifier's symbolic replay of the set rank 0 executed
 //!   ([`railcoll_host::sched::verify`]): the workbench proves it after the
 //!   timed calls and reports no figure without the proof
-//!   ([`crate::bench::prove_executed`]; beyond the verifier's bound on its
-//!   happens-before closure, every rule but the ordering ones, and the
-//!   record says so).
+//!   ([`crate::bench::prove_executed`]). Beyond the verifier's bound on
+//!   its happens-before closure the ordering rules do not run and the
+//!   record says so (`proof: without ordering rules`): the contents of
+//!   every output block are then proved in the replay's own order of
+//!   events only, which a race could make wrong in another timing.
 //! - [`DataMode::Sample`]: elision as `None`, but `N` ranks (rank 0 and
 //!   `N - 1` others drawn with the cluster's seed) write their send data,
 //!   and every rank's buffers are checked at the blocks those ranks'

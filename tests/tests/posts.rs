@@ -316,7 +316,7 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
                 budget.feeds,
                 budget.outstanding
             ),
-            (120, 64, 64, 64, 3, 96)
+            (120, 64, 64, 64, 3, 64)
         );
     }
     // A smaller NIC gives a smaller budget: two counter pools within half
@@ -336,7 +336,7 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
             small.chain_queue,
             small.outstanding
         ),
-        (12, 8, 4, 9)
+        (12, 8, 4, 6)
     );
     // One rail: no sibling, no relays.
     let one = cluster(2, 1, 1, 1 << 20);

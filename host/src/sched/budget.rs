@@ -19,15 +19,19 @@ pub const SCHED_FLAGS: usize = crate::shm::SCHED_FLAG_LINES;
 /// `GEOMETRY`, docs/abi.md §2): what [`Budget::default`] assumes.
 pub const REFERENCE_COMPLETION_EVENTS: u32 = 256;
 
-/// Posts one run of the executor keeps in flight on a NIC whose context
-/// has `completion_events` completion events per rail: three eighths of
-/// them (at least one). Every post in flight holds one completion event
-/// on each rail it uses, two runs may hold posts at once (a collective
-/// takes one of two counter pools in turn), and the last quarter is left
-/// to what else is in flight (barrier words, queued messages, gets, the
-/// library's own puts), so the bound is the NIC's and never exhausts it.
+/// Posts one run of the executor holds before it posts another plain put
+/// (it completes the oldest first), on a NIC whose context has
+/// `completion_events` completion events per rail: a quarter of them (at
+/// least one). Each post holds a completion event on each rail it uses,
+/// and a quarter lets the two runs of each of two communicators sharing
+/// the endpoint (a collective takes one of two counter pools in turn)
+/// hold theirs at once. What the bound does not cover: readiness puts,
+/// barrier words, queued messages, hardware broadcasts and chained puts
+/// are posted without that check (a chained put may hold two events on a
+/// rail), nor are more communicators or requests; a schedule or a program
+/// that holds more than the NIC has fails with `Error::EventsExhausted`.
 pub const fn outstanding_for(completion_events: u32) -> u32 {
-    let n = completion_events / 8 * 3;
+    let n = completion_events / 4;
     if n == 0 { 1 } else { n }
 }
 
@@ -272,9 +276,8 @@ pub struct Budget {
     pub flags: u8,
     /// Puts a rank may have in flight on one rail.
     pub in_flight_per_rail: u32,
-    /// Posts (puts and chained puts) one run of the executor keeps in
-    /// flight before it completes the oldest ([`outstanding_for`] of the
-    /// NIC's completion events per rail).
+    /// Posts one run of the executor holds before it posts another plain
+    /// put ([`outstanding_for`] of the NIC's completion events per rail).
     pub outstanding: u32,
     /// Scratch bytes per node (all its ranks together).
     pub scratch_bytes_per_node: usize,

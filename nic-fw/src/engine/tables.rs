@@ -238,16 +238,22 @@ impl<const NODES: usize> Flows<NODES> {
     pub(super) fn set_busy(&mut self, node: NodeId) {
         let len = self.busy_len;
         let at = self.busy().partition_point(|&n| n < node);
-        if self.busy().get(at) == Some(&node) {
+        if self.busy().get(at) == Some(&node) || len >= NODES {
             return;
         }
-        // The entries from `at` on, and the free one after them, turn by
-        // one: the free entry comes to `at` and takes `node`.
-        let Some(tail) = self.busy.get_mut(at..=len) else {
-            return; // every node is busy already: cannot happen
-        };
-        tail.rotate_right(1);
-        if let Some(slot) = tail.first_mut() {
+        // The entries from `at` on move up by one (element by element:
+        // the image has no panic path, which slice rotation keeps).
+        let mut i = len;
+        while i > at {
+            let below = i.saturating_sub(1);
+            if let (Some(&moved), Some(_)) = (self.busy.get(below), self.busy.get(i))
+                && let Some(slot) = self.busy.get_mut(i)
+            {
+                *slot = moved;
+            }
+            i = below;
+        }
+        if let Some(slot) = self.busy.get_mut(at) {
             *slot = node;
             self.busy_len = len.saturating_add(1);
         }
@@ -260,12 +266,17 @@ impl<const NODES: usize> Flows<NODES> {
         if self.busy().get(at) != Some(&node) {
             return;
         }
-        // `node` turns to the end of the entries in use, which then end
-        // before it.
-        if let Some(tail) = self.busy.get_mut(at..len) {
-            tail.rotate_left(1);
-            self.busy_len = len.saturating_sub(1);
+        // The entries after `at` move down by one.
+        let mut i = at;
+        while i.saturating_add(1) < len {
+            if let Some(&moved) = self.busy.get(i.saturating_add(1))
+                && let Some(slot) = self.busy.get_mut(i)
+            {
+                *slot = moved;
+            }
+            i = i.saturating_add(1);
         }
+        self.busy_len = len.saturating_sub(1);
     }
 }
 
