@@ -369,6 +369,31 @@ fn traces_are_chrome_json_with_tracks_per_rank_nic_and_rail_and_nested_spans() {
         doc["otherData"]["latency_us"],
         swept["sweeps"][0]["points"][0]["results"][0]["latency_us"]
     );
+    assert_eq!(doc["otherData"]["data"], "full");
+    assert!(doc["otherData"]["proof"].is_null(), "nothing to prove");
+    // Without the data: the same call, to the picosecond, and its proof.
+    let none = trace(
+        &[
+            "allgather",
+            "--algo",
+            "smp-bruck",
+            "--size",
+            "1K",
+            "--nodes",
+            "2",
+            "--ranks-per-node",
+            "2",
+            "--data",
+            "none",
+        ],
+        &dir,
+    );
+    assert_eq!(
+        none["otherData"]["latency_us"],
+        doc["otherData"]["latency_us"]
+    );
+    assert_eq!(none["otherData"]["data"], "none");
+    assert_eq!(none["otherData"]["proof"], "complete");
 
     // Direct all-to-all spreads its puts over both rails.
     let doc = trace(

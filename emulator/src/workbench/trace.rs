@@ -78,6 +78,8 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
     let set = spec.validate()?;
     let size = if spec.subject.sized() { spec.size } else { 0 };
     let timeline = Arc::new(Timeline::new());
+    // What a modeled run without all its data stands on (its record's).
+    let mut proof: Option<String> = None;
     let times = set.with_bench(
         &[size],
         1,
@@ -95,6 +97,7 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
                     size,
                     Some(&timeline),
                 )?;
+                proof = r.conditions.proof.clone();
                 return Ok(vec![r.latency_us * 1e3]);
             }
             let cluster = Cluster::new(bench::coll_config(spec.cluster.clone(), b))?;
@@ -122,6 +125,8 @@ pub fn run(spec: &TraceSpec) -> Result<Traced, SweepError> {
         "rails": spec.cluster.shape.rails,
         "latency_us": latency_us,
         "clock": if spec.cluster.mode == Mode::Modeled { "virtual" } else { "wall" },
+        "data": spec.cluster.data.to_string(),
+        "proof": proof,
     });
     Ok(Traced {
         spans: spans.len(),
