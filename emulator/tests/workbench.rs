@@ -320,20 +320,18 @@ fn trace(args: &[&str], dir: &Path) -> Value {
 #[test]
 fn traces_are_chrome_json_with_tracks_per_rank_nic_and_rail_and_nested_spans() {
     let dir = scratch("trace");
-    let doc = trace(
-        &[
-            "allgather",
-            "--algo",
-            "smp-bruck",
-            "--size",
-            "1K",
-            "--nodes",
-            "2",
-            "--ranks-per-node",
-            "2",
-        ],
-        &dir,
-    );
+    let call = [
+        "allgather",
+        "--algo",
+        "smp-bruck",
+        "--size",
+        "1K",
+        "--nodes",
+        "2",
+        "--ranks-per-node",
+        "2",
+    ];
+    let doc = trace(&call, &dir);
     let events = doc["traceEvents"].as_array().expect("traceEvents");
     for e in events {
         assert!(
@@ -372,22 +370,7 @@ fn traces_are_chrome_json_with_tracks_per_rank_nic_and_rail_and_nested_spans() {
     assert_eq!(doc["otherData"]["data"], "full");
     assert!(doc["otherData"]["proof"].is_null(), "nothing to prove");
     // Without the data: the same call, to the picosecond, and its proof.
-    let none = trace(
-        &[
-            "allgather",
-            "--algo",
-            "smp-bruck",
-            "--size",
-            "1K",
-            "--nodes",
-            "2",
-            "--ranks-per-node",
-            "2",
-            "--data",
-            "none",
-        ],
-        &dir,
-    );
+    let none = trace(&[&call[..], &["--data", "none"]].concat(), &dir);
     assert_eq!(
         none["otherData"]["latency_us"],
         doc["otherData"]["latency_us"]
