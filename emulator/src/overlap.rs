@@ -120,7 +120,7 @@ fn measure(
     let work = Duration::from_nanos(pure as u64);
     // The set the requests ran, for the proof a run without all its data
     // needs before it reports ([`crate::bench::prove_executed`]).
-    let executed = std::sync::Mutex::new(None);
+    let proving = crate::bench::Proving::default();
     let per_rank = cluster.run(|comm| -> RankPair {
         let (send, recv) = warm_up(comm, bench, (a, size), cluster.data())?;
         let (mut compute, mut total) = (0.0, 0.0);
@@ -136,17 +136,12 @@ fn measure(
         }
         comm.barrier_with(SETTLE)?;
         check_result(comm, bench, (a, size), (&send, &recv), cluster.data())?;
-        if comm.rank() == 0 && cluster.data().mode().elides() {
-            // The set the requests ran (a cache hit: no virtual time).
-            let set = (bench.schedule)(comm, a, size)?;
-            *executed.lock().unwrap_or_else(|p| p.into_inner()) = Some(set);
-        }
+        proving.note(comm, cluster, bench, (a, size))?;
         comm.reset_arena()?;
         Ok((compute / iters as f64, total / iters as f64))
     });
-    let ran = per_rank.iter().all(|r| matches!(r, Ok(Ok(_))));
+    let proof = proving.prove(cluster, bench, (a, size), &per_rank)?;
     let (compute, total) = slowest(per_rank)?;
-    let proof = crate::bench::prove_if_elided(cluster, bench, (a, size), executed, ran)?;
     Ok(((pure, compute, total), proof))
 }
 

@@ -92,11 +92,10 @@ impl DataLines {
     pub fn new(len: usize) -> Self {
         let words = len.div_ceil(1 << DATA_LINE_SHIFT).div_ceil(64);
         let zeroed: Box<[u64]> = vec![0u64; words].into_boxed_slice();
+        // `AtomicU64` has `u64`'s size, alignment (asserted above) and bit
+        // validity, so the allocation is a valid `[AtomicU64]` as it is.
         let raw = Box::into_raw(zeroed) as *mut [AtomicU64];
-        // SAFETY: `raw` comes from `Box::into_raw` of a `[u64]` of `words`
-        // elements; `AtomicU64` has the same size, alignment (asserted
-        // above) and bit validity as `u64`, so the same allocation is a
-        // valid `[AtomicU64]` of the same length, owned by the new box.
+        // SAFETY: `raw` is `Box::into_raw` of `words` `u64`s (see above).
         let words = unsafe { Box::from_raw(raw) };
         Self { words }
     }

@@ -10,6 +10,9 @@
 //! through the node's [`EmuDevice`] and runs the closure. All ranks meet at
 //! a barrier after the closure so that no context is detached while a peer
 //! may still address it. A cluster can run many closures in turn.
+//!
+//! Parts: `config` (the configuration, checked field by field, and the
+//! modes); this module builds the cluster and runs closures on it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,24 +21,23 @@ use std::time::Instant;
 
 use railcoll_fw::abi::MAX_CONTEXTS;
 use railcoll_fw::abi::regs::{self, MailboxOp, Param};
-use railcoll_fw::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
 use railcoll_host::device::{AdminGuard, Device, DeviceError, DmaBuffer};
 use railcoll_host::env::{NodeWait, ParkingWait, WaitHook, Waker};
 use railcoll_host::sched::Shape;
-use railcoll_host::sched::tuning::TuningTable;
-use railcoll_host::{Comm, CommConfig, RailPolicy, Topology};
+use railcoll_host::{Comm, CommConfig, Topology};
 use railcoll_mem::dma_mem::DmaMemory;
 use railcoll_mem::regio::RegisterIo;
 
+mod config;
 pub use crate::data::{DataMode, DataSample};
+pub use config::{ClusterConfig, Mode, THREADS_PACKET_SIZE};
 
-use crate::hw::faults::{FaultCounts, FaultSpec};
+use crate::hw::faults::FaultCounts;
 use crate::hw::memory::{CanaryDamage, GUARD, NodeMemory};
-use crate::hw::nic::EMU_MAX_NODES;
 use crate::hw::registers::SharedRegisters;
 use crate::modeled::fiber::{self, FiberYielder};
 use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
-use crate::threads::nics::{NicPlan, Nics};
+use crate::threads::nics::Nics;
 use crate::threads::rail::Rail;
 use crate::threads::watchdog::Watchdog;
 use crate::threads::worker::WorkerPool;
@@ -78,221 +80,6 @@ pub enum EmuError {
         /// The verifier's or the generator's refusal.
         why: String,
     },
-}
-
-/// Shape and settings of an emulated cluster.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClusterConfig {
-    /// Nodes (`1..=256` here), ranks per node, placement, sockets per node
-    /// (multi-leader all-gather places one leader per socket) and rails
-    /// (NICs per node): the one shape every layer shares.
-    pub shape: Shape,
-    /// NIC worker threads (default: `min(rails, cores - 1)`, at least 1).
-    pub workers: Option<usize>,
-    /// Symmetric arena per rank, bytes.
-    pub arena_size: usize,
-    /// NIC packet payload size, bytes (power of two, 64..=1 MiB).
-    pub packet_size: u32,
-    /// Default rail policy of every communicator.
-    pub policy: RailPolicy,
-    /// log2 of command-ring entries.
-    pub cq_log2: u8,
-    /// Threads mode's watchdog: how long a rank's wait may make no
-    /// progress before it fails with `Error::Timeout` and
-    /// [`Cluster::stall_report`] names every rank's pending step (modeled
-    /// mode has its own, in virtual time).
-    pub wait_timeout: std::time::Duration,
-    /// Free-running threads and wall time, or virtual time.
-    pub mode: Mode,
-    /// Seed of the run (recorded in modeled traces and watchdog reports).
-    pub seed: u64,
-    /// The tuning table every communicator of the cluster picks plain
-    /// calls' algorithms by, read once (default: the built-in table; the
-    /// CLI gives the user's, `TuningTable::locate`). Never read from the
-    /// environment here, so a test's result does not depend on the home
-    /// directory it runs in.
-    pub tuning: Arc<TuningTable>,
-    /// What goes wrong on the rails (default: nothing). In modeled mode
-    /// the seed drives it and every fault is in the trace.
-    pub faults: Arc<FaultSpec>,
-    /// The NICs' retransmission timeout (`SET_PARAM` 2; default: the
-    /// firmware's, 50 ms). Under injected faults, every loss costs one.
-    pub retransmit_timeout: Option<std::time::Duration>,
-    /// Fruitless retransmission timeouts before a flow migrates to its
-    /// alternate rail, or breaks (`SET_PARAM` 3; default: the
-    /// firmware's, 16). With the timeout it sets how soon a dead rail is
-    /// left: (1 + 2 + 4 + 8 (limit - 2)) timeouts.
-    pub retry_limit: Option<u32>,
-    /// Every communicator checks each collective call's arguments against
-    /// the other ranks' ([`CommConfig::check`]; default: on in debug
-    /// builds). The workbench's timed commands turn it off unless asked
-    /// (`--check`): they verify every receive buffer after the timed calls
-    /// instead.
-    pub check: bool,
-    /// Every communicator's buffer contract ([`CommConfig::contract`];
-    /// default: MPI's).
-    pub contract: railcoll_host::BufferContract,
-    /// Whether a modeled run moves its payload bytes ([`DataMode`];
-    /// default: all of them). Threads mode moves them all.
-    pub data: DataMode,
-    /// Modeled mode: report the sequencer's event rate on stderr about
-    /// once a second of wall time (`--progress`; default off).
-    pub progress: bool,
-}
-
-/// How the emulator runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Mode {
-    /// Free-running OS threads, wall-clock time: exercises real
-    /// concurrency and measures the software path itself.
-    #[default]
-    Threads,
-    /// Deterministic virtual time with costs from a profile.
-    Modeled,
-}
-
-impl Mode {
-    /// Every mode, by name.
-    pub const ALL: [(&'static str, Mode); 2] =
-        [("threads", Mode::Threads), ("modeled", Mode::Modeled)];
-
-    /// The mode's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Threads => "threads",
-            Mode::Modeled => "modeled",
-        }
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        Mode::ALL
-            .iter()
-            .find(|(n, _)| *n == s)
-            .map(|(_, m)| *m)
-            .ok_or_else(|| format!("unknown mode `{s}` (accepted: threads, modeled)"))
-    }
-}
-
-/// Default packet size in threads mode. Elan4 used 2 KiB packets; emulating
-/// each packet costs a fixed ~0.3-1 us of software here, so threads mode
-/// uses larger packets to measure the software path rather than per-packet
-/// overhead (docs/performance.md). Tests run 1-2 KiB packets too.
-pub const THREADS_PACKET_SIZE: u32 = 64 * 1024;
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        Self {
-            shape: Shape::default(),
-            workers: None,
-            arena_size: 16 << 20,
-            packet_size: THREADS_PACKET_SIZE,
-            policy: RailPolicy::default(),
-            cq_log2: 8,
-            wait_timeout: std::time::Duration::from_secs(120),
-            mode: Mode::Threads,
-            seed: 0,
-            tuning: TuningTable::shared_builtin(),
-            faults: Arc::new(FaultSpec::default()),
-            retransmit_timeout: None,
-            retry_limit: None,
-            check: cfg!(debug_assertions),
-            contract: railcoll_host::BufferContract::Mpi,
-            data: DataMode::Full,
-            progress: false,
-        }
-    }
-}
-
-impl ClusterConfig {
-    /// Check every field; the error names the field and the accepted values.
-    pub fn validate(&self) -> Result<Shape, EmuError> {
-        // The shape was validated when it was made; the emulator adds its
-        // own node limit.
-        if self.shape.nodes() > EMU_MAX_NODES {
-            return Err(EmuError::Config(format!(
-                "nodes must be 1..={EMU_MAX_NODES}, got {}",
-                self.shape.nodes()
-            )));
-        }
-        if self.workers == Some(0) {
-            return Err(EmuError::Config("workers must be at least 1".into()));
-        }
-        if !self.packet_size.is_power_of_two()
-            || !(MIN_PACKET_SIZE..=MAX_PACKET_SIZE).contains(&self.packet_size)
-        {
-            return Err(EmuError::Config(format!(
-                "packet size must be a power of two in {MIN_PACKET_SIZE}..={MAX_PACKET_SIZE}, got {}",
-                self.packet_size
-            )));
-        }
-        if self.arena_size == 0 || self.arena_size > 1 << 34 {
-            return Err(EmuError::Config(format!(
-                "arena size must be 1..=16 GiB, got {}",
-                self.arena_size
-            )));
-        }
-        if let RailPolicy::Rail(r) = self.policy
-            && r >= self.shape.rails
-        {
-            return Err(EmuError::Config(format!(
-                "rail policy names rail {r}, but there are {} rails",
-                self.shape.rails
-            )));
-        }
-        self.faults
-            .check_against(self.shape.nodes(), self.shape.rails)
-            .map_err(|e| EmuError::Config(e.to_string()))?;
-        if let Some(t) = self.retransmit_timeout
-            && t < std::time::Duration::from_micros(1)
-        {
-            return Err(EmuError::Config(format!(
-                "retransmission timeout must be at least 1 us, got {t:?}"
-            )));
-        }
-        if self.retry_limit == Some(0) {
-            return Err(EmuError::Config("retry limit must be at least 1".into()));
-        }
-        if self.data.elides() && self.mode != Mode::Modeled {
-            return Err(EmuError::Config(format!(
-                "data mode {} is modeled mode's (threads mode's time is the time its copies take)",
-                self.data
-            )));
-        }
-        self.data_sample()?;
-        Ok(self.shape)
-    }
-
-    /// The ranks whose data a run of this configuration moves.
-    fn data_sample(&self) -> Result<DataSample, EmuError> {
-        let size = self.shape.size();
-        DataSample::draw(self.data, size, self.seed).ok_or_else(|| {
-            EmuError::Config(format!(
-                "data mode {} samples more ranks than the job's {size}",
-                self.data
-            ))
-        })
-    }
-
-    /// The NICs this configuration runs (threads mode).
-    pub(crate) fn nic_plan(&self) -> NicPlan {
-        NicPlan {
-            nodes: self.shape.nodes(),
-            rails: self.shape.rails,
-            faults: Arc::clone(&self.faults),
-            seed: self.seed,
-            fabric: None,
-        }
-    }
-
-    /// The retransmission timeout in ns, if one is set.
-    fn retransmit_ns(&self) -> Option<u64> {
-        self.retransmit_timeout
-            .map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))
-    }
 }
 
 /// A node's NICs, as the host driver sees them.

@@ -1,6 +1,6 @@
 //! Unit tests of cluster construction and reuse.
 use super::*;
-use railcoll_host::Placement;
+use railcoll_host::{Placement, RailPolicy};
 
 #[test]
 fn invalid_configurations_are_refused_by_name() {

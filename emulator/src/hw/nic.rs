@@ -35,27 +35,25 @@ pub(crate) fn deliver_payload(
     let src = memories.get(p.node as usize).ok_or(BusError)?;
     let (dst_off, src_off) = (range(phys)?, range(p.phys)?);
     let len = p.len as usize;
-    // Under data elision (modeled `--data none`), a payload whose bytes
-    // were never written is zeros: it lands as zeros where the target
-    // holds data, and not at all where it holds none (the bounds are
-    // checked all the same), so the sender's page is never read.
-    if !src.holds_data(src_off, len).map_err(|_| BusError)? {
-        if memory.holds_data(dst_off, len).map_err(|_| BusError)? {
-            if len == 8 && dst_off.is_multiple_of(8) {
-                return store_word(memory, dst_off, [0; 8]);
-            }
-            memory.fill(dst_off, len, 0).map_err(|_| BusError)?;
-        }
-        return Ok(());
+    if !(len == 8 && dst_off.is_multiple_of(8)) {
+        // Data elision (modeled `--data none`) is the copy's own.
+        return memory
+            .copy_from(dst_off, src, src_off, len)
+            .map_err(|_| BusError);
     }
-    if p.len == 8 && dst_off.is_multiple_of(8) {
+    // The word copy follows the same rule under elision: a word never
+    // written is zero, stored where the target holds data and skipped
+    // where it holds none, so the sender's page is never read.
+    let word = if src.holds_data(src_off, len).map_err(|_| BusError)? {
         let mut word = [0u8; 8];
         src.read(src_off, &mut word).map_err(|_| BusError)?;
-        return store_word(memory, dst_off, word);
-    }
-    memory
-        .copy_from(dst_off, src, src_off, len)
-        .map_err(|_| BusError)
+        word
+    } else if memory.holds_data(dst_off, len).map_err(|_| BusError)? {
+        [0; 8]
+    } else {
+        return Ok(());
+    };
+    store_word(memory, dst_off, word)
 }
 
 /// An aligned 8-byte payload lands as one atomic store, as an aligned

@@ -13,6 +13,9 @@
 //! reported ratio is the median of the per-round ratios and the reported
 //! absolute figures are medians too. The ping-pong baseline is the fastest
 //! of the run's rounds (see `min_pingpong`).
+//!
+//! Parts: `proof` (what a modeled run without all its data stands on:
+//! the proof of the schedule set it executed).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +28,10 @@ use serde::Serialize;
 
 use crate::cluster::{Cluster, ClusterConfig, DataSample, EmuError};
 use crate::verify::Check;
+
+mod proof;
+pub(crate) use proof::Proving;
+pub use proof::{Proof, prove_executed};
 
 /// The barrier between a benchmark's phases (after the warm-up, after the
 /// timed calls): named, not the tuned `comm.barrier()`, so that what a
@@ -580,7 +587,7 @@ pub(crate) fn timed_calls(
     timeline: Option<&crate::timeline::Timeline>,
 ) -> Result<Timed, EmuError> {
     let name = format!("{} {}", bench.collective, bench.algorithms[a]);
-    let executed = std::sync::Mutex::new(None);
+    let proving = Proving::default();
     let per_rank = cluster.run(|comm: &Comm| -> Result<(f64, (f64, f64)), EmuError> {
         let (send, recv) = warm_up(comm, bench, (a, size), cluster.data())?;
         let mut total = 0.0;
@@ -604,16 +611,11 @@ pub(crate) fn timed_calls(
         }
         comm.barrier_with(SETTLE)?;
         check_result(comm, bench, (a, size), (&send, &recv), cluster.data())?;
-        if comm.rank() == 0 && cluster.data().mode().elides() {
-            // The set the calls ran (a cache hit: no virtual time passes).
-            let set = (bench.schedule)(comm, a, size)?;
-            *executed.lock().unwrap_or_else(|p| p.into_inner()) = Some(set);
-        }
+        proving.note(comm, cluster, bench, (a, size))?;
         comm.reset_arena()?;
         Ok((total / bench.iters.max(1) as f64, span))
     });
-    let ran = per_rank.iter().all(|r| matches!(r, Ok(Ok(_))));
-    let proof = prove_if_elided(cluster, bench, (a, size), executed, ran)?;
+    let proof = proving.prove(cluster, bench, (a, size), &per_rank)?;
     Ok(Timed { per_rank, proof })
 }
 
@@ -623,77 +625,6 @@ pub(crate) fn timed_calls(
 pub(crate) struct Timed {
     pub(crate) per_rank: Vec<Result<RankTiming, railcoll_host::Error>>,
     pub(crate) proof: Option<Proof>,
-}
-
-/// After a run of `cluster` that did not move all its data, the proof of
-/// the set rank 0 left in `executed` ([`prove_executed`]); nothing to
-/// prove with full data, or when a rank failed (its own error says why:
-/// no figure is reported either way).
-pub(crate) fn prove_if_elided(
-    cluster: &Cluster,
-    bench: &CollBench<'_>,
-    (a, size): (usize, usize),
-    executed: std::sync::Mutex<Option<Arc<ScheduleSet>>>,
-    ran: bool,
-) -> Result<Option<Proof>, EmuError> {
-    if !cluster.data().mode().elides() || !ran {
-        return Ok(None);
-    }
-    let set = executed.into_inner().unwrap_or_else(|p| p.into_inner());
-    let what = format!("{} '{}' at {size} B", bench.collective, bench.algorithms[a]);
-    prove_executed(set.as_deref(), cluster.data().mode(), what).map(Some)
-}
-
-/// What stands behind the figures of a run that did not move all its
-/// data: the schedule verifier's proof of the set it executed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proof {
-    /// Every rule of the verifier ([`railcoll_host::sched::verify`]).
-    Complete,
-    /// Every rule but those that order accesses by happens-before (races,
-    /// an ambiguous counter signal, a barrier's synchronisation, buffers
-    /// given back): the set's closure is beyond the verifier's limit
-    /// ([`railcoll_host::sched::verify::HB_LIMIT_BYTES`]). Every output
-    /// block receives the right block exactly once in the replay's own
-    /// order of events; a race could still make another timing wrong.
-    WithoutOrdering,
-}
-
-impl Proof {
-    /// As records carry it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Proof::Complete => "complete",
-            Proof::WithoutOrdering => "without ordering rules",
-        }
-    }
-}
-
-/// The schedule verifier's proof of `set`, the set a run that did not
-/// move all its data executed (`None`: the run did not get as far as
-/// naming it, so nothing is proved), replayed symbolically with the
-/// budget it was generated for ([`railcoll_host::sched::verify`]); the
-/// ordering rules are left out only where the set is too large for them.
-pub fn prove_executed(
-    set: Option<&ScheduleSet>,
-    data: crate::cluster::DataMode,
-    what: String,
-) -> Result<Proof, EmuError> {
-    let unproven = |why: String| EmuError::Unproven {
-        data,
-        what: what.clone(),
-        why,
-    };
-    let set =
-        set.ok_or_else(|| unproven("the run ended before rank 0 named its schedule".into()))?;
-    use railcoll_host::sched::verify::{HB_LIMIT_BYTES, Ordering, verify_with};
-    let report = verify_with(set, &set.params.budget, Ordering::IfWithin(HB_LIMIT_BYTES))
-        .map_err(|v| unproven(v.to_string()))?;
-    Ok(if report.ordering_checked {
-        Proof::Complete
-    } else {
-        Proof::WithoutOrdering
-    })
 }
 
 /// Model algorithm `a` of `bench` at `size` under `profile` on a fresh
