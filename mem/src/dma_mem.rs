@@ -236,6 +236,14 @@ impl DmaMemory {
         }
     }
 
+    /// Where byte `offset` of this view lies in the address space, as a
+    /// number (never dereferenced): two views' bytes are the same bytes
+    /// exactly when their addresses are equal, so a writer can say what
+    /// it changed and a watcher can tell whether that includes its word.
+    pub fn address_of(&self, offset: usize) -> usize {
+        (self.base as usize).wrapping_add(offset)
+    }
+
     /// Size in bytes.
     pub fn len(&self) -> usize {
         self.len

@@ -43,8 +43,9 @@ pub(crate) enum Effect {
         depart: Ps,
         ser: Ps,
     },
-    /// This node's host memory was written; visible to the host at `at`.
-    Touched { at: Ps },
+    /// `len` bytes of this node's host memory at address `addr`
+    /// ([`DmaMemory::address_of`]) were written; visible to the host at `at`.
+    Touched { at: Ps, addr: usize, len: usize },
     /// A NIC-owned register at BAR0 `offset` took `value` at `at`.
     RegChanged { at: Ps, offset: u32, value: u64 },
     /// The host threads of context `ctx` are woken at `at`.
@@ -131,6 +132,7 @@ impl ModelBoard {
     /// Start a poll at `now`: the processor resumes when it is free.
     pub(crate) fn begin(&mut self, now: Ps) {
         self.cursor = self.cursor.max(now);
+        self.wire.forget_before(now);
     }
 
     /// When the NIC can usefully be polled again for transmit work: once
@@ -152,10 +154,14 @@ impl ModelBoard {
 
     /// A posted write into host memory: the processor moves on when the
     /// bus has taken it; the host sees it one bus latency later.
-    fn posted_write(&mut self, bytes: u64) {
+    fn posted_write(&mut self, phys: u64, bytes: u64) {
         self.cursor = self.bus(bytes);
         self.effects.push(Effect::Touched {
             at: self.cursor + self.costs.pci_latency,
+            addr: self
+                .memory
+                .address_of(usize::try_from(phys).unwrap_or(usize::MAX)),
+            len: usize::try_from(bytes).unwrap_or(usize::MAX),
         });
     }
 }
@@ -172,11 +178,24 @@ impl ModelBoard {
 struct Wire {
     free: Ps,
     /// Held slots (start, end, destination node), sorted, disjoint, all
-    /// starting after `free`.
-    ahead: Vec<(Ps, Ps, u16)>,
+    /// starting after `free` and ending after the kernel's time at the
+    /// last [`Wire::forget_before`].
+    ahead: VecDeque<(Ps, Ps, u16)>,
 }
 
 impl Wire {
+    /// The kernel's time is `now`: no packet is placed before it any more
+    /// (every placement starts at or after the time of the action that
+    /// makes it), so held slots that end by then can neither fit a gap nor
+    /// order a flow and are dropped. Without this, a NIC whose packets
+    /// are all held (single-packet DMAs, each still in its start-up when
+    /// handed over) never moves `free` and scans an ever longer list.
+    fn forget_before(&mut self, now: Ps) {
+        while self.ahead.front().is_some_and(|a| a.1 <= now) {
+            self.ahead.pop_front();
+        }
+    }
+
     /// Place `dur` of wire time no earlier than `earliest`; `held` for a
     /// packet that waits for its own DMA's start-up (its slot is kept
     /// aside), else the wire's busy prefix grows. Returns the slot's start.
@@ -202,9 +221,12 @@ impl Wire {
             self.ahead.insert(at, (t, t + dur, dst));
         } else {
             // Slots passed over stay where they are; the small gaps
-            // before them are given up.
+            // before them are given up. Those that start before the new
+            // busy prefix's end are a prefix of the sorted list.
             self.free = t + dur;
-            self.ahead.retain(|&(s, _, _)| s >= self.free);
+            while self.ahead.front().is_some_and(|a| a.0 < self.free) {
+                self.ahead.pop_front();
+            }
         }
         t
     }
@@ -215,6 +237,8 @@ impl ModelBoard {
     /// sibling path, ABI 1.5), ready at `earliest`: it takes this NIC's
     /// transmit port like its own packets. Returns when it departs.
     pub(crate) fn carry_for_sibling(&mut self, earliest: Ps, ser: Ps, dst: u16) -> Ps {
+        // `earliest` is a sibling's departure plus a bus hop: not before
+        // the kernel's time, which is not before this board's last poll.
         let overhead = self.costs.packet_overhead;
         self.wire.place(earliest, overhead + ser, false, dst) + overhead
     }
@@ -232,7 +256,7 @@ impl HostMemory for ModelBoard {
         self.memory
             .write(range(phys)?, data)
             .map_err(|_| BusError)?;
-        self.posted_write(data.len() as u64);
+        self.posted_write(phys, data.len() as u64);
         Ok(())
     }
 
@@ -240,7 +264,7 @@ impl HostMemory for ModelBoard {
         self.memory
             .store_u64(range(phys)?, value, Ordering::Release)
             .map_err(|_| BusError)?;
-        self.posted_write(8);
+        self.posted_write(phys, 8);
         Ok(())
     }
 }
@@ -315,7 +339,7 @@ impl Link for ModelBoard {
 
     fn deliver(&mut self, payload: &Option<PayloadRef>, phys: u64) -> Result<(), BusError> {
         deliver_payload(&self.memory, &self.memories, payload, phys)?;
-        self.posted_write(payload.map_or(0, |p| u64::from(p.len)));
+        self.posted_write(phys, payload.map_or(0, |p| u64::from(p.len)));
         Ok(())
     }
 }
@@ -451,5 +475,31 @@ mod tests {
         assert_eq!(w.ahead, vec![(20, 30, 2), (40, 50, 1), (50, 60, 3)]);
         assert_eq!(w.place(0, 25, false, 4), 60, "no gap of 25 before them");
         assert_eq!((w.free, w.ahead.len()), (85, 0));
+    }
+
+    proptest::proptest! {
+        /// Dropping the held slots that end by the kernel's time changes
+        /// no placement: every later one starts at or after that time.
+        #[test]
+        fn forgetting_past_slots_changes_no_placement(
+            ops in proptest::collection::vec(
+                (0u64..40, 0u64..200, 1u64..30, proptest::bool::ANY, 0u16..6),
+                1..300,
+            )
+        ) {
+            let (mut pruned, mut whole) = (Wire::default(), Wire::default());
+            let mut now = 0;
+            for (advance, lead, dur, held, dst) in ops {
+                now += advance;
+                pruned.forget_before(now);
+                let earliest = now + lead;
+                proptest::prop_assert_eq!(
+                    pruned.place(earliest, dur, held, dst),
+                    whole.place(earliest, dur, held, dst)
+                );
+                proptest::prop_assert_eq!(pruned.free, whole.free);
+                proptest::prop_assert!(pruned.ahead.iter().all(|a| a.1 > now));
+            }
+        }
     }
 }

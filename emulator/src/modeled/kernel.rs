@@ -456,8 +456,19 @@ impl Kernel {
     }
 
     /// Something on `node` changed: resume, at `at`, the ranks whose wait
-    /// it may have satisfied (`only`: just that rank).
-    fn node_changed(&self, w: &mut World, node: usize, at: Ps, only: Option<usize>) {
+    /// it may have satisfied (`only`: just that rank). `written`, when
+    /// known, is every memory range that changed (addresses, lengths): a
+    /// rank watching words outside all of them is not tested, since its
+    /// words are as they were when it blocked (host writes wake their
+    /// targets themselves, [`Kernel::wake_local`]).
+    fn node_changed(
+        &self,
+        w: &mut World,
+        node: usize,
+        at: Ps,
+        only: Option<usize>,
+        written: Option<&[(usize, usize)]>,
+    ) {
         // By index: this runs after every NIC write, no list copies.
         let count = w.ranks.on_node(node);
         for i in 0..count {
@@ -465,7 +476,7 @@ impl Kernel {
             if only.is_some_and(|o| o != r) {
                 continue;
             }
-            if w.ranks.wakes_on_change(r) {
+            if w.ranks.wakes_on_change(r, written) {
                 self.resume(w, r, at);
             }
         }

@@ -130,9 +130,20 @@ impl Ranks {
     }
 
     /// Might a change of `rank`'s node's memory or registers end its wait?
-    pub(super) fn wakes_on_change(&self, rank: usize) -> bool {
+    /// `written`, when known, is every memory range that changed
+    /// (addresses, lengths); a wait for words none of which lies in them
+    /// cannot have ended.
+    pub(super) fn wakes_on_change(&self, rank: usize, written: Option<&[(usize, usize)]>) -> bool {
         match &self.slots[rank].state {
             RankState::Blocked(Watch::Words(words, notice)) => {
+                let hit = |word: &WordWatch| {
+                    let at = word.mem.address_of(word.offset);
+                    written
+                        .is_none_or(|ranges| ranges.iter().any(|&(a, l)| a < at + 8 && at < a + l))
+                };
+                if !words.iter().chain(notice).any(hit) {
+                    return false;
+                }
                 notice.as_ref().is_some_and(WordWatch::ready) || words.iter().all(WordWatch::ready)
             }
             RankState::Blocked(Watch::Any) => true,

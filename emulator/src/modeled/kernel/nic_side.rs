@@ -130,6 +130,10 @@ impl Kernel {
             u64::from(outcome.progressed) | (u64::from(outcome.pending) << 1),
         );
         let mut touched: Option<Ps> = None;
+        // What the NIC wrote, so that only the ranks watching a word in it
+        // test their words again (each test is a load from another rank's
+        // memory; a 1024-rank run makes hundreds of millions of them).
+        let mut written: Vec<(usize, usize)> = Vec::new();
         for effect in &effects {
             match *effect {
                 Effect::Send {
@@ -176,8 +180,12 @@ impl Kernel {
                         }
                     }
                 }
-                Effect::Touched { at } => {
+                Effect::Touched { at, addr, len } => {
                     touched = Some(touched.map_or(at, |t: Ps| t.max(at)));
+                    match written.last_mut() {
+                        Some((a, l)) if *a + *l == addr => *l += len,
+                        _ => written.push((addr, len)),
+                    }
                 }
                 Effect::RegChanged { at, offset, value } => {
                     touched = Some(touched.map_or(at, |t: Ps| t.max(at)));
@@ -198,13 +206,13 @@ impl Kernel {
                 Effect::Wake { ctx, at } => {
                     let target = w.ranks.local(node, ctx as usize);
                     if let Some(r) = target {
-                        self.node_changed(w, node, at + self.costs.host_poll, Some(r));
+                        self.node_changed(w, node, at + self.costs.host_poll, Some(r), None);
                     }
                 }
             }
         }
         if let Some(at) = touched {
-            self.node_changed(w, node, at + self.costs.host_poll, None);
+            self.node_changed(w, node, at + self.costs.host_poll, None, Some(&written));
         }
         if outcome.pending && outcome.progressed {
             self.schedule_poll(w, nic, ready_at.max(now));

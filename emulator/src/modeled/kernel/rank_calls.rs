@@ -251,7 +251,7 @@ impl Kernel {
         };
         // The kernel polls on the target's behalf; it sees the line once
         // the hand-off is done.
-        self.node_changed(&mut w, node, t + handoff, Some(target));
+        self.node_changed(&mut w, node, t + handoff, Some(target), None);
     }
 
     /// `rank` (or, with `None`, a setup thread) writes a NIC register. The
