@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# railcoll's modeled mode beside SimGrid SMPI, in one run on one machine:
+# wall time and peak memory of one all-gather per algorithm, each simulator
+# moving all of its data (docs/performance.md, "Beside SimGrid SMPI").
+#
+#   docs/gen/smpi-bench.sh [NODES RANKS_PER_NODE SIZE PAIRS]
+#
+# Defaults: 64 nodes x 16 ranks (1024), 4 KiB blocks, and the pairs
+# recursive-doubling:rdb, bruck:bruck, ring:ring, smp-bruck:smp_simple
+# (railcoll's algorithm, then SMPI's `smpi/allgather` selector; SMPI has
+# no SMP-aware Bruck, `smp_simple` is its SMP-aware all-gather closest to
+# it). railcoll runs one rail under `hockney` (t_s = 1.6 us, 900 MB/s);
+# SMPI runs its CM02 model (no latency or bandwidth correction factors)
+# on a cluster of NODES hosts of RANKS_PER_NODE cores whose private links
+# carry 900 MB/s and 0.8 us each (a message crosses two: 1.6 us). The
+# simulated latencies are printed for context only: the two models differ
+# (SMPI shares a host's link among its cores, railcoll models the node's
+# shared-memory phase and its NIC), the comparison is of simulation cost.
+#
+# SMPI comes from the distribution (Debian's `simgrid` package, 3.32 on
+# bookworm), installed by this script when `smpirun` is missing; it is a
+# benchmark dependency only, never a test one. Each run is stopped after
+# TIMEOUT seconds (default 600) or when its processes pass CAP_GB of
+# resident memory together (default 12), and the table says so.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+nodes=${1:-64}
+rpn=${2:-16}
+size=${3:-4K}
+pairs=${4:-recursive-doubling:rdb,bruck:bruck,ring:ring,smp-bruck:smp_simple}
+timeout_s=${TIMEOUT:-600}
+cap_gb=${CAP_GB:-12}
+command -v /usr/bin/time > /dev/null || { echo "smpi-bench: needs GNU time (/usr/bin/time)" >&2; exit 1; }
+if ! command -v smpirun > /dev/null; then
+    echo "smpi-bench: installing SimGrid (Debian package simgrid)" >&2
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
+    $sudo apt-get install -y --no-install-recommends simgrid libsimgrid-dev > /dev/null
+fi
+command -v smpicc > /dev/null || { echo "smpi-bench: smpicc missing after installing simgrid" >&2; exit 1; }
+bytes=$(python3 -c '
+import sys
+s = sys.argv[1]
+m = {"K": 1 << 10, "M": 1 << 20}
+print(int(s[:-1]) * m[s[-1]] if s[-1] in m else int(s))' "$size")
+ranks=$((nodes * rpn))
+cargo build --release -q -p railcoll-emu --bin railcoll
+bin=target/release/railcoll
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+smpicc -O2 -o "$out/allgather" docs/gen/smpi/allgather.c 2> "$out/cc.err" || { cat "$out/cc.err" >&2; exit 1; }
+cat > "$out/platform.xml" <<EOF
+<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+  <cluster id="c" prefix="node-" radical="0-$((nodes - 1))" suffix="" speed="1Gf" core="$rpn"
+           bw="900MBps" lat="0.8us" loopback_bw="100000GBps" loopback_lat="0"/>
+</platform>
+EOF
+for ((n = 0; n < nodes; n++)); do echo "node-$n:$rpn"; done > "$out/hosts"
+
+# run NAME CMD...: wall seconds and peak MiB into $out/NAME.time, or a
+# reason (timeout, memory cap, refused) into $out/NAME.why.
+run() {
+    local name=$1
+    shift
+    rm -f "$out/$name.why"
+    # A process group of its own, so that the watchdog below can sum and
+    # stop everything the run starts (smpirun forks the simulation).
+    setsid timeout "$timeout_s" /usr/bin/time -f '%e %M' -o "$out/$name.time" "$@" \
+        > "$out/$name.out" 2> "$out/$name.err" &
+    local pid=$! capped=""
+    while kill -0 "$pid" 2> /dev/null; do
+        local rss
+        rss=$(ps -o rss= -g "$pid" 2> /dev/null | awk '{ s += $1 } END { print s + 0 }')
+        if [ "$rss" -gt $((cap_gb * 1024 * 1024)) ]; then
+            capped=1
+            kill -KILL -- "-$pid" 2> /dev/null || true
+        fi
+        sleep 1
+    done
+    set +e
+    wait "$pid" 2> /dev/null
+    local rc=$?
+    set -e
+    if [ -n "$capped" ]; then
+        echo "passed ${cap_gb} GB" > "$out/$name.why"
+    elif [ $rc = 124 ]; then
+        echo "stopped at ${timeout_s} s" > "$out/$name.why"
+    elif [ $rc != 0 ]; then
+        grep -m1 -i -E 'error|refus|needs' "$out/$name.err" \
+            | sed -E 's/^.*(is not valid here|error): //; s/; the communicator.*//' \
+            | cut -c1-120 > "$out/$name.why" || true
+        [ -s "$out/$name.why" ] || echo "failed (exit $rc)" > "$out/$name.why"
+    fi
+}
+
+printf '| algorithm (railcoll / SMPI) | railcoll wall (s) | railcoll peak (MiB) | railcoll latency (us) | SMPI wall (s) | SMPI peak (MiB) | SMPI latency (us) | wall ratio railcoll / SMPI |\n'
+printf '|---|---:|---:|---:|---:|---:|---:|---:|\n'
+for pair in ${pairs//,/ }; do
+    ours=${pair%%:*}
+    theirs=${pair##*:}
+    run smpi smpirun -np "$ranks" -platform "$out/platform.xml" -hostfile "$out/hosts" \
+        --cfg=smpi/allgather:"$theirs" --cfg=network/model:CM02 \
+        --cfg=smpi/simulate-computation:no --log=root.thres:critical "$out/allgather" "$bytes"
+    run ours "$bin" bench allgather --mode modeled --nodes "$nodes" --ranks-per-node "$rpn" \
+        --rails 1 --profile hockney --algo "$ours" --sizes "$size" --iters 1 --rounds 1 \
+        --data full --json
+    row="| $ours / $theirs"
+    for who in ours smpi; do
+        if [ -e "$out/$who.why" ]; then
+            row="$row | $(cat "$out/$who.why") | - | -"
+            continue
+        fi
+        read -r wall kib < "$out/$who.time"
+        if [ $who = ours ]; then
+            latency=$(python3 -c '
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][0]
+assert r["verified"], "railcoll run not verified"
+print("%.1f" % r["latency_max_us"])' "$out/ours.out")
+            ours_wall=$wall
+        else
+            # The program checks every received byte and prints bad 1 on a
+            # wrong block (and exits non-zero, caught above).
+            latency=$(awk '/^latency_us/ { if ($4 != 0) exit 1; printf "%.1f", $2 }' "$out/smpi.out")
+            smpi_wall=$wall
+        fi
+        row="$row | $wall | $((kib / 1024)) | $latency"
+    done
+    if [ ! -e "$out/ours.why" ] && [ ! -e "$out/smpi.why" ]; then
+        row="$row | $(python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$ours_wall" "$smpi_wall") |"
+    else
+        row="$row | - |"
+    fi
+    echo "$row"
+done
