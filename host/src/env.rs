@@ -47,7 +47,8 @@ pub enum WordTest {
 
 /// A word of DMA or shared memory a rank waits on, in a form the
 /// environment can test without running the rank (a modeled environment
-/// tests it whenever a NIC writes that node's memory).
+/// tests it when a NIC writes it, or writes that node's memory after a rank
+/// of the node ran).
 #[derive(Clone, Debug)]
 pub struct WordWatch {
     /// The memory holding the word.

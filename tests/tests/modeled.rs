@@ -397,3 +397,84 @@ fn the_nics_completion_events_bound_the_posts_in_flight() {
         }
     }
 }
+
+/// The sequencer tests a blocked rank's words only when a NIC writes one
+/// of them, unless a rank of the node ran since it last tested them all
+/// (a rank may publish a word its peers watch, the MPI contract's
+/// `entered` word, and wake them later). That must change no wake-up:
+/// collectives of several kinds in flight at once under the MPI contract,
+/// blocking calls progressing them, ranks out of step, one and four ranks
+/// per node, run with and without the written ranges, give the same trace
+/// and the same data. (Completion words come with the NIC's wake-up
+/// interrupt, which ends most such waits by itself: what the ranges save
+/// is the tests of words that have not changed.)
+#[test]
+fn knowing_what_a_nic_wrote_changes_no_wake_up() {
+    let run = |rpn: usize, exhaustive: bool| {
+        let cluster = Cluster::modeled(
+            ClusterConfig {
+                shape: railcoll_tests::shape(2, rpn, 1, 2, Placement::Block),
+                arena_size: 16 << 20,
+                ..ClusterConfig::default()
+            },
+            Profile::builtin("qsnet2-dual").expect("profile"),
+        )
+        .expect("cluster");
+        let kernel = cluster.kernel().expect("modeled");
+        kernel.test_every_wait_on_every_write(exhaustive);
+        let out = cluster.run(|comm| -> Result<Vec<u8>, railcoll_host::Error> {
+            // Blocks of many packets: while the ranks wait, NIC writes
+            // follow one another with no rank running between them.
+            let (n, me, bytes) = (comm.size(), comm.rank(), 16 << 10);
+            let mut landed = Vec::new();
+            for round in 0..3u8 {
+                let fill = |k: u8| vec![me as u8 ^ (round << 4) ^ k; bytes];
+                let (s0, r0) = (comm.alloc(bytes)?, comm.alloc(n * bytes)?);
+                let (s1, r1) = (comm.alloc(n * bytes)?, comm.alloc(n * bytes)?);
+                let (s2, r2) = (comm.alloc(bytes)?, comm.alloc(n * bytes)?);
+                let (s3, r3) = (comm.alloc(bytes)?, comm.alloc(n * bytes)?);
+                comm.write_local(&s0, 0, &fill(1))?;
+                comm.write_local(&s1, 0, &fill(2).repeat(n))?;
+                comm.write_local(&s2, 0, &fill(3))?;
+                comm.write_local(&s3, 0, &fill(4))?;
+                // Out of step: each rank starts after its own compute.
+                comm.compute(std::time::Duration::from_nanos(300 * me as u64));
+                let a = comm.iallgather(&s0, &r0)?;
+                let b = comm.ialltoall(&s1, &r1)?;
+                comm.compute(std::time::Duration::from_nanos(200 * (n - me) as u64));
+                let c = comm.igather(&s2, &r2, usize::from(round) % n)?;
+                let d = comm.ibarrier()?;
+                // A blocking call while four are in flight progresses them.
+                comm.allgather(&s3, &r3)?;
+                railcoll_host::wait_all(vec![d, c, b, a])?;
+                for r in [&r0, &r1, &r2, &r3] {
+                    let mut got = vec![0; n * bytes];
+                    comm.read_local(r, 0, &mut got)?;
+                    landed.extend_from_slice(&got);
+                }
+            }
+            Ok(landed)
+        });
+        let data: Vec<Vec<u8>> = out
+            .into_iter()
+            .map(|r| r.expect("ran").expect("collectives"))
+            .collect();
+        (kernel.digest(), data)
+    };
+    // With one rank per node the written ranges decide nearly every
+    // test of a waiter; with four, ranks run between most NIC writes.
+    for rpn in [1, 4] {
+        let (filtered, data) = run(rpn, false);
+        let (exhaustive, data_exhaustive) = run(rpn, true);
+        assert_eq!(
+            filtered, exhaustive,
+            "{rpn} ranks per node: the same actions at the same times"
+        );
+        assert_eq!(data, data_exhaustive);
+        // The data is right, not only the same: rank 1's all-gather block
+        // of the last rank in the last round.
+        let (n, bytes) = (2 * rpn, 16 << 10);
+        let last = &data[1][(2 * 4 * n * bytes)..];
+        assert_eq!(last[(n - 1) * bytes], (n - 1) as u8 ^ (2 << 4) ^ 1);
+    }
+}

@@ -19,8 +19,9 @@
 //!   the queue runs until the global clock reaches the rank's. So nothing is
 //!   observed before it happened in virtual time.
 //! - A blocked rank states what it waits for: words the kernel tests itself
-//!   whenever a NIC writes that node's memory (no thread switch until the
-//!   wait is over), or "anything on my node" for the rare generic waits.
+//!   when a NIC writes one of them, or writes that node's memory after a
+//!   rank of the node ran (no thread switch until the wait is over), or
+//!   "anything on my node" for the rare generic waits.
 //! - The watchdog: if the queue empties while ranks are blocked, or virtual
 //!   time passes the horizon, the run stops with a report naming the seed,
 //!   the virtual time and every blocked rank's pending step; blocked waits
@@ -158,6 +159,13 @@ struct World {
     timeline: Option<Arc<Timeline>>,
     /// `--progress`: the event rate, reported on stderr.
     progress: Option<ProgressMeter>,
+    /// By node: a rank of the node has run since the NIC writes there last
+    /// tested every blocked rank's words. A running rank may write words
+    /// its node's peers watch (an `entered` word, a flag) without waking
+    /// them at once; the next NIC write on the node then tests every
+    /// waiter, as it would without the written ranges, so that knowing
+    /// them changes no wake-up.
+    host_ran: Vec<bool>,
 }
 
 enum Next {
@@ -180,6 +188,9 @@ pub struct Kernel {
     ranks: usize,
     /// A timeline is attached (checked without the lock on every wait).
     tracing: AtomicBool,
+    /// Test every blocked rank's words on every NIC write, ignoring the
+    /// written ranges ([`Kernel::test_every_wait_on_every_write`]).
+    exhaustive_wakes: AtomicBool,
 }
 
 impl Kernel {
@@ -269,6 +280,7 @@ impl Kernel {
             watchdog: Watchdog::new(),
             timeline: None,
             progress: None,
+            host_ran: vec![true; nodes],
         };
         let kernel = Arc::new(Kernel {
             world: Mutex::new(world),
@@ -278,6 +290,7 @@ impl Kernel {
             rails,
             ranks: size,
             tracing: AtomicBool::new(false),
+            exhaustive_wakes: AtomicBool::new(false),
         });
         {
             let mut w = kernel.lock();
@@ -348,6 +361,15 @@ impl Kernel {
             Self::note(w, at, self.entity_switch(rail), 6, fate.code(), h);
         }
         fate
+    }
+
+    /// Test hook, not an interface: with `true`, every NIC write tests
+    /// every blocked rank's words on its node, as the kernel did before it
+    /// knew what a write covers; a test runs a program both ways and
+    /// compares the traces (the written ranges must change no wake-up).
+    #[doc(hidden)]
+    pub fn test_every_wait_on_every_write(&self, on: bool) {
+        self.exhaustive_wakes.store(on, Ordering::Relaxed);
     }
 
     /// The trace digest so far.
@@ -459,8 +481,9 @@ impl Kernel {
     /// it may have satisfied (`only`: just that rank). `written`, when
     /// known, is every memory range that changed (addresses, lengths): a
     /// rank watching words outside all of them is not tested, since its
-    /// words are as they were when it blocked (host writes wake their
-    /// targets themselves, [`Kernel::wake_local`]).
+    /// words are as they were when it was last tested. That holds only
+    /// while no rank of the node has run since every waiter was last
+    /// tested (`World::host_ran`); otherwise every waiter is tested.
     fn node_changed(
         &self,
         w: &mut World,
@@ -469,6 +492,15 @@ impl Kernel {
         only: Option<usize>,
         written: Option<&[(usize, usize)]>,
     ) {
+        let every = self.exhaustive_wakes.load(Ordering::Relaxed);
+        let written = match w.host_ran.get_mut(node) {
+            _ if every => None,
+            Some(ran) if only.is_none() && *ran => {
+                *ran = false;
+                None
+            }
+            _ => written,
+        };
         // By index: this runs after every NIC write, no list copies.
         let count = w.ranks.on_node(node);
         for i in 0..count {
@@ -524,6 +556,10 @@ impl Kernel {
                 }
                 w.watchdog.progress(t);
                 Self::note(w, t, e, 0, r as u64, 0);
+                let node = w.ranks.slots[r].node;
+                if let Some(ran) = w.host_ran.get_mut(node) {
+                    *ran = true;
+                }
                 return Next::Run(r);
             }
             Action::RegWrite { nic, offset, value } => {

@@ -5,7 +5,7 @@
 //! - A rank is `Idle`, `Ready` (a resume is queued), `Running` (its fiber
 //!   has the baton), `Blocked` on a [`Watch`], or `Done` for this run.
 //! - A blocked rank states what it waits for: completion words the kernel
-//!   tests itself on every change of its node's memory
+//!   tests itself when its node's memory changes where they lie
 //!   ([`Ranks::wakes_on_change`]), "anything on my node", its node's admin
 //!   lock, or the end-of-run rendezvous.
 //! - [`Ranks::resume`] only changes state (blocked to ready) and says
