@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# railcoll's modeled mode beside SimGrid SMPI, in one run on one machine:
-# wall time and peak memory of one all-gather per algorithm, each simulator
-# moving all of its data (docs/performance.md, "Beside SimGrid SMPI").
+# railcoll's modeled mode beside SimGrid SMPI, in one run on one machine.
 #
 #   docs/gen/smpi-bench.sh [NODES RANKS_PER_NODE SIZE PAIRS]
+#   docs/gen/smpi-bench.sh latency [NODES SIZES PAIRS]
 #
-# Defaults: 64 nodes x 16 ranks (1024), 4 KiB blocks, and the pairs
-# recursive-doubling:rdb, bruck:bruck, ring:ring, smp-bruck:smp_simple
-# (railcoll's algorithm, then SMPI's `smpi/allgather` selector; SMPI has
-# no SMP-aware Bruck, `smp_simple` is its SMP-aware all-gather closest to
-# it). railcoll runs one rail under `hockney` (t_s = 1.6 us, 900 MB/s);
-# SMPI runs its CM02 model (no latency or bandwidth correction factors)
-# on a cluster of NODES hosts of RANKS_PER_NODE cores whose private links
-# carry 900 MB/s and 0.8 us each (a message crosses two: 1.6 us). The
-# simulated latencies are printed for context only: the two models differ
-# (SMPI shares a host's link among its cores, railcoll models the node's
-# shared-memory phase and its NIC), the comparison is of simulation cost.
+# The first form compares the cost of simulating: wall time and peak
+# memory of one all-gather per algorithm, each simulator moving all of its
+# data (docs/performance.md, "Beside SimGrid SMPI"). Defaults: 64 nodes x
+# 16 ranks (1024), 4 KiB blocks, and the pairs recursive-doubling:rdb,
+# bruck:bruck, ring:ring, smp-bruck:smp_simple (railcoll's algorithm, then
+# SMPI's `smpi/allgather` selector; SMPI has no SMP-aware Bruck,
+# `smp_simple` is its SMP-aware all-gather closest to it). The simulated
+# latencies are printed for context only: with several ranks per node the
+# two models differ (SMPI shares a host's link among its cores as a fluid,
+# railcoll serialises packets on the NIC's ports and models the node's
+# shared-memory phase).
+#
+# The second form compares what is simulated, where the two models should
+# agree: one rank per node (default 16 nodes), no contention, blocks of
+# SIZES (default 8,4K,64K), pairs recursive-doubling:rdb, ring:ring,
+# bruck:bruck; railcoll under the SHMEM buffer contract (no readiness
+# messages, as the papers' formulas and SMPI's eager sends); the slowest
+# rank's latency from each, and their ratio (docs/fidelity.md).
+#
+# Both run railcoll on one rail under `hockney` (t_s = 1.6 us, 900 MB/s)
+# and SMPI's CM02 model (no latency or bandwidth correction factors), with
+# TCP cross-traffic off (railcoll's acks take no link time), on a cluster
+# of NODES hosts of RANKS_PER_NODE cores whose private links carry
+# 900 MB/s and 0.8 us each (a message crosses two: 1.6 us).
 #
 # SMPI comes from the distribution (Debian's `simgrid` package, 3.32 on
 # bookworm), installed by this script when `smpirun` is missing; it is a
@@ -25,10 +37,20 @@
 # delivers a wrong byte is shown as such and fails the script at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-nodes=${1:-64}
-rpn=${2:-16}
-size=${3:-4K}
-pairs=${4:-recursive-doubling:rdb,bruck:bruck,ring:ring,smp-bruck:smp_simple}
+mode=wall
+if [ "${1:-}" = latency ]; then
+    mode=latency
+    shift
+    nodes=${1:-16}
+    rpn=1
+    sizes=${2:-8,4K,64K}
+    pairs=${3:-recursive-doubling:rdb,ring:ring,bruck:bruck}
+else
+    nodes=${1:-64}
+    rpn=${2:-16}
+    sizes=${3:-4K}
+    pairs=${4:-recursive-doubling:rdb,bruck:bruck,ring:ring,smp-bruck:smp_simple}
+fi
 timeout_s=${TIMEOUT:-600}
 cap_gb=${CAP_GB:-12}
 command -v /usr/bin/time > /dev/null || { echo "smpi-bench: needs GNU time (/usr/bin/time)" >&2; exit 1; }
@@ -39,11 +61,14 @@ if ! command -v smpirun > /dev/null; then
     $sudo apt-get install -y --no-install-recommends simgrid libsimgrid-dev > /dev/null
 fi
 command -v smpicc > /dev/null || { echo "smpi-bench: smpicc missing after installing simgrid" >&2; exit 1; }
-bytes=$(python3 -c '
+# bytes SIZE: a size such as 8, 4K or 1M in bytes.
+bytes() {
+    python3 -c '
 import sys
 s = sys.argv[1]
 m = {"K": 1 << 10, "M": 1 << 20}
-print(int(s[:-1]) * m[s[-1]] if s[-1] in m else int(s))' "$size")
+print(int(s[:-1]) * m[s[-1]] if s[-1] in m else int(s))' "$1"
+}
 ranks=$((nodes * rpn))
 cargo build --release -q -p railcoll-emu --bin railcoll
 bin=target/release/railcoll
@@ -66,6 +91,9 @@ run() {
     local name=$1
     shift
     rm -f "$out/$name.why"
+    # The shell reports a run the watchdog kills ("Killed") on its own
+    # stderr: the table says so instead.
+    exec 3>&2 2> /dev/null
     # A session (and process group) of its own, whose id is the pid: the
     # watchdog below sums and stops everything the run starts (smpirun
     # forks the simulation); `ps -g` selects by that session id.
@@ -87,6 +115,7 @@ run() {
     wait "$pid" 2> /dev/null
     local rc=$?
     set -e
+    exec 2>&3 3>&-
     if [ -n "$capped" ]; then
         echo "passed ${cap_gb} GiB" > "$out/$name.why"
     elif [ $rc = 124 ]; then
@@ -100,16 +129,43 @@ run() {
 }
 
 wrong=""
+smpi_cfg=(--cfg=network/model:CM02 --cfg=network/crosstraffic:0
+    --cfg=smpi/simulate-computation:no --log=root.thres:critical)
+
+if [ $mode = latency ]; then
+    printf '| algorithm (railcoll / SMPI) | block | SMPI latency (us) | railcoll latency (us) | railcoll / SMPI |\n'
+    printf '|---|---:|---:|---:|---:|\n'
+    for pair in ${pairs//,/ }; do
+        ours=${pair%%:*}
+        theirs=${pair##*:}
+        for size in ${sizes//,/ }; do
+            theirs_us=$(smpirun -np "$ranks" -platform "$out/platform.xml" -hostfile "$out/hosts" \
+                --cfg=smpi/allgather:"$theirs" "${smpi_cfg[@]}" "$out/allgather" "$(bytes "$size")" \
+                | awk '/^latency_us/ { if ($4 != 0) { print "WRONG"; exit 1 } print $2 }')
+            ours_us=$("$bin" bench allgather --mode modeled --nodes "$nodes" --ranks-per-node 1 \
+                --rails 1 --profile hockney --contract shmem --algo "$ours" --sizes "$size" \
+                --iters 1 --rounds 1 --json \
+                | python3 -c '
+import json, sys
+r = [json.loads(l) for l in sys.stdin if l.startswith("{")][0]
+assert r["verified"], "railcoll run not verified"
+print("%.3f" % r["latency_max_us"])')
+            printf '| %s / %s | %s | %s | %s | %s |\n' "$ours" "$theirs" "$size" "$theirs_us" \
+                "$ours_us" "$(python3 -c 'import sys; print("%.4f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$ours_us" "$theirs_us")"
+        done
+    done
+    exit 0
+fi
+
 printf '| algorithm (railcoll / SMPI) | railcoll wall (s) | railcoll peak (MiB) | railcoll latency (us) | SMPI wall (s) | SMPI peak (MiB) | SMPI latency (us) | wall ratio railcoll / SMPI |\n'
 printf '|---|---:|---:|---:|---:|---:|---:|---:|\n'
 for pair in ${pairs//,/ }; do
     ours=${pair%%:*}
     theirs=${pair##*:}
     run smpi smpirun -np "$ranks" -platform "$out/platform.xml" -hostfile "$out/hosts" \
-        --cfg=smpi/allgather:"$theirs" --cfg=network/model:CM02 \
-        --cfg=smpi/simulate-computation:no --log=root.thres:critical "$out/allgather" "$bytes"
+        --cfg=smpi/allgather:"$theirs" "${smpi_cfg[@]}" "$out/allgather" "$(bytes "$sizes")"
     run ours "$bin" bench allgather --mode modeled --nodes "$nodes" --ranks-per-node "$rpn" \
-        --rails 1 --profile hockney --algo "$ours" --sizes "$size" --iters 1 --rounds 1 \
+        --rails 1 --profile hockney --algo "$ours" --sizes "$sizes" --iters 1 --rounds 1 \
         --data full --json
     row="| $ours / $theirs"
     for who in ours smpi; do
