@@ -31,10 +31,12 @@
 #
 # SMPI comes from the distribution (Debian's `simgrid` package, 3.32 on
 # bookworm), installed by this script when `smpirun` is missing; it is a
-# benchmark dependency only, never a test one. Each run is stopped after
-# TIMEOUT seconds (default 600) or when its processes pass CAP_GB GiB of
-# resident memory together (default 12), and the table says so. A run that
+# benchmark dependency only, never a test one. Each run of the first form
+# is stopped after TIMEOUT seconds (default 600) or when its processes
+# pass CAP_GB GiB of resident memory together (default 12), and the table
+# says so (the second form's runs are small). In both, a run that
 # delivers a wrong byte is shown as such and fails the script at the end.
+# SIZE is one size (8, 4K, 64k, 1M, 1G); SIZES a list of them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode=wall
@@ -50,6 +52,9 @@ else
     rpn=${2:-16}
     sizes=${3:-4K}
     pairs=${4:-recursive-doubling:rdb,bruck:bruck,ring:ring,smp-bruck:smp_simple}
+    case $sizes in
+        *,* | *..*) echo "smpi-bench: one size, not $sizes" >&2; exit 2 ;;
+    esac
 fi
 timeout_s=${TIMEOUT:-600}
 cap_gb=${CAP_GB:-12}
@@ -61,13 +66,17 @@ if ! command -v smpirun > /dev/null; then
     $sudo apt-get install -y --no-install-recommends simgrid libsimgrid-dev > /dev/null
 fi
 command -v smpicc > /dev/null || { echo "smpi-bench: smpicc missing after installing simgrid" >&2; exit 1; }
-# bytes SIZE: a size such as 8, 4K or 1M in bytes.
+# bytes SIZE: a size such as 8, 4K, 64k, 1M or 1G in bytes (fails on
+# anything else: call it as an assignment of its own, so that set -e sees).
 bytes() {
     python3 -c '
 import sys
 s = sys.argv[1]
-m = {"K": 1 << 10, "M": 1 << 20}
-print(int(s[:-1]) * m[s[-1]] if s[-1] in m else int(s))' "$1"
+m = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+u = s[-1:].lower()
+n = int(s[:-1]) * m[u] if u in m else int(s)
+assert n > 0
+print(n)' "$1" 2> /dev/null || { echo "smpi-bench: not a size: $1" >&2; return 1; }
 }
 ranks=$((nodes * rpn))
 cargo build --release -q -p railcoll-emu --bin railcoll
@@ -98,7 +107,7 @@ run() {
     # watchdog below sums and stops everything the run starts (smpirun
     # forks the simulation); `ps -g` selects by that session id.
     setsid timeout "$timeout_s" /usr/bin/time -f '%e %M' -o "$out/$name.time" "$@" \
-        > "$out/$name.out" 2> "$out/$name.err" &
+        > "$out/$name.out" 2> "$out/$name.err" 3>&- &
     local pid=$! capped=""
     while kill -0 "$pid" 2> /dev/null; do
         local rss
@@ -132,6 +141,7 @@ wrong=""
 smpi_cfg=(--cfg=network/model:CM02 --cfg=network/crosstraffic:0
     --cfg=smpi/simulate-computation:no --log=root.thres:critical)
 
+wrong=""
 if [ $mode = latency ]; then
     printf '| algorithm (railcoll / SMPI) | block | SMPI latency (us) | railcoll latency (us) | railcoll / SMPI |\n'
     printf '|---|---:|---:|---:|---:|\n'
@@ -139,31 +149,43 @@ if [ $mode = latency ]; then
         ours=${pair%%:*}
         theirs=${pair##*:}
         for size in ${sizes//,/ }; do
-            theirs_us=$(smpirun -np "$ranks" -platform "$out/platform.xml" -hostfile "$out/hosts" \
-                --cfg=smpi/allgather:"$theirs" "${smpi_cfg[@]}" "$out/allgather" "$(bytes "$size")" \
-                | awk '/^latency_us/ { if ($4 != 0) { print "WRONG"; exit 1 } print $2 }')
-            ours_us=$("$bin" bench allgather --mode modeled --nodes "$nodes" --ranks-per-node 1 \
+            b=$(bytes "$size")
+            # A failed run, or a wrong byte (the program prints "bad 1" and
+            # its rank 0 exits non-zero), leaves a cell that says so.
+            theirs_us=$( { smpirun -np "$ranks" -platform "$out/platform.xml" -hostfile "$out/hosts" \
+                --cfg=smpi/allgather:"$theirs" "${smpi_cfg[@]}" "$out/allgather" "$b" || true; } \
+                | awk '/^latency_us/ { if ($4 != 0) print "WRONG"; else print $2; seen = 1 }
+                       END { if (!seen) print "FAILED" }')
+            ours_us=$( { "$bin" bench allgather --mode modeled --nodes "$nodes" --ranks-per-node 1 \
                 --rails 1 --profile hockney --contract shmem --algo "$ours" --sizes "$size" \
-                --iters 1 --rounds 1 --json \
+                --iters 1 --rounds 1 --json 2> /dev/null || true; } \
                 | python3 -c '
 import json, sys
-r = [json.loads(l) for l in sys.stdin if l.startswith("{")][0]
-assert r["verified"], "railcoll run not verified"
-print("%.3f" % r["latency_max_us"])')
-            printf '| %s / %s | %s | %s | %s | %s |\n' "$ours" "$theirs" "$size" "$theirs_us" \
-                "$ours_us" "$(python3 -c 'import sys; print("%.4f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$ours_us" "$theirs_us")"
+r = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+print("FAILED" if not r else "%.3f" % r[0]["latency_max_us"] if r[0]["verified"] else "WRONG")')
+            ratio=-
+            case "$theirs_us $ours_us" in
+                *WRONG* | *FAILED*) wrong=1 ;;
+                *) ratio=$(python3 -c 'import sys; print("%.4f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$ours_us" "$theirs_us") ;;
+            esac
+            printf '| %s / %s | %s | %s | %s | %s |\n' "$ours" "$theirs" "$size" "$theirs_us" "$ours_us" "$ratio"
         done
     done
+    if [ -n "$wrong" ]; then
+        echo "smpi-bench: a run failed or delivered wrong data (the rows that say so)" >&2
+        exit 1
+    fi
     exit 0
 fi
 
 printf '| algorithm (railcoll / SMPI) | railcoll wall (s) | railcoll peak (MiB) | railcoll latency (us) | SMPI wall (s) | SMPI peak (MiB) | SMPI latency (us) | wall ratio railcoll / SMPI |\n'
 printf '|---|---:|---:|---:|---:|---:|---:|---:|\n'
+block=$(bytes "$sizes")
 for pair in ${pairs//,/ }; do
     ours=${pair%%:*}
     theirs=${pair##*:}
     run smpi smpirun -np "$ranks" -platform "$out/platform.xml" -hostfile "$out/hosts" \
-        --cfg=smpi/allgather:"$theirs" "${smpi_cfg[@]}" "$out/allgather" "$(bytes "$sizes")"
+        --cfg=smpi/allgather:"$theirs" "${smpi_cfg[@]}" "$out/allgather" "$block"
     run ours "$bin" bench allgather --mode modeled --nodes "$nodes" --ranks-per-node "$rpn" \
         --rails 1 --profile hockney --algo "$ours" --sizes "$sizes" --iters 1 --rounds 1 \
         --data full --json

@@ -5,9 +5,10 @@
 //! - A rank is `Idle`, `Ready` (a resume is queued), `Running` (its fiber
 //!   has the baton), `Blocked` on a [`Watch`], or `Done` for this run.
 //! - A blocked rank states what it waits for: completion words the kernel
-//!   tests itself when its node's memory changes where they lie
-//!   ([`Ranks::wakes_on_change`]), "anything on my node", its node's admin
-//!   lock, or the end-of-run rendezvous.
+//!   tests itself when a NIC writes where they lie, or writes that node's
+//!   memory after a rank of the node ran ([`Ranks::wakes_on_change`]),
+//!   "anything on my node", its node's admin lock, or the end-of-run
+//!   rendezvous.
 //! - [`Ranks::resume`] only changes state (blocked to ready) and says
 //!   whether the caller must queue the rank's resume: this module knows
 //!   nothing of the queue, NICs or the watchdog.
@@ -130,9 +131,10 @@ impl Ranks {
     }
 
     /// Might a change of `rank`'s node's memory or registers end its wait?
-    /// `written`, when known, is every memory range that changed
+    /// `written`, when known, is every memory range a NIC changed
     /// (addresses, lengths); a wait for words none of which lies in them
-    /// cannot have ended.
+    /// cannot have ended, provided no rank of the node ran since the wait
+    /// was last tested (the caller's guard: `Kernel::node_changed`).
     pub(super) fn wakes_on_change(&self, rank: usize, written: Option<&[(usize, usize)]>) -> bool {
         match &self.slots[rank].state {
             RankState::Blocked(Watch::Words(words, notice)) => {
