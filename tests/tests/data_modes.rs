@@ -30,6 +30,24 @@ fn config(shape: Shape, data: DataMode) -> ClusterConfig {
     }
 }
 
+/// `figures` with full data, then with none and with a sample of `sample`
+/// ranks: the same every time (`what` names the case in a failure). The
+/// full run's figures.
+fn same_whatever_the_data<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    sample: usize,
+    figures: impl Fn(DataMode) -> T,
+) -> T {
+    let full = figures(DataMode::Full);
+    assert_eq!(figures(DataMode::None), full, "{what}: --data none");
+    assert_eq!(
+        figures(DataMode::Sample(sample)),
+        full,
+        "{what}: --data sample={sample}"
+    );
+    full
+}
+
 fn modeled(shape: Shape, data: DataMode) -> Cluster {
     Cluster::modeled(
         config(shape, data),
@@ -306,18 +324,7 @@ fn every_data_mode_gives_the_same_figures_and_trace_hash() {
                         .collect::<Vec<_>>()
                 })
             };
-            let full = figures(DataMode::Full);
-            points += full.len();
-            assert_eq!(
-                figures(DataMode::None),
-                full,
-                "{c} on {shape:?}: --data none"
-            );
-            assert_eq!(
-                figures(DataMode::Sample(2)),
-                full,
-                "{c} on {shape:?}: --data sample=2"
-            );
+            points += same_whatever_the_data(&format!("{c} on {shape:?}"), 2, figures).len();
         }
     }
     assert!(points > 100, "{points} points compared");
@@ -362,17 +369,7 @@ fn faults_and_overlap_give_the_same_figures_whatever_the_data() {
                     .collect::<Vec<_>>()
             })
         };
-        let full = figures(DataMode::Full);
-        assert_eq!(
-            figures(DataMode::None),
-            full,
-            "{c} under {faults}: --data none"
-        );
-        assert_eq!(
-            figures(DataMode::Sample(3)),
-            full,
-            "{c} under {faults}: --data sample=3"
-        );
+        same_whatever_the_data(&format!("{c} under {faults}"), 3, figures);
     }
     let set = select(
         Collective::Allgather,
@@ -399,23 +396,14 @@ fn faults_and_overlap_give_the_same_figures_whatever_the_data() {
                 .collect::<Vec<_>>()
         })
     };
-    let full = overlap(DataMode::Full);
+    // The records name their data mode: compared without it.
     let strip = |v: Vec<(&'static str, f64, f64, f64, String)>| {
         v.into_iter()
             .map(|(a, p, c, t, _)| (a, p, c, t))
             .collect::<Vec<_>>()
     };
+    let full = same_whatever_the_data("overlap", 2, |data| strip(overlap(data)));
     assert_eq!(full.len(), 2);
-    assert_eq!(
-        strip(overlap(DataMode::None)),
-        strip(full.clone()),
-        "overlap: --data none"
-    );
-    assert_eq!(
-        strip(overlap(DataMode::Sample(2))),
-        strip(full),
-        "overlap: --data sample=2"
-    );
 }
 
 /// A barrier finished without its switch (rail 0's switch dead from the

@@ -166,6 +166,9 @@ struct World {
     /// waiter, as it would without the written ranges, so that knowing
     /// them changes no wake-up.
     host_ran: Vec<bool>,
+    /// The memory ranges the NIC being polled wrote (a buffer reused by
+    /// every poll).
+    written: Vec<(usize, usize)>,
 }
 
 enum Next {
@@ -281,6 +284,7 @@ impl Kernel {
             timeline: None,
             progress: None,
             host_ran: vec![true; nodes],
+            written: Vec::new(),
         };
         let kernel = Arc::new(Kernel {
             world: Mutex::new(world),

@@ -133,7 +133,10 @@ impl Kernel {
         // What the NIC wrote, so that only the ranks watching a word in it
         // test their words again (each test is a load from another rank's
         // memory; a 1024-rank run makes hundreds of millions of them).
-        let mut written: Vec<(usize, usize)> = Vec::new();
+        // (The list is the world's, kept between polls: no allocation per
+        // poll.)
+        let mut written = std::mem::take(&mut w.written);
+        written.clear();
         for effect in &effects {
             match *effect {
                 Effect::Send {
@@ -214,6 +217,7 @@ impl Kernel {
         if let Some(at) = touched {
             self.node_changed(w, node, at + self.costs.host_poll, None, Some(&written));
         }
+        w.written = written;
         if outcome.pending && outcome.progressed {
             self.schedule_poll(w, nic, ready_at.max(now));
         }
