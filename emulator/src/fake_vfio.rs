@@ -55,7 +55,8 @@ impl EmulatedBoards {
             .map(|_| SharedMapping::new(node_memory_len(cfg)))
             .collect::<Result<_, _>>()?;
         let views: Arc<[DmaMemory]> = memories.iter().map(SharedMapping::memory).collect();
-        let workers = cfg.workers.unwrap_or(rails).max(1);
+        // The device's users are processes of their own, one per rank.
+        let workers = cfg.worker_count(shape.size(), nodes * rails);
         let nics = Nics::start(
             &cfg.nic_plan(),
             workers,

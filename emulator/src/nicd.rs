@@ -142,14 +142,14 @@ impl Nicd {
             files.push(fd);
         }
         let views: Arc<[DmaMemory]> = memories.iter().map(SharedMapping::memory).collect();
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let workers = cfg
-            .workers
-            .unwrap_or_else(|| rails.min(cores.saturating_sub(1)))
-            .max(1);
         // Register files in the order Nics::start makes them: node-major.
         let mut register_fds = Vec::with_capacity(nodes * rails);
         let local_nodes: Vec<usize> = (0..nodes).filter(|&n| runs(n)).collect();
+        // The ranks of this host's nodes are processes on its cores.
+        let workers = cfg.worker_count(
+            local_nodes.len() * cfg.shape.ranks_per_node(),
+            local_nodes.len() * rails,
+        );
         let plan = NicPlan {
             fabric: here.clone(),
             ..cfg.nic_plan()

@@ -534,9 +534,14 @@ pub struct ClusterArgs {
     /// Sockets per node (multi-leader all-gather: one leader per socket).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub sockets: u8,
-    /// NIC worker threads (default: one per rail, at most cores - 1).
+    /// NIC worker threads (default: the cores the ranks leave free, at
+    /// least 1, at most one per NIC).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: Option<u8>,
+    /// Leave all NIC work to the workers: waiting ranks do not run it
+    /// themselves (for comparison; the default runs it inline).
+    #[arg(long)]
+    pub no_inline_nic: bool,
     /// NIC packet payload size in bytes (a power of two, 64..=1M).
     #[arg(long, default_value_t = THREADS_PACKET_SIZE as u64, value_parser = parse_packet_size)]
     pub packet_size: u64,
@@ -559,6 +564,7 @@ impl ClusterArgs {
         Ok(ClusterConfig {
             shape,
             workers: self.workers.map(usize::from),
+            inline_nic: !self.no_inline_nic,
             packet_size: self.packet_size as u32,
             tuning: users_tuning()?,
             ..ClusterConfig::default()

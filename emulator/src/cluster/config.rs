@@ -21,8 +21,15 @@ pub struct ClusterConfig {
     /// (multi-leader all-gather places one leader per socket) and rails
     /// (NICs per node): the one shape every layer shares.
     pub shape: Shape,
-    /// NIC worker threads (default: `min(rails, cores - 1)`, at least 1).
+    /// Threads mode's NIC worker threads (default: the cores the ranks
+    /// leave free, at least 1 and at most one per NIC).
     pub workers: Option<usize>,
+    /// Threads mode: a rank that waits runs the NICs' work itself, any
+    /// NIC with work that no other thread is running, instead of leaving
+    /// it all to the workers (default on; `--no-inline-nic`). The workers
+    /// still run; this takes the hand-offs between a rank and a worker
+    /// off a waiting rank's path.
+    pub inline_nic: bool,
     /// Symmetric arena per rank, bytes.
     pub arena_size: usize,
     /// NIC packet payload size, bytes (power of two, 64..=1 MiB).
@@ -117,11 +124,26 @@ impl std::str::FromStr for Mode {
 /// overhead (docs/performance.md). Tests run 1-2 KiB packets too.
 pub const THREADS_PACKET_SIZE: u32 = 64 * 1024;
 
+impl ClusterConfig {
+    /// Threads mode's NIC worker threads for `nics` NICs when `ranks`
+    /// rank threads run on this machine: [`Self::workers`] if set, else
+    /// the cores the ranks leave free; at least 1, and (unless set) at
+    /// most one per NIC. With more busy threads than cores every hand-off
+    /// becomes a ~10 us context switch (docs/performance.md).
+    pub fn worker_count(&self, ranks: usize, nics: usize) -> usize {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        self.workers
+            .unwrap_or_else(|| cores.saturating_sub(ranks).min(nics))
+            .max(1)
+    }
+}
+
 impl Default for ClusterConfig {
     fn default() -> Self {
         Self {
             shape: Shape::default(),
             workers: None,
+            inline_nic: true,
             arena_size: 16 << 20,
             packet_size: THREADS_PACKET_SIZE,
             policy: RailPolicy::default(),

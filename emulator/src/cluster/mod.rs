@@ -40,7 +40,7 @@ use crate::modeled::{Kernel, ModelRegs, ModelWait, Profile, SetupWait};
 use crate::threads::nics::Nics;
 use crate::threads::rail::Rail;
 use crate::threads::watchdog::Watchdog;
-use crate::threads::worker::WorkerPool;
+use crate::threads::worker::{NicHelp, WorkerPool};
 use crate::timeline::{Timeline, TracingWait};
 use corosensei::stack::DefaultStack;
 use corosensei::{ScopedCoroutine, ScopedCoroutineRef};
@@ -189,6 +189,8 @@ enum Backend {
         timeline: Arc<OnceLock<Arc<Timeline>>>,
         rails: Vec<Arc<Rail>>,
         watchdog: Arc<Watchdog>,
+        /// What waiting ranks run the NICs with (`ClusterConfig::inline_nic`).
+        help: Option<Arc<NicHelp>>,
         // Dropped last: stops the NIC workers.
         _pool: WorkerPool,
     },
@@ -370,13 +372,7 @@ impl Cluster {
 
     fn threads(cfg: ClusterConfig) -> Result<Self, EmuError> {
         let shape = cfg.validate()?;
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        // Leave a core to the ranks: with more busy threads than cores every
-        // hand-off becomes a ~10 us context switch (docs/performance.md).
-        let workers = cfg
-            .workers
-            .unwrap_or_else(|| cfg.shape.rails.min(cores.saturating_sub(1)))
-            .max(1);
+        let workers = cfg.worker_count(shape.size(), shape.nodes() * cfg.shape.rails);
         let epoch = Instant::now();
         let memories = node_memories(&cfg)?;
         let views: Arc<[DmaMemory]> = memories.iter().map(|m| m.memory()).collect();
@@ -409,6 +405,7 @@ impl Cluster {
             })
             .collect();
         let sample = cfg.data_sample()?;
+        let help = cfg.inline_nic.then(|| pool.help());
         Ok(Self {
             cfg,
             shape,
@@ -423,9 +420,20 @@ impl Cluster {
                 timeline,
                 rails,
                 watchdog: Arc::new(Watchdog::new(shape.size(), epoch)),
+                help,
                 _pool: pool,
             },
         })
+    }
+
+    /// Threads mode: how many engine polls waiting ranks have made so far
+    /// ([`ClusterConfig::inline_nic`]); `None` in modeled mode, or when
+    /// ranks leave the NICs to the workers.
+    pub fn nic_polls_by_ranks(&self) -> Option<u64> {
+        match &self.backend {
+            Backend::Threads { help, .. } => help.as_ref().map(|h| h.rank_polls()),
+            Backend::Modeled { .. } => None,
+        }
     }
 
     /// The configuration.
@@ -721,6 +729,7 @@ impl Cluster {
                 epoch,
                 timeline,
                 watchdog,
+                help,
                 ..
             } => {
                 if let Some(w) = wakers.get(node * MAX_CONTEXTS + local) {
@@ -731,6 +740,7 @@ impl Cluster {
                     inner: NodeWait::new(Arc::clone(wait), node_wakers),
                     rank,
                     watchdog: Arc::clone(watchdog),
+                    nics: help.as_ref().map(NicHelp::helper),
                 });
                 match timeline.get() {
                     Some(t) => Arc::new(TracingWait::new(plain, Arc::clone(t), rank, *epoch)),

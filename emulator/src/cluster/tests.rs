@@ -83,3 +83,54 @@ fn a_cluster_runs_many_closures_in_turn() {
         assert_eq!(values, vec![round, 10 + round]);
     }
 }
+
+/// Threads mode: ranks that wait on a crowded machine (more waiting ranks
+/// than the cores the one worker leaves) run the NICs' work themselves
+/// unless the cluster leaves it to the workers, and either way every
+/// block of a stream of all-gathers (barriers between them) lands intact.
+#[test]
+fn waiting_ranks_run_the_nics_only_when_let() {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let ranks = 16;
+    for inline_nic in [true, false] {
+        let c = Cluster::new(ClusterConfig {
+            shape: Shape::new(2, ranks / 2, 1, 2, Placement::Block).expect("shape"),
+            workers: Some(1),
+            arena_size: 1 << 16,
+            inline_nic,
+            ..ClusterConfig::default()
+        })
+        .expect("cluster");
+        let block = 256;
+        let out = c.run(|comm| -> Result<(), railcoll_host::Error> {
+            let (n, me) = (comm.size(), comm.rank());
+            let send = comm.alloc(block)?;
+            let recv = comm.alloc(n * block)?;
+            for round in 0..20u8 {
+                let byte = |rank: usize| (rank as u8).wrapping_mul(31) ^ round;
+                comm.write_local(&send, 0, &vec![byte(me); block])?;
+                comm.allgather(&send, &recv)?;
+                let mut got = vec![0u8; n * block];
+                comm.read_local(&recv, 0, &mut got)?;
+                for (rank, b) in got.chunks(block).enumerate() {
+                    assert!(
+                        b.iter().all(|&x| x == byte(rank)),
+                        "inline {inline_nic}, round {round}: rank {me}'s block {rank} is wrong"
+                    );
+                }
+                comm.barrier()?;
+            }
+            Ok(())
+        });
+        for r in out {
+            r.expect("rank ran").expect("all-gathers");
+        }
+        match (inline_nic, c.nic_polls_by_ranks()) {
+            // Sixteen ranks crowd a machine of up to 16 cores whenever
+            // all of them wait (in every barrier, with luck in many).
+            (true, Some(polls)) => assert!(polls > 0 || ranks < cores, "no rank ran a NIC"),
+            (false, None) => {}
+            (inline, polls) => panic!("inline {inline}: rank polls {polls:?}"),
+        }
+    }
+}

@@ -14,6 +14,7 @@ use std::time::Instant;
 #[derive(Debug, Default)]
 pub struct WorkerSignal {
     pub(crate) flag: AtomicBool,
+
     pub(crate) thread: OnceLock<Thread>,
 }
 
@@ -47,6 +48,17 @@ impl Notifier {
     pub fn notify(&self) {
         self.nic.store(true, Ordering::Release);
         self.worker.notify();
+    }
+
+    /// Wake the engine's worker without marking the engine (its timer
+    /// changed while another thread ran it).
+    pub(crate) fn wake_worker(&self) {
+        self.worker.notify();
+    }
+
+    /// Has the engine been notified since it was last taken?
+    pub(crate) fn pending(&self) -> bool {
+        self.nic.load(Ordering::Acquire)
     }
 
     pub(crate) fn take(&self) -> bool {

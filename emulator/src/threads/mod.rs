@@ -17,15 +17,20 @@ pub mod worker;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use railcoll_host::env::{HostObserver, LibraryWork, NodeWait, WaitHook, WaitTimeout};
+use railcoll_host::env::{
+    HostObserver, LibraryWork, NodeWait, WaitHook, WaitTimeout, spin_then_yield,
+};
 
 /// A threads-mode rank's wait hook: the host's [`NodeWait`], except that
 /// the application's compute ([`WaitHook::compute`]) sleeps instead of
 /// spinning, and that the cluster's [`watchdog::Watchdog`] follows the
-/// rank's steps and waits. The emulated NICs are threads on the ranks'
-/// cores: a rank spinning through its compute would take the core its NIC
-/// needs, which real NIC hardware (a processor of its own) never shares,
-/// and every offloaded collective would look as if it could not overlap.
+/// rank's steps and waits, and that a rank that waits (or tests an
+/// operation that is not done) runs the NICs' pending work itself when
+/// the cluster lets it ([`worker::NicHelper`]). The emulated NICs are
+/// threads on the ranks' cores: a rank spinning through its compute would
+/// take the core its NIC needs, which real NIC hardware (a processor of
+/// its own) never shares, and every offloaded collective would look as if
+/// it could not overlap; a rank that computes helps no NIC.
 #[derive(Debug)]
 pub struct RankWait {
     /// The node's wait.
@@ -34,7 +39,17 @@ pub struct RankWait {
     pub rank: usize,
     /// The cluster's watchdog.
     pub watchdog: Arc<watchdog::Watchdog>,
+    /// The NICs this rank runs while it waits (`None`: it leaves them to
+    /// the workers).
+    pub nics: Option<worker::NicHelper>,
 }
+
+/// How long a waiting rank runs the NICs before it leaves them to the
+/// workers and waits as a node wait does: [`ParkingWait`]'s spin and yield
+/// (railcoll_host::env::ParkingWait) phases, so the rank parks no later
+/// than it would have.
+const HELP_SPINS: u32 = 64;
+const HELP_FOR: Duration = Duration::from_micros(50);
 
 impl RankWait {
     fn watched<T>(&self, wait: impl FnOnce() -> Result<T, WaitTimeout>) -> Result<T, WaitTimeout> {
@@ -50,7 +65,22 @@ impl RankWait {
 
 impl WaitHook for RankWait {
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
-        self.watched(|| self.inner.wait_until(ready))
+        self.watched(|| {
+            // First the rank runs the NICs itself, as long as a node
+            // wait spins and yields (each poll of `ready` after a pass
+            // over the NICs); then it leaves them to the workers and
+            // waits as usual, parking in the end.
+            if let Some(nics) = &self.nics
+                && nics.helping(|| {
+                    spin_then_yield(HELP_SPINS, HELP_FOR, &mut || {
+                        ready() || (nics.help() && ready())
+                    })
+                })
+            {
+                return Ok(());
+            }
+            self.inner.wait_until(ready)
+        })
     }
 
     fn wake_local(&self, local: usize) {
@@ -78,6 +108,12 @@ impl HostObserver for RankWait {
     }
 
     fn idle_poll(&self) -> Result<(), WaitTimeout> {
+        // A test that found its operation incomplete drives the NICs (on
+        // a crowded machine), as an MPI library's test drives its
+        // progress engine.
+        if let Some(nics) = &self.nics {
+            nics.helping(|| nics.help());
+        }
         self.inner.observer().idle_poll()
     }
 

@@ -84,9 +84,12 @@ impl Nics {
             .collect();
         let timeline: Arc<OnceLock<Arc<Timeline>>> = Arc::new(OnceLock::new());
         let signals = WorkerPool::signals(workers);
-        // A rail's NICs all live on one worker: a put on one rail then needs
-        // no hand-off between workers, and rails run in parallel.
-        let worker_of = |rail: usize| rail % workers;
+        // NICs are dealt to the workers node-major, so that a node's rails
+        // are on different workers whenever there are as many workers as
+        // rails (a striped transfer's rails run in parallel), and with
+        // exactly that many, each rail's NICs share one worker (a put on
+        // one rail needs no hand-off between workers).
+        let worker_of = |node: usize, rail: usize| (node * plan.rails + rail) % workers;
         let mut factories: Vec<Vec<EngineFactory>> = (0..workers).map(|_| Vec::new()).collect();
         let mut registers: Vec<Vec<Arc<SharedRegisters>>> = vec![Vec::new(); plan.nodes];
         // Every NIC's notifier and register file first: a board reaches
@@ -94,7 +97,7 @@ impl Nics {
         let notifiers: Vec<Vec<Notifier>> = (0..plan.rails)
             .map(|rail| {
                 (0..plan.nodes)
-                    .map(|_| Notifier::new(Arc::clone(&signals[worker_of(rail)])))
+                    .map(|node| Notifier::new(Arc::clone(&signals[worker_of(node, rail)])))
                     .collect()
             })
             .collect();
@@ -146,7 +149,7 @@ impl Nics {
                     Arc::clone(&timeline),
                     Arc::clone(&all_rails),
                 );
-                factories[worker_of(rail_index)].push(Box::new(move || {
+                factories[worker_of(node, rail_index)].push(Box::new(move || {
                     let board = EmuBoard::new(node as u16, views, regs, rail, inbox, wakers, epoch)
                         .expect("node memory exists for every node")
                         .with_siblings(rail_index as u8, siblings)

@@ -1,15 +1,26 @@
-//! NIC workers: a small pool of threads that run the firmware engines.
+//! Who runs the firmware engines: a small pool of NIC worker threads, and,
+//! in an in-process cluster, the ranks themselves while they wait.
 //!
-//! There are never more workers than cores (a 2-core machine cannot afford
-//! spinning threads beyond that). Each engine belongs to one worker for its
-//! whole life, so no engine state is shared between threads. A worker polls
-//! the engines that were notified (doorbell, packet), that reported pending
-//! work, or whose retransmission timer is due; when none is busy it spins
-//! briefly (a hand-off between running threads costs 25-200 ns), then yields,
-//! then parks until notified (a futex wake costs ~25 us).
+//! Every engine sits in a [`NicSlot`] behind a lock. Its worker polls it
+//! when it was notified (doorbell, packet), reported pending work, or has
+//! a retransmission timer due; a rank that waits ([`NicHelper`]) polls any
+//! NIC with work the same way. The lock is only ever tried, never waited
+//! for: whoever holds it is running that engine, so its work is in hand.
+//! While a rank runs the NICs, and shortly after, the workers stand back
+//! ([`NicHelp`]). Workers remain what guarantees progress (a rank that
+//! computes helps nobody); ranks that help take the hand-offs between a
+//! rank and a worker off a waiting rank's path, and, on a machine with
+//! more busy threads than cores, the context switches a worker needs to
+//! get a core.
+//!
+//! There are never more workers than cores (a 2-core machine cannot
+//! afford spinning threads beyond that). When none of its NICs is busy, a
+//! worker spins briefly (a hand-off between running threads costs
+//! 25-200 ns), then yields, then parks until notified (a futex wake costs
+//! ~25 us).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -24,16 +35,121 @@ const SPIN_POLLS: u32 = 64;
 const IDLE_YIELD: Duration = Duration::from_micros(50);
 /// Longest park, as a guard against a lost wakeup.
 const MAX_PARK: Duration = Duration::from_millis(20);
+/// `NicSlot::timer` when the engine asked for none.
+const NO_TIMER: u64 = u64::MAX;
 
-struct Slot {
-    engine: Box<EmuEngine>,
+/// One NIC as the pool runs it.
+#[derive(Debug)]
+pub struct NicSlot {
+    engine: Mutex<Box<EmuEngine>>,
     notifier: Notifier,
-    active: bool,
-    timer: Option<u64>,
+    /// The engine's last poll reported progress or pending work: poll
+    /// again without a notification.
+    active: AtomicBool,
+    /// When the engine's last poll asked to be polled again (ns since the
+    /// epoch), or [`NO_TIMER`].
+    timer: AtomicU64,
+    /// Where the NIC is, for the faults that stall its processor.
+    node: u16,
+    rail: u8,
 }
 
-/// Builds an engine inside its worker thread (engines are large; they are
-/// built on the worker's big stack and boxed there).
+/// Who runs a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Runner {
+    /// Its worker.
+    Worker,
+    /// A waiting rank.
+    Rank,
+}
+
+/// What one attempt to run a slot found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ran {
+    /// Nothing to do, or the NIC is stalled.
+    Idle,
+    /// Polled; it may have more to do at once.
+    Busy,
+    /// Polled; nothing more until notified or its timer.
+    Done,
+    /// Someone else is running it now.
+    Taken,
+}
+
+impl NicSlot {
+    fn new(engine: Box<EmuEngine>, notifier: Notifier) -> Self {
+        let board = engine.hardware();
+        let (node, rail) = (board.node, board.rail_index());
+        Self {
+            engine: Mutex::new(engine),
+            notifier,
+            active: AtomicBool::new(true),
+            timer: AtomicU64::new(NO_TIMER),
+            node,
+            rail,
+        }
+    }
+
+    /// The NIC's timer, if it has one.
+    fn timer(&self) -> Option<u64> {
+        Some(self.timer.load(Ordering::Acquire)).filter(|&t| t != NO_TIMER)
+    }
+
+    /// Poll the engine if it has work and nobody else is polling it.
+    /// `next_timer` learns when a stalled or waiting NIC wants its next
+    /// poll. A poll by a rank that leaves a timer due before the worker's
+    /// longest park wakes the worker, which may be parked on an older
+    /// deadline.
+    fn run(&self, now: u64, faults: &FaultSpec, next_timer: &mut Option<u64>, by: Runner) -> Ran {
+        let mut note_timer = |t: u64| *next_timer = Some(next_timer.map_or(t, |n| n.min(t)));
+        if !faults.stalls.is_empty()
+            && let Some(until) = faults.stalled_until(self.node, self.rail, now)
+        {
+            // A stalled processor: whatever arrives waits for it.
+            note_timer(until);
+            return Ran::Idle;
+        }
+        let due = self.timer().is_some_and(|t| now >= t);
+        if !(self.notifier.pending() || self.active.load(Ordering::Acquire) || due) {
+            if let Some(t) = self.timer() {
+                note_timer(t);
+            }
+            return Ran::Idle;
+        }
+        let mut engine = match self.engine.try_lock() {
+            Ok(e) => e,
+            Err(TryLockError::WouldBlock) => return Ran::Taken,
+            // The firmware never panics; a panic elsewhere in the poller's
+            // thread left the engine itself consistent.
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        // Taken under the lock: a notification that comes during the
+        // poll sets it again, so the next pass sees it.
+        let notified = self.notifier.take();
+        let due = self.timer().is_some_and(|t| now >= t);
+        if !(notified || self.active.load(Ordering::Acquire) || due) {
+            return Ran::Idle;
+        }
+        let out = engine.poll();
+        drop(engine);
+        let active = out.progressed || out.pending;
+        self.active.store(active, Ordering::Release);
+        let before = self
+            .timer
+            .swap(out.timer_ns.unwrap_or(NO_TIMER), Ordering::AcqRel);
+        if let Some(t) = out.timer_ns {
+            note_timer(t);
+            let soon = now.saturating_add(MAX_PARK.as_nanos() as u64);
+            if by == Runner::Rank && t < before && t < soon {
+                self.notifier.wake_worker();
+            }
+        }
+        if active { Ran::Busy } else { Ran::Done }
+    }
+}
+
+/// Builds an engine (engines are large: they are built on a thread with a
+/// big stack and boxed there).
 pub type EngineFactory = Box<dyn FnOnce() -> (Box<EmuEngine>, Notifier) + Send>;
 
 /// The running pool.
@@ -42,6 +158,7 @@ pub struct WorkerPool {
     shutdown: Arc<AtomicBool>,
     signals: Vec<Arc<WorkerSignal>>,
     threads: Vec<JoinHandle<()>>,
+    help: Arc<NicHelp>,
 }
 
 impl WorkerPool {
@@ -52,36 +169,57 @@ impl WorkerPool {
             .collect()
     }
 
-    /// Start one thread per signal; `factories[w]` build worker `w`'s engines.
-    /// A NIC that `faults` stalls is not polled while it is stalled.
+    /// Build every engine, then start one thread per signal;
+    /// `factories[w]` build worker `w`'s engines. A NIC that `faults`
+    /// stalls is not polled while it is stalled.
     pub fn start(
         signals: Vec<Arc<WorkerSignal>>,
         factories: Vec<Vec<EngineFactory>>,
         epoch: Instant,
         faults: Arc<FaultSpec>,
     ) -> std::io::Result<Self> {
+        let counts: Vec<usize> = factories.iter().map(Vec::len).collect();
+        let built = std::thread::Builder::new()
+            .name("nic-build".into())
+            .stack_size(64 << 20)
+            .spawn(move || {
+                factories
+                    .into_iter()
+                    .flatten()
+                    .map(|build| {
+                        let (engine, notifier) = build();
+                        NicSlot::new(engine, notifier)
+                    })
+                    .collect::<Vec<_>>()
+            })?
+            .join()
+            .map_err(|_| std::io::Error::other("building a NIC engine panicked"))?;
+        let slots: Arc<[NicSlot]> = built.into();
+        let help = Arc::new(NicHelp {
+            slots: Arc::clone(&slots),
+            epoch,
+            faults: Arc::clone(&faults),
+            helping: AtomicUsize::new(0),
+            spare_cores: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .saturating_sub(signals.len()),
+            stopped: AtomicU64::new(0),
+            rank_polls: AtomicU64::new(0),
+        });
         let shutdown = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
-        for (w, (signal, builders)) in signals.iter().cloned().zip(factories).enumerate() {
+        let mut first = 0;
+        for (w, (signal, count)) in signals.iter().cloned().zip(counts).enumerate() {
             let stop = Arc::clone(&shutdown);
             let faults = Arc::clone(&faults);
+            let help = Arc::clone(&help);
+            let mine = first..first + count;
+            first += count;
             let handle = std::thread::Builder::new()
                 .name(format!("nic-worker-{w}"))
-                .stack_size(64 << 20)
                 .spawn(move || {
-                    let slots: Vec<Slot> = builders
-                        .into_iter()
-                        .map(|build| {
-                            let (engine, notifier) = build();
-                            Slot {
-                                engine,
-                                notifier,
-                                active: true,
-                                timer: None,
-                            }
-                        })
-                        .collect();
-                    run_worker(&signal, slots, &stop, epoch, &faults);
+                    let mine = help.slots.get(mine).unwrap_or(&[]);
+                    run_worker(&signal, mine, &help, &stop, epoch, &faults);
                 })?;
             threads.push(handle);
         }
@@ -89,7 +227,13 @@ impl WorkerPool {
             shutdown,
             signals,
             threads,
+            help,
         })
+    }
+
+    /// What a waiting rank needs to run these NICs itself.
+    pub fn help(&self) -> Arc<NicHelp> {
+        Arc::clone(&self.help)
     }
 }
 
@@ -108,9 +252,118 @@ impl Drop for WorkerPool {
     }
 }
 
+/// Every NIC of a pool, as waiting ranks run them: the same polls as
+/// the workers', on any NIC with work whose lock is free, when the
+/// machine is crowded: the ranks waiting and the workers together
+/// outnumber the cores, so a worker would need a context switch (~10 us
+/// here) to get one. While it is, and for 20 us after, the workers leave
+/// their NICs alone: the same engine run by two threads in turn would
+/// move its state between their caches at every turn. When every waiting
+/// thread has a core, ranks leave the NICs to the workers, which then run
+/// beside the ranks instead of after them.
+#[derive(Debug)]
+pub struct NicHelp {
+    slots: Arc<[NicSlot]>,
+    epoch: Instant,
+    faults: Arc<FaultSpec>,
+    /// Ranks waiting now ([`NicHelper::helping`]).
+    helping: AtomicUsize,
+    /// Cores the workers leave: more waiting ranks than this crowd the
+    /// machine.
+    spare_cores: usize,
+    /// When a rank last stopped waiting on a crowded machine (ns since the
+    /// epoch).
+    stopped: AtomicU64,
+    /// Engine polls ranks made.
+    rank_polls: AtomicU64,
+}
+
+/// How long the workers stay back after the last rank stopped running
+/// the NICs: a rank that posts its next operation within it finds its
+/// NICs still in its cache. Short beside a futex wake-up (~25 us), so a
+/// rank that went on to compute leaves the NICs without a worker for no
+/// longer than a parked worker would.
+const STAND_BACK: u64 = 20_000;
+
+impl NicHelp {
+    /// A rank's hold on the NICs.
+    pub fn helper(self: &Arc<Self>) -> NicHelper {
+        NicHelper {
+            pool: Arc::clone(self),
+        }
+    }
+
+    /// Engine polls made by ranks so far (the rest are the workers').
+    pub fn rank_polls(&self) -> u64 {
+        self.rank_polls.load(Ordering::Relaxed)
+    }
+
+    /// Should the workers leave the NICs to the ranks now?
+    fn ranks_run_them(&self, now: u64) -> bool {
+        self.crowded() || now.saturating_sub(self.stopped.load(Ordering::Relaxed)) < STAND_BACK
+    }
+
+    /// Do the waiting ranks and the workers outnumber the cores?
+    fn crowded(&self) -> bool {
+        self.helping.load(Ordering::Acquire) > self.spare_cores
+    }
+}
+
+/// A rank's hold on its cluster's NICs ([`NicHelp`]).
+#[derive(Debug)]
+pub struct NicHelper {
+    pool: Arc<NicHelp>,
+}
+
+impl NicHelper {
+    /// Run `wait`, during which the caller calls [`Self::help`] between
+    /// its tests; while the machine is crowded the workers stand back.
+    /// `wait` must not sleep: the NICs would wait for the caller to wake
+    /// (for up to 20 us after it returns, too).
+    pub fn helping<T>(&self, wait: impl FnOnce() -> T) -> T {
+        struct Stop<'a>(&'a NicHelp);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                if self.0.crowded() {
+                    let now = self.0.epoch.elapsed().as_nanos() as u64;
+                    self.0.stopped.fetch_max(now, Ordering::Relaxed);
+                }
+                self.0.helping.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.pool.helping.fetch_add(1, Ordering::AcqRel);
+        let _stop = Stop(&self.pool);
+        wait()
+    }
+
+    /// One pass over every NIC with work, if the machine is crowded. True
+    /// if some NIC ran, or was being run by another thread: the caller's
+    /// condition may change soon, so it should test it again rather than
+    /// sleep.
+    pub fn help(&self) -> bool {
+        let pool = &*self.pool;
+        if !pool.crowded() {
+            return false;
+        }
+        let now = pool.epoch.elapsed().as_nanos() as u64;
+        let mut next_timer = None;
+        let (mut busy, mut polls) = (false, 0);
+        for slot in pool.slots.iter() {
+            let ran = slot.run(now, &pool.faults, &mut next_timer, Runner::Rank);
+            polls += u64::from(matches!(ran, Ran::Busy | Ran::Done));
+            busy |= ran != Ran::Idle;
+        }
+        if polls > 0 {
+            pool.rank_polls.fetch_add(polls, Ordering::Relaxed);
+        }
+        busy
+    }
+}
+
 fn run_worker(
     signal: &WorkerSignal,
-    mut slots: Vec<Slot>,
+    slots: &[NicSlot],
+    help: &NicHelp,
     stop: &AtomicBool,
     epoch: Instant,
     faults: &FaultSpec,
@@ -123,28 +376,23 @@ fn run_worker(
         // again, so the park below cannot miss it.
         signal.flag.store(false, Ordering::Release);
         let now = epoch.elapsed().as_nanos() as u64;
+        if help.ranks_run_them(now) {
+            // Stay awake, but off the NICs and mostly off the core: when
+            // the ranks stop, a parked worker would cost the next doorbell
+            // a futex wake.
+            idle = 0;
+            std::thread::yield_now();
+            continue;
+        }
         let mut busy = false;
         let mut next_timer: Option<u64> = None;
-        for slot in &mut slots {
-            if !faults.stalls.is_empty() {
-                let board = slot.engine.hardware();
-                if let Some(until) = faults.stalled_until(board.node, board.rail_index(), now) {
-                    // A stalled processor: whatever arrives waits for it.
-                    next_timer = Some(next_timer.map_or(until, |n: u64| n.min(until)));
-                    continue;
-                }
-            }
-            let notified = slot.notifier.take();
-            let due = slot.timer.is_some_and(|t| now >= t);
-            if notified || slot.active || due {
-                let out = slot.engine.poll();
-                slot.active = out.progressed || out.pending;
-                slot.timer = out.timer_ns;
-                busy |= slot.active;
-            }
-            if let Some(t) = slot.timer {
-                next_timer = Some(next_timer.map_or(t, |n: u64| n.min(t)));
-            }
+        for slot in slots {
+            // A slot another thread is running counts as busy: it may
+            // leave work behind that only this worker is sure to see.
+            busy |= matches!(
+                slot.run(now, faults, &mut next_timer, Runner::Worker),
+                Ran::Busy | Ran::Taken
+            );
         }
         if busy {
             idle = 0;
