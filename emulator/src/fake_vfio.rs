@@ -55,7 +55,7 @@ impl EmulatedBoards {
             .map(|_| SharedMapping::new(node_memory_len(cfg)))
             .collect::<Result<_, _>>()?;
         let views: Arc<[DmaMemory]> = memories.iter().map(SharedMapping::memory).collect();
-        // The device's users are processes of their own, one per rank.
+        // The device's users: one thread or process per rank.
         let workers = cfg.worker_count(shape.size(), nodes * rails);
         let nics = Nics::start(
             &cfg.nic_plan(),

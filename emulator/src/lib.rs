@@ -17,8 +17,9 @@
 //!   (`--faults`).
 //! - [`threads`]: threads mode: the board over real threads, a rail's
 //!   switch as per-node channels (and, for a rail across hosts, UDP
-//!   datagrams), the NIC worker pool (never more than
-//!   cores; idle workers park and are woken by doorbells and packets).
+//!   datagrams), who runs the NICs' engines: the NIC worker pool (idle
+//!   workers park and are woken by doorbells and packets) and, when
+//!   waiting ranks and workers outnumber the cores, the waiting ranks.
 //! - [`modeled`]: modeled mode: calibration profiles, the modeled board
 //!   and the sequencer that runs everything in deterministic virtual time.
 //! - [`cluster`]: building a cluster (threads or modeled) and running a

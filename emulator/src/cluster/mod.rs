@@ -740,7 +740,10 @@ impl Cluster {
                     inner: NodeWait::new(Arc::clone(wait), node_wakers),
                     rank,
                     watchdog: Arc::clone(watchdog),
-                    nics: help.as_ref().map(NicHelp::helper),
+                    nics: help.as_ref().map(|h| {
+                        let park = crate::threads::RankWait::park_after_help(self.cfg.wait_timeout);
+                        (h.helper(), park)
+                    }),
                 });
                 match timeline.get() {
                     Some(t) => Arc::new(TracingWait::new(plain, Arc::clone(t), rank, *epoch)),

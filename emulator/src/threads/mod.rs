@@ -2,10 +2,11 @@
 //! [`crate::modeled`]: [`board`] implements the firmware's hardware traits
 //! over the shared hardware of [`crate::hw`], [`rail`] is a rail's switch as
 //! per-node channels (with [`udp`] its datagrams when its nodes are on
-//! several hosts), and [`worker`] is the pool of NIC worker threads
-//! (never more than cores; idle workers park and are woken by doorbells
-//! and packets). [`RankWait`] is a rank's wait hook, followed by the
-//! cluster's [`watchdog`].
+//! several hosts), and [`worker`] is who runs the engines: the pool of
+//! NIC worker threads (by default no more than the cores the ranks leave;
+//! idle workers park and are woken by doorbells and packets) and, when the
+//! machine is crowded, the ranks that wait. [`RankWait`] is a rank's wait
+//! hook, followed by the cluster's [`watchdog`].
 
 pub mod board;
 pub mod nics;
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use railcoll_host::env::{
-    HostObserver, LibraryWork, NodeWait, WaitHook, WaitTimeout, spin_then_yield,
+    HostObserver, LibraryWork, NodeWait, ParkingWait, WaitHook, WaitTimeout, spin_then_yield,
 };
 
 /// A threads-mode rank's wait hook: the host's [`NodeWait`], except that
@@ -39,15 +40,24 @@ pub struct RankWait {
     pub rank: usize,
     /// The cluster's watchdog.
     pub watchdog: Arc<watchdog::Watchdog>,
-    /// The NICs this rank runs while it waits (`None`: it leaves them to
-    /// the workers).
-    pub nics: Option<worker::NicHelper>,
+    /// The NICs this rank runs while it waits, and how it then parks
+    /// (`None`: it leaves the NICs to the workers and waits as `inner`
+    /// does).
+    pub nics: Option<(worker::NicHelper, ParkingWait)>,
 }
 
-/// How long a waiting rank runs the NICs before it leaves them to the
-/// workers and waits as a node wait does: [`ParkingWait`]'s spin and yield
-/// (railcoll_host::env::ParkingWait) phases, so the rank parks no later
-/// than it would have.
+impl RankWait {
+    /// How a rank that ran the NICs through its spin and yield phases
+    /// then waits: it parks at once, with the cluster's `deadline`.
+    pub fn park_after_help(deadline: Duration) -> ParkingWait {
+        ParkingWait::new(0, Duration::ZERO, deadline)
+    }
+}
+
+/// How long a waiting rank runs the NICs (when they are left to it)
+/// before it parks: the cluster's node wait's spin and yield phases
+/// (`ParkingWait::new(64, 50 us, ..)`), so the rank parks no later than it
+/// would have.
 const HELP_SPINS: u32 = 64;
 const HELP_FOR: Duration = Duration::from_micros(50);
 
@@ -66,20 +76,21 @@ impl RankWait {
 impl WaitHook for RankWait {
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
         self.watched(|| {
-            // First the rank runs the NICs itself, as long as a node
-            // wait spins and yields (each poll of `ready` after a pass
-            // over the NICs); then it leaves them to the workers and
-            // waits as usual, parking in the end.
-            if let Some(nics) = &self.nics
-                && nics.helping(|| {
-                    spin_then_yield(HELP_SPINS, HELP_FOR, &mut || {
-                        ready() || (nics.help() && ready())
-                    })
+            // The rank spins and yields as a node wait does, testing
+            // `ready` after each pass over the NICs when the workers leave
+            // them to the ranks; then it leaves them to the workers and
+            // parks.
+            let Some((nics, park)) = &self.nics else {
+                return self.inner.wait_until(ready);
+            };
+            if nics.helping(|| {
+                spin_then_yield(HELP_SPINS, HELP_FOR, &mut || {
+                    ready() || (nics.help() && ready())
                 })
-            {
+            }) {
                 return Ok(());
             }
-            self.inner.wait_until(ready)
+            park.wait_until(ready)
         })
     }
 
@@ -111,7 +122,7 @@ impl HostObserver for RankWait {
         // A test that found its operation incomplete drives the NICs (on
         // a crowded machine), as an MPI library's test drives its
         // progress engine.
-        if let Some(nics) = &self.nics {
+        if let Some((nics, _)) = &self.nics {
             nics.helping(|| nics.help());
         }
         self.inner.observer().idle_poll()

@@ -89,7 +89,16 @@ impl Nics {
         // rails (a striped transfer's rails run in parallel), and with
         // exactly that many, each rail's NICs share one worker (a put on
         // one rail needs no hand-off between workers).
-        let worker_of = |node: usize, rail: usize| (node * plan.rails + rail) % workers;
+        // Dealt by the NIC's place among this process's NICs: a host of a
+        // fabric may serve any set of nodes.
+        let local: Vec<usize> = (0..plan.nodes)
+            .scan(0, |next, node| {
+                let at = *next;
+                *next += usize::from(plan.runs(node));
+                Some(at)
+            })
+            .collect();
+        let worker_of = |node: usize, rail: usize| (local[node] * plan.rails + rail) % workers;
         let mut factories: Vec<Vec<EngineFactory>> = (0..workers).map(|_| Vec::new()).collect();
         let mut registers: Vec<Vec<Arc<SharedRegisters>>> = vec![Vec::new(); plan.nodes];
         // Every NIC's notifier and register file first: a board reaches

@@ -13,8 +13,9 @@
 //! more busy threads than cores, the context switches a worker needs to
 //! get a core.
 //!
-//! There are never more workers than cores (a 2-core machine cannot
-//! afford spinning threads beyond that). When none of its NICs is busy, a
+//! By default there are no more workers than the cores the ranks leave,
+//! and at least one (a 2-core machine cannot afford spinning threads
+//! beyond its cores). When none of its NICs is busy, a
 //! worker spins briefly (a hand-off between running threads costs
 //! 25-200 ns), then yields, then parks until notified (a futex wake costs
 //! ~25 us).
@@ -38,8 +39,10 @@ const MAX_PARK: Duration = Duration::from_millis(20);
 /// `NicSlot::timer` when the engine asked for none.
 const NO_TIMER: u64 = u64::MAX;
 
-/// One NIC as the pool runs it.
+/// One NIC as the pool runs it (two cache lines of its own: workers and
+/// ranks write its atomics).
 #[derive(Debug)]
+#[repr(align(128))]
 pub struct NicSlot {
     engine: Mutex<Box<EmuEngine>>,
     notifier: Notifier,
@@ -97,9 +100,8 @@ impl NicSlot {
 
     /// Poll the engine if it has work and nobody else is polling it.
     /// `next_timer` learns when a stalled or waiting NIC wants its next
-    /// poll. A poll by a rank that leaves a timer due before the worker's
-    /// longest park wakes the worker, which may be parked on an older
-    /// deadline.
+    /// poll. A rank's poll that leaves the NIC with work, or with a timer
+    /// due before the worker's park deadline, wakes the worker.
     fn run(&self, now: u64, faults: &FaultSpec, next_timer: &mut Option<u64>, by: Runner) -> Ran {
         let mut note_timer = |t: u64| *next_timer = Some(next_timer.map_or(t, |n| n.min(t)));
         if !faults.stalls.is_empty()
@@ -119,8 +121,10 @@ impl NicSlot {
         let mut engine = match self.engine.try_lock() {
             Ok(e) => e,
             Err(TryLockError::WouldBlock) => return Ran::Taken,
-            // The firmware never panics; a panic elsewhere in the poller's
-            // thread left the engine itself consistent.
+            // Only a panic inside a poll poisons the lock (the firmware
+            // never panics; the board might, on a bug of its own). Its
+            // thread reports that panic; the NIC goes on from where the
+            // poll stopped, as a processor would after a fault.
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
         };
         // Taken under the lock: a notification that comes during the
@@ -131,18 +135,25 @@ impl NicSlot {
             return Ran::Idle;
         }
         let out = engine.poll();
-        drop(engine);
+        // Stored under the lock, so that the slot shows the latest poll's
+        // result, not an earlier poll's that lost a race to store it.
         let active = out.progressed || out.pending;
-        self.active.store(active, Ordering::Release);
+        let was_active = self.active.swap(active, Ordering::AcqRel);
         let before = self
             .timer
             .swap(out.timer_ns.unwrap_or(NO_TIMER), Ordering::AcqRel);
+        drop(engine);
         if let Some(t) = out.timer_ns {
             note_timer(t);
-            let soon = now.saturating_add(MAX_PARK.as_nanos() as u64);
-            if by == Runner::Rank && t < before && t < soon {
-                self.notifier.wake_worker();
-            }
+        }
+        // The worker may have parked while a rank ran its NIC, on a scan
+        // that found the slot idle: it must hear of work the rank left
+        // behind (the ranks may stop running NICs at any time) and of a
+        // timer earlier than its park deadline.
+        let soon = now.saturating_add(MAX_PARK.as_nanos() as u64);
+        let earlier = out.timer_ns.is_some_and(|t| t < before && t < soon);
+        if by == Runner::Rank && ((active && !was_active) || earlier) {
+            self.notifier.wake_worker();
         }
         if active { Ran::Busy } else { Ran::Done }
     }
@@ -200,9 +211,12 @@ impl WorkerPool {
             epoch,
             faults: Arc::clone(&faults),
             helping: AtomicUsize::new(0),
-            spare_cores: std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .saturating_sub(signals.len()),
+            spare_cores: AtomicUsize::new(
+                std::thread::available_parallelism()
+                    .map_or(2, |n| n.get())
+                    .saturating_sub(signals.len()),
+            ),
+            signals: signals.clone(),
             stopped: AtomicU64::new(0),
             rank_polls: AtomicU64::new(0),
         });
@@ -270,9 +284,11 @@ pub struct NicHelp {
     helping: AtomicUsize,
     /// Cores the workers leave: more waiting ranks than this crowd the
     /// machine.
-    spare_cores: usize,
+    spare_cores: AtomicUsize,
+    /// The workers, woken when a crowd ends.
+    signals: Vec<Arc<WorkerSignal>>,
     /// When a rank last stopped waiting on a crowded machine (ns since the
-    /// epoch).
+    /// epoch; 0: never).
     stopped: AtomicU64,
     /// Engine polls ranks made.
     rank_polls: AtomicU64,
@@ -300,12 +316,20 @@ impl NicHelp {
 
     /// Should the workers leave the NICs to the ranks now?
     fn ranks_run_them(&self, now: u64) -> bool {
-        self.crowded() || now.saturating_sub(self.stopped.load(Ordering::Relaxed)) < STAND_BACK
+        let stopped = self.stopped.load(Ordering::Relaxed);
+        self.crowded() || (stopped != 0 && now.saturating_sub(stopped) < STAND_BACK)
     }
 
     /// Do the waiting ranks and the workers outnumber the cores?
     fn crowded(&self) -> bool {
-        self.helping.load(Ordering::Acquire) > self.spare_cores
+        self.helping.load(Ordering::Acquire) > self.spare_cores.load(Ordering::Relaxed)
+    }
+
+    /// Count the machine as having `cores` cores beside the workers (a
+    /// test's way to make it crowded, or not, whatever the machine).
+    #[cfg(test)]
+    pub(crate) fn set_spare_cores(&self, cores: usize) {
+        self.spare_cores.store(cores, Ordering::Relaxed);
     }
 }
 
@@ -324,11 +348,20 @@ impl NicHelper {
         struct Stop<'a>(&'a NicHelp);
         impl Drop for Stop<'_> {
             fn drop(&mut self) {
-                if self.0.crowded() {
-                    let now = self.0.epoch.elapsed().as_nanos() as u64;
-                    self.0.stopped.fetch_max(now, Ordering::Relaxed);
+                let pool = self.0;
+                let crowded = pool.crowded();
+                if crowded {
+                    let now = pool.epoch.elapsed().as_nanos().max(1) as u64;
+                    pool.stopped.fetch_max(now, Ordering::Relaxed);
                 }
-                self.0.helping.fetch_sub(1, Ordering::AcqRel);
+                pool.helping.fetch_sub(1, Ordering::AcqRel);
+                if crowded && !pool.crowded() {
+                    // The crowd is over: a worker that parked meanwhile
+                    // takes its NICs back.
+                    for s in &pool.signals {
+                        s.notify();
+                    }
+                }
             }
         }
         self.pool.helping.fetch_add(1, Ordering::AcqRel);
@@ -336,16 +369,17 @@ impl NicHelper {
         wait()
     }
 
-    /// One pass over every NIC with work, if the machine is crowded. True
-    /// if some NIC ran, or was being run by another thread: the caller's
+    /// One pass over every NIC with work, if the workers leave them to
+    /// the ranks now (the machine is crowded, or was 20 us ago). True if
+    /// some NIC ran, or was being run by another thread: the caller's
     /// condition may change soon, so it should test it again rather than
     /// sleep.
     pub fn help(&self) -> bool {
         let pool = &*self.pool;
-        if !pool.crowded() {
+        let now = pool.epoch.elapsed().as_nanos() as u64;
+        if !pool.ranks_run_them(now) {
             return false;
         }
-        let now = pool.epoch.elapsed().as_nanos() as u64;
         let mut next_timer = None;
         let (mut busy, mut polls) = (false, 0);
         for slot in pool.slots.iter() {
