@@ -123,7 +123,7 @@ impl HostObserver for RankWait {
         // a crowded machine), as an MPI library's test drives its
         // progress engine.
         if let Some((nics, _)) = &self.nics {
-            nics.helping(|| nics.help());
+            nics.help();
         }
         self.inner.observer().idle_poll()
     }

@@ -6,8 +6,9 @@
 //! a retransmission timer due; a rank that waits ([`NicHelper`]) polls any
 //! NIC with work the same way. The lock is only ever tried, never waited
 //! for: whoever holds it is running that engine, so its work is in hand.
-//! While a rank runs the NICs, and shortly after, the workers stand back
-//! ([`NicHelp`]). Workers remain what guarantees progress (a rank that
+//! When the waiting ranks and the workers outnumber the cores, the ranks
+//! run the NICs and the workers stand back, until 20 us after the crowd
+//! ([`NicHelp`]); otherwise the workers run them. Workers remain what guarantees progress (a rank that
 //! computes helps nobody); ranks that help take the hand-offs between a
 //! rank and a worker off a waiting rank's path, and, on a machine with
 //! more busy threads than cores, the context switches a worker needs to
@@ -132,6 +133,11 @@ impl NicSlot {
         let notified = self.notifier.take();
         let due = self.timer().is_some_and(|t| now >= t);
         if !(notified || self.active.load(Ordering::Acquire) || due) {
+            // Another thread ran it since the check above: its timer may
+            // be new.
+            if let Some(t) = self.timer() {
+                note_timer(t);
+            }
             return Ran::Idle;
         }
         let out = engine.poll();
@@ -210,14 +216,13 @@ impl WorkerPool {
             slots: Arc::clone(&slots),
             epoch,
             faults: Arc::clone(&faults),
-            helping: AtomicUsize::new(0),
+            crowd: Crowd::default(),
             spare_cores: AtomicUsize::new(
                 std::thread::available_parallelism()
                     .map_or(2, |n| n.get())
                     .saturating_sub(signals.len()),
             ),
             signals: signals.clone(),
-            stopped: AtomicU64::new(0),
             rank_polls: AtomicU64::new(0),
         });
         let shutdown = Arc::new(AtomicBool::new(false));
@@ -280,18 +285,26 @@ pub struct NicHelp {
     slots: Arc<[NicSlot]>,
     epoch: Instant,
     faults: Arc<FaultSpec>,
-    /// Ranks waiting now ([`NicHelper::helping`]).
-    helping: AtomicUsize,
+    /// Who waits, on a cache line pair of its own (every wait writes it).
+    crowd: Crowd,
     /// Cores the workers leave: more waiting ranks than this crowd the
     /// machine.
     spare_cores: AtomicUsize,
     /// The workers, woken when a crowd ends.
     signals: Vec<Arc<WorkerSignal>>,
-    /// When a rank last stopped waiting on a crowded machine (ns since the
+    /// Engine polls made by ranks whose [`NicHelper`] is gone.
+    rank_polls: AtomicU64,
+}
+
+/// The ranks' waits, as the workers see them.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Crowd {
+    /// Ranks waiting now ([`NicHelper::helping`]).
+    helping: AtomicUsize,
+    /// When a wait on a crowded machine last succeeded (ns since the
     /// epoch; 0: never).
     stopped: AtomicU64,
-    /// Engine polls ranks made.
-    rank_polls: AtomicU64,
 }
 
 /// How long the workers stay back after the last rank stopped running
@@ -306,23 +319,31 @@ impl NicHelp {
     pub fn helper(self: &Arc<Self>) -> NicHelper {
         NicHelper {
             pool: Arc::clone(self),
+            polls: AtomicU64::new(0),
         }
     }
 
-    /// Engine polls made by ranks so far (the rest are the workers').
+    /// Engine polls made so far by ranks whose [`NicHelper`] is gone (the
+    /// rest are the workers').
     pub fn rank_polls(&self) -> u64 {
         self.rank_polls.load(Ordering::Relaxed)
     }
 
     /// Should the workers leave the NICs to the ranks now?
     fn ranks_run_them(&self, now: u64) -> bool {
-        let stopped = self.stopped.load(Ordering::Relaxed);
-        self.crowded() || (stopped != 0 && now.saturating_sub(stopped) < STAND_BACK)
+        self.crowded() || self.lately_crowded(now)
+    }
+
+    /// Did a wait on a crowded machine succeed less than [`STAND_BACK`]
+    /// ago?
+    fn lately_crowded(&self, now: u64) -> bool {
+        let stopped = self.crowd.stopped.load(Ordering::Relaxed);
+        stopped != 0 && now.saturating_sub(stopped) < STAND_BACK
     }
 
     /// Do the waiting ranks and the workers outnumber the cores?
     fn crowded(&self) -> bool {
-        self.helping.load(Ordering::Acquire) > self.spare_cores.load(Ordering::Relaxed)
+        self.crowd.helping.load(Ordering::Acquire) > self.spare_cores.load(Ordering::Relaxed)
     }
 
     /// Count the machine as having `cores` cores beside the workers (a
@@ -337,36 +358,57 @@ impl NicHelp {
 #[derive(Debug)]
 pub struct NicHelper {
     pool: Arc<NicHelp>,
+    /// Engine polls this rank made (added to the pool's count when it
+    /// goes: a count of the pool's own would be one more line every
+    /// rank writes).
+    polls: AtomicU64,
+}
+
+impl Drop for NicHelper {
+    fn drop(&mut self) {
+        let polls = self.polls.load(Ordering::Relaxed);
+        self.pool.rank_polls.fetch_add(polls, Ordering::Relaxed);
+    }
 }
 
 impl NicHelper {
     /// Run `wait`, during which the caller calls [`Self::help`] between
     /// its tests; while the machine is crowded the workers stand back.
-    /// `wait` must not sleep: the NICs would wait for the caller to wake
-    /// (for up to 20 us after it returns, too).
-    pub fn helping<T>(&self, wait: impl FnOnce() -> T) -> T {
-        struct Stop<'a>(&'a NicHelp);
+    /// `wait` says whether what the caller waited for happened: if so, on
+    /// a crowded machine, the workers stand back for 20 us more
+    /// (the caller is likely to post again at once); if not, the caller
+    /// goes on to sleep and leaves the NICs to them. `wait` must not
+    /// sleep: the NICs would wait for the caller to wake.
+    pub fn helping(&self, wait: impl FnOnce() -> bool) -> bool {
+        struct Stop<'a> {
+            pool: &'a NicHelp,
+            succeeded: bool,
+        }
         impl Drop for Stop<'_> {
             fn drop(&mut self) {
-                let pool = self.0;
-                let crowded = pool.crowded();
-                if crowded {
+                let pool = self.pool;
+                let was = pool.crowd.helping.fetch_sub(1, Ordering::AcqRel);
+                let spare = pool.spare_cores.load(Ordering::Relaxed);
+                if was > spare && self.succeeded {
                     let now = pool.epoch.elapsed().as_nanos().max(1) as u64;
-                    pool.stopped.fetch_max(now, Ordering::Relaxed);
+                    pool.crowd.stopped.fetch_max(now, Ordering::Relaxed);
                 }
-                pool.helping.fetch_sub(1, Ordering::AcqRel);
-                if crowded && !pool.crowded() {
-                    // The crowd is over: a worker that parked meanwhile
-                    // takes its NICs back.
+                if was == spare.saturating_add(1) {
+                    // This wait ended the crowd: a worker that parked
+                    // meanwhile takes its NICs back.
                     for s in &pool.signals {
                         s.notify();
                     }
                 }
             }
         }
-        self.pool.helping.fetch_add(1, Ordering::AcqRel);
-        let _stop = Stop(&self.pool);
-        wait()
+        self.pool.crowd.helping.fetch_add(1, Ordering::AcqRel);
+        let mut stop = Stop {
+            pool: &self.pool,
+            succeeded: false,
+        };
+        stop.succeeded = wait();
+        stop.succeeded
     }
 
     /// One pass over every NIC with work, if the workers leave them to
@@ -376,8 +418,14 @@ impl NicHelper {
     /// sleep.
     pub fn help(&self) -> bool {
         let pool = &*self.pool;
+        // The clock only when it can matter: an uncrowded wait's every
+        // spin comes here.
+        let crowded = pool.crowded();
+        if !crowded && pool.crowd.stopped.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
         let now = pool.epoch.elapsed().as_nanos() as u64;
-        if !pool.ranks_run_them(now) {
+        if !crowded && !pool.lately_crowded(now) {
             return false;
         }
         let mut next_timer = None;
@@ -388,7 +436,7 @@ impl NicHelper {
             busy |= ran != Ran::Idle;
         }
         if polls > 0 {
-            pool.rank_polls.fetch_add(polls, Ordering::Relaxed);
+            self.polls.fetch_add(polls, Ordering::Relaxed);
         }
         busy
     }
@@ -407,8 +455,10 @@ fn run_worker(
     let mut idle_since = Instant::now();
     while !stop.load(Ordering::Acquire) {
         // Clear before scanning: a notification during the scan sets it
-        // again, so the park below cannot miss it.
-        signal.flag.store(false, Ordering::Release);
+        // again, so the park below cannot miss it. A swap, so that the
+        // scan's reads cannot be served before the clear is visible (a
+        // notifier that still saw the flag set would skip its unpark).
+        signal.flag.swap(false, Ordering::AcqRel);
         let now = epoch.elapsed().as_nanos() as u64;
         if help.ranks_run_them(now) {
             // Stay awake, but off the NICs and mostly off the core: when
