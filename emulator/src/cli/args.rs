@@ -538,8 +538,9 @@ pub struct ClusterArgs {
     /// least 1, at most one per NIC).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub workers: Option<u8>,
-    /// Leave all NIC work to the workers: waiting ranks do not run it
-    /// themselves (for comparison; the default runs it inline).
+    /// Leave all NIC work to the workers (for comparison; by default
+    /// waiting ranks run it when they and the workers outnumber the
+    /// cores).
     #[arg(long)]
     pub no_inline_nic: bool,
     /// NIC packet payload size in bytes (a power of two, 64..=1M).

@@ -24,11 +24,11 @@ pub struct ClusterConfig {
     /// Threads mode's NIC worker threads (default: the cores the ranks
     /// leave free, at least 1 and at most one per NIC).
     pub workers: Option<usize>,
-    /// Threads mode: a rank that waits runs the NICs' work itself, any
-    /// NIC with work that no other thread is running, instead of leaving
-    /// it all to the workers (default on; `--no-inline-nic`). The workers
-    /// still run; this takes the hand-offs between a rank and a worker
-    /// off a waiting rank's path.
+    /// Threads mode, in-process clusters: when the ranks waiting and the
+    /// workers outnumber the cores, a rank that waits runs the NICs' work
+    /// itself, any NIC with work that no other thread is running, and the
+    /// workers stand back (default on; `--no-inline-nic`). A worker would
+    /// otherwise need a context switch to get a core.
     pub inline_nic: bool,
     /// Symmetric arena per rank, bytes.
     pub arena_size: usize,

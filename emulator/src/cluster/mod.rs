@@ -426,8 +426,8 @@ impl Cluster {
         })
     }
 
-    /// Threads mode: how many engine polls waiting ranks have made so far
-    /// ([`ClusterConfig::inline_nic`]); `None` in modeled mode, or when
+    /// Threads mode: how many engine polls waiting ranks made in the runs
+    /// that have finished ([`ClusterConfig::inline_nic`]); `None` in modeled mode, or when
     /// ranks leave the NICs to the workers.
     pub fn nic_polls_by_ranks(&self) -> Option<u64> {
         match &self.backend {

@@ -14,7 +14,6 @@ use std::time::Instant;
 #[derive(Debug, Default)]
 pub struct WorkerSignal {
     pub(crate) flag: AtomicBool,
-
     pub(crate) thread: OnceLock<Thread>,
 }
 
@@ -50,8 +49,8 @@ impl Notifier {
         self.worker.notify();
     }
 
-    /// Wake the engine's worker without marking the engine (its timer
-    /// changed while another thread ran it).
+    /// Wake the engine's worker without marking the engine: another
+    /// thread ran it and left it work, or an earlier timer.
     pub(crate) fn wake_worker(&self) {
         self.worker.notify();
     }

@@ -27,7 +27,8 @@ use railcoll_host::env::{
 /// spinning, and that the cluster's [`watchdog::Watchdog`] follows the
 /// rank's steps and waits, and that a rank that waits (or tests an
 /// operation that is not done) runs the NICs' pending work itself when
-/// the cluster lets it ([`worker::NicHelper`]). The emulated NICs are
+/// the cluster lets it and the machine is crowded ([`worker::NicHelper`]).
+///  The emulated NICs are
 /// threads on the ranks' cores: a rank spinning through its compute would
 /// take the core its NIC needs, which real NIC hardware (a processor of
 /// its own) never shares, and every offloaded collective would look as if
@@ -49,7 +50,7 @@ pub struct RankWait {
 impl RankWait {
     /// How a rank that ran the NICs through its spin and yield phases
     /// then waits: it parks at once, with the cluster's `deadline`.
-    pub fn park_after_help(deadline: Duration) -> ParkingWait {
+    pub(crate) fn park_after_help(deadline: Duration) -> ParkingWait {
         ParkingWait::new(0, Duration::ZERO, deadline)
     }
 }
@@ -59,6 +60,7 @@ impl RankWait {
 /// (`ParkingWait::new(64, 50 us, ..)`), so the rank parks no later than it
 /// would have.
 const HELP_SPINS: u32 = 64;
+/// See [`HELP_SPINS`].
 const HELP_FOR: Duration = Duration::from_micros(50);
 
 impl RankWait {

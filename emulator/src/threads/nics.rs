@@ -85,10 +85,10 @@ impl Nics {
         let timeline: Arc<OnceLock<Arc<Timeline>>> = Arc::new(OnceLock::new());
         let signals = WorkerPool::signals(workers);
         // NICs are dealt to the workers node-major, so that a node's rails
-        // are on different workers whenever there are as many workers as
-        // rails (a striped transfer's rails run in parallel), and with
-        // exactly that many, each rail's NICs share one worker (a put on
-        // one rail needs no hand-off between workers).
+        // are on different workers whenever there are at least as many
+        // workers as rails (a striped transfer's rails run in parallel),
+        // and with exactly that many, each rail's NICs share one worker (a
+        // put on one rail needs no hand-off between workers).
         // Dealt by the NIC's place among this process's NICs: a host of a
         // fabric may serve any set of nodes.
         let local: Vec<usize> = (0..plan.nodes)

@@ -8,8 +8,8 @@
 //! for: whoever holds it is running that engine, so its work is in hand.
 //! When the waiting ranks and the workers outnumber the cores, the ranks
 //! run the NICs and the workers stand back, until 20 us after the crowd
-//! ([`NicHelp`]); otherwise the workers run them. Workers remain what guarantees progress (a rank that
-//! computes helps nobody); ranks that help take the hand-offs between a
+//! ([`NicHelp`]); otherwise the workers run them. Workers remain what
+//! guarantees progress (a rank that computes helps nobody); ranks that help take the hand-offs between a
 //! rank and a worker off a waiting rank's path, and, on a machine with
 //! more busy threads than cores, the context switches a worker needs to
 //! get a core.
@@ -300,15 +300,15 @@ pub struct NicHelp {
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct Crowd {
-    /// Ranks waiting now ([`NicHelper::helping`]).
-    helping: AtomicUsize,
+    /// Ranks waiting now ([`NicHelper::helping`]), crowded or not.
+    waiting: AtomicUsize,
     /// When a wait on a crowded machine last succeeded (ns since the
-    /// epoch; 0: never).
-    stopped: AtomicU64,
+    /// epoch; 0: not within the last [`STAND_BACK`]).
+    won_at: AtomicU64,
 }
 
-/// How long the workers stay back after the last rank stopped running
-/// the NICs: a rank that posts its next operation within it finds its
+/// How long the workers stay back after a wait on a crowded machine last
+/// succeeded: a rank that posts its next operation within it finds its
 /// NICs still in its cache. Short beside a futex wake-up (~25 us), so a
 /// rank that went on to compute leaves the NICs without a worker for no
 /// longer than a parked worker would.
@@ -316,7 +316,7 @@ const STAND_BACK: u64 = 20_000;
 
 impl NicHelp {
     /// A rank's hold on the NICs.
-    pub fn helper(self: &Arc<Self>) -> NicHelper {
+    pub(crate) fn helper(self: &Arc<Self>) -> NicHelper {
         NicHelper {
             pool: Arc::clone(self),
             polls: AtomicU64::new(0),
@@ -337,13 +337,13 @@ impl NicHelp {
     /// Did a wait on a crowded machine succeed less than [`STAND_BACK`]
     /// ago?
     fn lately_crowded(&self, now: u64) -> bool {
-        let stopped = self.crowd.stopped.load(Ordering::Relaxed);
-        stopped != 0 && now.saturating_sub(stopped) < STAND_BACK
+        let won_at = self.crowd.won_at.load(Ordering::Relaxed);
+        won_at != 0 && now.saturating_sub(won_at) < STAND_BACK
     }
 
     /// Do the waiting ranks and the workers outnumber the cores?
     fn crowded(&self) -> bool {
-        self.crowd.helping.load(Ordering::Acquire) > self.spare_cores.load(Ordering::Relaxed)
+        self.crowd.waiting.load(Ordering::Acquire) > self.spare_cores.load(Ordering::Relaxed)
     }
 
     /// Count the machine as having `cores` cores beside the workers (a
@@ -387,11 +387,11 @@ impl NicHelper {
         impl Drop for Stop<'_> {
             fn drop(&mut self) {
                 let pool = self.pool;
-                let was = pool.crowd.helping.fetch_sub(1, Ordering::AcqRel);
+                let was = pool.crowd.waiting.fetch_sub(1, Ordering::AcqRel);
                 let spare = pool.spare_cores.load(Ordering::Relaxed);
                 if was > spare && self.succeeded {
                     let now = pool.epoch.elapsed().as_nanos().max(1) as u64;
-                    pool.crowd.stopped.fetch_max(now, Ordering::Relaxed);
+                    pool.crowd.won_at.fetch_max(now, Ordering::Relaxed);
                 }
                 if was == spare.saturating_add(1) {
                     // This wait ended the crowd: a worker that parked
@@ -402,7 +402,7 @@ impl NicHelper {
                 }
             }
         }
-        self.pool.crowd.helping.fetch_add(1, Ordering::AcqRel);
+        self.pool.crowd.waiting.fetch_add(1, Ordering::AcqRel);
         let mut stop = Stop {
             pool: &self.pool,
             succeeded: false,
@@ -419,13 +419,19 @@ impl NicHelper {
     pub fn help(&self) -> bool {
         let pool = &*self.pool;
         // The clock only when it can matter: an uncrowded wait's every
-        // spin comes here.
+        // spin comes here. Once a crowd's stand-back is over, its time is
+        // cleared, so the clock is read again only after the next crowd.
         let crowded = pool.crowded();
-        if !crowded && pool.crowd.stopped.load(Ordering::Relaxed) == 0 {
+        let won_at = pool.crowd.won_at.load(Ordering::Relaxed);
+        if !crowded && won_at == 0 {
             return false;
         }
         let now = pool.epoch.elapsed().as_nanos() as u64;
         if !crowded && !pool.lately_crowded(now) {
+            let _ =
+                pool.crowd
+                    .won_at
+                    .compare_exchange(won_at, 0, Ordering::Relaxed, Ordering::Relaxed);
             return false;
         }
         let mut next_timer = None;
