@@ -229,6 +229,12 @@ impl NodeWait {
             node_wakers,
         }
     }
+
+    /// How this node's ranks wait (its phases, for a wait that does more
+    /// between its polls).
+    pub fn parking(&self) -> &ParkingWait {
+        &self.parking
+    }
 }
 
 impl WaitHook for NodeWait {
@@ -263,11 +269,16 @@ pub fn spin_then_yield(spins: u32, yield_for: Duration, ready: &mut dyn FnMut() 
     false
 }
 
-impl WaitHook for ParkingWait {
-    fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
-        if spin_then_yield(self.spins, self.yield_for, ready) {
-            return Ok(());
-        }
+impl ParkingWait {
+    /// The cheap start of the wait alone: its spins, then its yielding
+    /// polls. True as soon as `ready()` holds; false if it did not then.
+    pub fn spin(&self, ready: &mut dyn FnMut() -> bool) -> bool {
+        spin_then_yield(self.spins, self.yield_for, ready)
+    }
+
+    /// The end of the wait alone: park until `ready()` holds, or give up
+    /// after the deadline.
+    pub fn park(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
         let start = Instant::now();
         loop {
             if ready() {
@@ -280,6 +291,15 @@ impl WaitHook for ParkingWait {
             // the timeout bounds the cost of a wake that never comes.
             std::thread::park_timeout(Duration::from_millis(2));
         }
+    }
+}
+
+impl WaitHook for ParkingWait {
+    fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
+        if self.spin(ready) {
+            return Ok(());
+        }
+        self.park(ready)
     }
 }
 

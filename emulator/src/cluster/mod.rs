@@ -427,8 +427,8 @@ impl Cluster {
     }
 
     /// Threads mode: how many engine polls waiting ranks made in the runs
-    /// that have finished ([`ClusterConfig::inline_nic`]); `None` in modeled mode, or when
-    /// ranks leave the NICs to the workers.
+    /// that have finished ([`ClusterConfig::inline_nic`]); `None` in
+    /// modeled mode, or when ranks leave the NICs to the workers.
     pub fn nic_polls_by_ranks(&self) -> Option<u64> {
         match &self.backend {
             Backend::Threads { help, .. } => help.as_ref().map(|h| h.rank_polls()),
@@ -740,10 +740,7 @@ impl Cluster {
                     inner: NodeWait::new(Arc::clone(wait), node_wakers),
                     rank,
                     watchdog: Arc::clone(watchdog),
-                    nics: help.as_ref().map(|h| {
-                        let park = crate::threads::RankWait::park_after_help(self.cfg.wait_timeout);
-                        (h.helper(), park)
-                    }),
+                    nics: help.as_ref().map(NicHelp::helper),
                 });
                 match timeline.get() {
                     Some(t) => Arc::new(TracingWait::new(plain, Arc::clone(t), rank, *epoch)),

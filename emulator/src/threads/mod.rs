@@ -18,9 +18,7 @@ pub mod worker;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use railcoll_host::env::{
-    HostObserver, LibraryWork, NodeWait, ParkingWait, WaitHook, WaitTimeout, spin_then_yield,
-};
+use railcoll_host::env::{HostObserver, LibraryWork, NodeWait, WaitHook, WaitTimeout};
 
 /// A threads-mode rank's wait hook: the host's [`NodeWait`], except that
 /// the application's compute ([`WaitHook::compute`]) sleeps instead of
@@ -28,8 +26,7 @@ use railcoll_host::env::{
 /// rank's steps and waits, and that a rank that waits (or tests an
 /// operation that is not done) runs the NICs' pending work itself when
 /// the cluster lets it and the machine is crowded ([`worker::NicHelper`]).
-///  The emulated NICs are
-/// threads on the ranks' cores: a rank spinning through its compute would
+/// The emulated NICs are threads on the ranks' cores: a rank spinning through its compute would
 /// take the core its NIC needs, which real NIC hardware (a processor of
 /// its own) never shares, and every offloaded collective would look as if
 /// it could not overlap; a rank that computes helps no NIC.
@@ -41,27 +38,10 @@ pub struct RankWait {
     pub rank: usize,
     /// The cluster's watchdog.
     pub watchdog: Arc<watchdog::Watchdog>,
-    /// The NICs this rank runs while it waits, and how it then parks
-    /// (`None`: it leaves the NICs to the workers and waits as `inner`
-    /// does).
-    pub nics: Option<(worker::NicHelper, ParkingWait)>,
+    /// The NICs this rank runs while it waits (`None`: it leaves them to
+    /// the workers).
+    pub nics: Option<worker::NicHelper>,
 }
-
-impl RankWait {
-    /// How a rank that ran the NICs through its spin and yield phases
-    /// then waits: it parks at once, with the cluster's `deadline`.
-    pub(crate) fn park_after_help(deadline: Duration) -> ParkingWait {
-        ParkingWait::new(0, Duration::ZERO, deadline)
-    }
-}
-
-/// How long a waiting rank runs the NICs (when they are left to it)
-/// before it parks: the cluster's node wait's spin and yield phases
-/// (`ParkingWait::new(64, 50 us, ..)`), so the rank parks no later than it
-/// would have.
-const HELP_SPINS: u32 = 64;
-/// See [`HELP_SPINS`].
-const HELP_FOR: Duration = Duration::from_micros(50);
 
 impl RankWait {
     fn watched<T>(&self, wait: impl FnOnce() -> Result<T, WaitTimeout>) -> Result<T, WaitTimeout> {
@@ -78,21 +58,18 @@ impl RankWait {
 impl WaitHook for RankWait {
     fn wait_until(&self, ready: &mut dyn FnMut() -> bool) -> Result<(), WaitTimeout> {
         self.watched(|| {
-            // The rank spins and yields as a node wait does, testing
-            // `ready` after each pass over the NICs when the workers leave
-            // them to the ranks; then it leaves them to the workers and
-            // parks.
-            let Some((nics, park)) = &self.nics else {
+            // The node wait's spins and yields, testing `ready` again
+            // after each pass over the NICs when the workers leave them to
+            // the ranks; then the rank leaves them to the workers and
+            // parks, no later than the node wait would have.
+            let Some(nics) = &self.nics else {
                 return self.inner.wait_until(ready);
             };
-            if nics.helping(|| {
-                spin_then_yield(HELP_SPINS, HELP_FOR, &mut || {
-                    ready() || (nics.help() && ready())
-                })
-            }) {
+            let parking = self.inner.parking();
+            if nics.helping(|| parking.spin(&mut || ready() || (nics.help() && ready()))) {
                 return Ok(());
             }
-            park.wait_until(ready)
+            parking.park(ready)
         })
     }
 
@@ -124,7 +101,7 @@ impl HostObserver for RankWait {
         // A test that found its operation incomplete drives the NICs (on
         // a crowded machine), as an MPI library's test drives its
         // progress engine.
-        if let Some((nics, _)) = &self.nics {
+        if let Some(nics) = &self.nics {
             nics.help();
         }
         self.inner.observer().idle_poll()

@@ -99,25 +99,29 @@ impl NicSlot {
         Some(self.timer.load(Ordering::Acquire)).filter(|&t| t != NO_TIMER)
     }
 
+    /// Nothing to run now: the NIC's timer, if any, is when it next is.
+    fn idle(&self, next_timer: &mut Option<u64>) -> Ran {
+        if let Some(t) = self.timer() {
+            note(next_timer, t);
+        }
+        Ran::Idle
+    }
+
     /// Poll the engine if it has work and nobody else is polling it.
     /// `next_timer` learns when a stalled or waiting NIC wants its next
     /// poll. A rank's poll that leaves the NIC with work, or with a timer
     /// due before the worker's park deadline, wakes the worker.
     fn run(&self, now: u64, faults: &FaultSpec, next_timer: &mut Option<u64>, by: Runner) -> Ran {
-        let mut note_timer = |t: u64| *next_timer = Some(next_timer.map_or(t, |n| n.min(t)));
         if !faults.stalls.is_empty()
             && let Some(until) = faults.stalled_until(self.node, self.rail, now)
         {
             // A stalled processor: whatever arrives waits for it.
-            note_timer(until);
+            note(next_timer, until);
             return Ran::Idle;
         }
         let due = self.timer().is_some_and(|t| now >= t);
         if !(self.notifier.pending() || self.active.load(Ordering::Acquire) || due) {
-            if let Some(t) = self.timer() {
-                note_timer(t);
-            }
-            return Ran::Idle;
+            return self.idle(next_timer);
         }
         let mut engine = match self.engine.try_lock() {
             Ok(e) => e,
@@ -135,10 +139,8 @@ impl NicSlot {
         if !(notified || self.active.load(Ordering::Acquire) || due) {
             // Another thread ran it since the check above: its timer may
             // be new.
-            if let Some(t) = self.timer() {
-                note_timer(t);
-            }
-            return Ran::Idle;
+            drop(engine);
+            return self.idle(next_timer);
         }
         let out = engine.poll();
         // Stored under the lock, so that the slot shows the latest poll's
@@ -150,7 +152,7 @@ impl NicSlot {
             .swap(out.timer_ns.unwrap_or(NO_TIMER), Ordering::AcqRel);
         drop(engine);
         if let Some(t) = out.timer_ns {
-            note_timer(t);
+            note(next_timer, t);
         }
         // The worker may have parked while a rank ran its NIC, on a scan
         // that found the slot idle: it must hear of work the rank left
@@ -163,6 +165,11 @@ impl NicSlot {
         }
         if active { Ran::Busy } else { Ran::Done }
     }
+}
+
+/// `next` becomes the earlier of itself and `t`.
+fn note(next: &mut Option<u64>, t: u64) {
+    *next = Some(next.map_or(t, |n| n.min(t)));
 }
 
 /// Builds an engine (engines are large: they are built on a thread with a
