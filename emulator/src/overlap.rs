@@ -215,7 +215,7 @@ pub fn overlap_modeled(
             let cfg = crate::bench::coll_config(cfg.clone(), bench);
             let cluster = Cluster::modeled(cfg.clone(), profile.clone())?;
             let (times, proof) =
-                measure(&cluster, bench, a, size, railcoll_host::Algorithm::Hardware)?;
+                measure(&cluster, bench, a, size, crate::bench::sync_barrier(&cfg))?;
             cluster.check_stalled()?;
             let mut r = record(bench, a, size, &cfg, times);
             r.conditions.proof = proof.map(|p| p.name().to_string());

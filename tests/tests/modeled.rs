@@ -478,3 +478,125 @@ fn knowing_what_a_nic_wrote_changes_no_wake_up() {
         assert_eq!(last[(n - 1) * bytes], (n - 1) as u8 ^ (2 << 4) ^ 1);
     }
 }
+
+/// A fabric past the 256 nodes the NICs' flow tables once covered: each
+/// NIC keeps flow state for the peers it talks to, in 256 slots taken on
+/// first use (docs/abi.md §8.1). On 300 nodes, algorithms that talk to few
+/// peers are byte-exact, host-driven and compiled onto the NICs; the
+/// tuned barrier picks a software one; the switch's barrier, asked for by
+/// name, is refused in words; and, on the same cluster, a direct gather,
+/// whose root would hear from 299 nodes (and, under MPI's contract, tell
+/// each it is ready), is refused on every rank before it posts anything,
+/// naming the NICs' flow slots.
+#[test]
+fn a_fabric_past_256_nodes_keeps_flow_state_for_its_peers_only() {
+    use railcoll_host::sched::Choice;
+    use railcoll_tests::coll::{Case, Form, run_case};
+    // Modeled whatever the suite's mode: the README's test command runs
+    // this file in both, and one run of a 300-node cluster is enough.
+    if !matches!(railcoll_tests::mode(), Mode::Threads) {
+        return;
+    }
+    let nodes = 300;
+    let cluster = Cluster::modeled(
+        ClusterConfig {
+            mode: Mode::Modeled,
+            ..railcoll_tests::cluster_config(nodes, 1, 1, 1 << 20)
+        },
+        Profile::builtin("qsnet2-dual").expect("profile"),
+    )
+    .expect("a 300-node cluster");
+    let out = cluster.run(|comm| -> Result<String, String> {
+        let cases = [
+            (
+                Collective::Allgather,
+                Choice::host(Algorithm::RecursiveDoubling),
+                0,
+                100,
+            ),
+            (
+                Collective::Allgather,
+                Choice::nic(Algorithm::RecursiveDoubling),
+                0,
+                17,
+            ),
+            (Collective::Allgather, Choice::host(Algorithm::Bruck), 0, 33),
+            (
+                Collective::Gather,
+                Choice::host(Algorithm::Binomial),
+                299,
+                64,
+            ),
+            (
+                Collective::Bcast,
+                Choice::host(Algorithm::Binomial),
+                257,
+                1000,
+            ),
+        ];
+        for (c, a, root, bytes) in cases {
+            let form = Form::Blocking;
+            run_case(
+                comm,
+                Case {
+                    c,
+                    a,
+                    root,
+                    bytes,
+                    form,
+                },
+            )
+            .map_err(|e| format!("{c} {a}: {e}"))?;
+        }
+        comm.barrier()
+            .map_err(|e| format!("the tuned barrier: {e}"))?;
+        // The refusal revokes the communicator: a rank may hear of
+        // another's before its own.
+        Ok(comm
+            .barrier_with(Algorithm::Hardware)
+            .expect_err("the switch's barrier spans 256 nodes at most")
+            .to_string())
+    });
+    let said: Vec<String> = out
+        .into_iter()
+        .enumerate()
+        .map(|(rank, r)| {
+            r.expect("no panic")
+                .unwrap_or_else(|e| panic!("rank {rank}: {e}"))
+        })
+        .collect();
+    let refusal = "span at most 256 nodes; the communicator has 300";
+    assert!(
+        said.iter()
+            .all(|s| s.contains(refusal) || s.contains("revoked")),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|s| s.contains(refusal)), "{said:?}");
+
+    let direct = Case {
+        c: Collective::Gather,
+        a: Choice::host(Algorithm::Direct),
+        root: 0,
+        bytes: 8,
+        form: Form::Blocking,
+    };
+    let out = cluster.run(|comm| run_case(comm, direct));
+    let said: Vec<String> = out
+        .into_iter()
+        .map(|r| {
+            r.expect("no panic")
+                .expect_err("a direct gather over 300 nodes")
+        })
+        .collect();
+    // A rank still in the barrier before the call hears of another's
+    // refusal first.
+    let refusal =
+        "needs 299 peer nodes one NIC sends to (its flow slots) at node 0, the NICs offer 256";
+    let heard = "(the schedule is over the NICs' budget): the communicator is revoked";
+    assert!(
+        said.iter()
+            .all(|s| s.contains(refusal) || s.contains(heard)),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|s| s.contains(refusal)), "{said:?}");
+}

@@ -304,6 +304,7 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
                 peer_fifo: 64,
                 feeds: 3,
                 completion_events: 256,
+                peers: 256,
             }
         );
         let budget = Budget::for_nic(limits);
@@ -314,9 +315,10 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
                 budget.chain_queue,
                 budget.peer_fifo,
                 budget.feeds,
-                budget.outstanding
+                budget.outstanding,
+                budget.peers
             ),
-            (120, 64, 64, 64, 3, 64)
+            (120, 64, 64, 64, 3, 64, 256)
         );
     }
     // A smaller NIC gives a smaller budget: two counter pools within half
@@ -328,6 +330,7 @@ fn the_nics_report_their_resources_and_the_budget_is_made_from_them() {
         peer_fifo: 0,
         feeds: 0,
         completion_events: 24,
+        peers: 8,
     });
     assert_eq!(
         (

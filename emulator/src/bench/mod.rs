@@ -544,6 +544,17 @@ pub(crate) fn check_result(
         .map_err(|w| EmuError::WrongResult(Box::new(w)))
 }
 
+/// The barrier a modeled run aligns its ranks with between timed calls:
+/// the hardware one (the quickest, so it leaves the least skew), or the
+/// SMP-aware one where the switch's barrier cannot span the nodes.
+pub(crate) fn sync_barrier(cfg: &ClusterConfig) -> railcoll_host::Algorithm {
+    if cfg.shape.nodes() <= railcoll_host::sched::generate::HW_COLLECTIVE_NODES {
+        railcoll_host::Algorithm::Hardware
+    } else {
+        railcoll_host::Algorithm::Smp
+    }
+}
+
 /// Arena a collective bench needs for its largest size.
 pub(crate) fn coll_config(cfg: ClusterConfig, bench: &CollBench<'_>) -> ClusterConfig {
     let largest = bench.sizes.iter().copied().max().unwrap_or(0);
@@ -652,7 +663,7 @@ pub(crate) fn model_point(
         bench,
         a,
         size,
-        railcoll_host::Algorithm::Hardware,
+        sync_barrier(&cfg),
         timeline.map(|t| &**t),
     )?;
     cluster.check_stalled()?;

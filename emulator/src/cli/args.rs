@@ -519,9 +519,9 @@ impl FaultArgs {
 /// The cluster shape, shared by every subcommand.
 #[derive(Debug, Args, Clone)]
 pub struct ClusterArgs {
-    /// Nodes (1..=256).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub nodes: u16,
+    /// Nodes (1..=32768).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub nodes: u32,
     /// Ranks per node (1..=16).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=16))]
     pub ranks_per_node: u8,

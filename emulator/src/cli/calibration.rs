@@ -237,7 +237,7 @@ pub(super) fn run_validate(args: &ValidateArgs) -> Result<(), CliError> {
         (Some(c), Some(a), Some(n), Some(r)) => Some(OsuContext {
             collective: *c,
             algorithm: a.clone(),
-            nodes: usize::from(n),
+            nodes: n as usize,
             ranks_per_node: usize::from(r),
             sockets: f.sockets.map(usize::from),
             rails: f.rails.map_or(profile.platform.rails, usize::from),

@@ -73,7 +73,7 @@ impl StudyArgs {
         let f = &self.shape;
         let rpn = f.ranks_per_node.map_or(p.ranks_per_node, usize::from);
         let shape = Shape::new(
-            f.nodes.map_or(p.nodes, usize::from),
+            f.nodes.map_or(p.nodes, |n| n as usize),
             rpn,
             f.sockets.map_or(gcd(p.sockets, rpn), usize::from),
             f.rails.map_or(p.rails, usize::from),
@@ -217,9 +217,9 @@ pub struct TraceArgs {
 /// Cluster shape flags, each optional (a default fills what is not given).
 #[derive(Clone, Debug, Args)]
 pub struct ShapeFlags {
-    /// Nodes (1..=256).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub nodes: Option<u16>,
+    /// Nodes (1..=32768).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub nodes: Option<u32>,
     /// Ranks per node (1..=16).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=16))]
     pub ranks_per_node: Option<u8>,
@@ -466,11 +466,11 @@ fn parse_shapes(s: &str) -> Result<Vec<(usize, usize)>, String> {
     s.split(',')
         .map(|part| {
             let bad = || {
-                format!("shape '{part}' is not NODESxRANKS_PER_NODE (accepted: e.g. 4x1,4x2,4x4; nodes 1..=256, ranks 1..=16)")
+                format!("shape '{part}' is not NODESxRANKS_PER_NODE (accepted: e.g. 4x1,4x2,4x4; nodes 1..=32768, ranks 1..=16)")
             };
             let (n, r) = part.trim().split_once('x').ok_or_else(bad)?;
             let (n, r): (usize, usize) = (n.parse().map_err(|_| bad())?, r.parse().map_err(|_| bad())?);
-            if !(1..=256).contains(&n) || !(1..=16).contains(&r) {
+            if !(1..=32768).contains(&n) || !(1..=16).contains(&r) {
                 return Err(bad());
             }
             Ok((n, r))

@@ -11,13 +11,12 @@ use railcoll_host::sched::tuning::TuningTable;
 use super::EmuError;
 use crate::data::{DataMode, DataSample};
 use crate::hw::faults::FaultSpec;
-use crate::hw::nic::EMU_MAX_NODES;
 use crate::threads::nics::NicPlan;
 
 /// Shape and settings of an emulated cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterConfig {
-    /// Nodes (`1..=256` here), ranks per node, placement, sockets per node
+    /// Nodes (`1..=32768`, [`railcoll_host::topology::MAX_NODES`]; threads mode `1..=256`), ranks per node, placement, sockets per node
     /// (multi-leader all-gather places one leader per socket) and rails
     /// (NICs per node): the one shape every layer shares.
     pub shape: Shape,
@@ -163,14 +162,21 @@ impl Default for ClusterConfig {
     }
 }
 
+/// Most nodes a threads-mode cluster has (a thread per rank).
+pub const THREADS_MAX_NODES: usize = 256;
+
 impl ClusterConfig {
     /// Check every field; the error names the field and the accepted values.
     pub fn validate(&self) -> Result<Shape, EmuError> {
-        // The shape was validated when it was made; the emulator adds its
-        // own node limit.
-        if self.shape.nodes() > EMU_MAX_NODES {
+        // The shape was validated when it was made (nodes up to the host's
+        // limit: an emulated NIC keeps flow state per peer it talks to).
+        // Threads mode runs a thread per rank and backs every node's
+        // memory: it stays at the sizes one machine runs; scale is
+        // modeled mode's.
+        if self.mode == Mode::Threads && self.shape.nodes() > THREADS_MAX_NODES {
             return Err(EmuError::Config(format!(
-                "nodes must be 1..={EMU_MAX_NODES}, got {}",
+                "nodes must be 1..={THREADS_MAX_NODES} in threads mode (modeled mode takes up to {}), got {}",
+                railcoll_host::topology::MAX_NODES,
                 self.shape.nodes()
             )));
         }

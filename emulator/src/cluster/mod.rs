@@ -688,11 +688,75 @@ impl Cluster {
         F: Fn(&Comm) -> R + Sync,
     {
         let size = self.shape.size();
+        // The fibers' scopes nest one frame per rank (`nest_scopes`), and
+        // the sequencer runs inside the innermost: on a stack of its own
+        // that holds them, however many ranks there are. A coroutine on
+        // this thread, not a thread: a thread would allocate from another
+        // malloc arena, which costs a run of 4096 ranks a fifth more
+        // memory.
+        let bytes = SEQUENCER_STACK.saturating_add(size.saturating_mul(SCOPE_FRAME));
+        let stack = match DefaultStack::new(bytes) {
+            Ok(stack) => stack,
+            Err(e) => {
+                return every_rank_refused(
+                    size,
+                    format!("cannot reserve the sequencer's {bytes}-byte stack: {e}"),
+                );
+            }
+        };
+        let sequencer =
+            ScopedCoroutine::with_stack(stack, |_: &corosensei::Yielder<(), ()>, ()| {
+                self.run_fibers(kernel, instance, f)
+            });
+        // It never yields: one resume runs it to the end (a panic inside
+        // comes out of `resume`).
+        sequencer.scope(|mut sequencer| {
+            loop {
+                if let corosensei::CoroutineResult::Return(results) = sequencer.as_mut().resume(())
+                {
+                    break results;
+                }
+            }
+        })
+    }
+
+    /// [`Cluster::run_modeled`]'s body, on the sequencer's stack.
+    fn run_fibers<R, F>(
+        &self,
+        kernel: &Arc<Kernel>,
+        instance: u32,
+        f: &F,
+    ) -> Vec<Option<RankOutcome<R>>>
+    where
+        R: Send,
+        F: Fn(&Comm) -> R + Sync,
+    {
+        let size = self.shape.size();
+        // Each stack is a mapping of its own (and a guard page): the
+        // kernel's map count (`vm.max_map_count`, 65530 by default) bounds
+        // the ranks one process can model, about 32,000.
+        let stacks = match (0..size)
+            .map(|_| DefaultStack::new(FIBER_STACK))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(stacks) => stacks,
+            Err(e) => {
+                return every_rank_refused(
+                    size,
+                    format!(
+                        "cannot reserve a {} KiB fiber stack for each of {size} modeled ranks: {e} \
+                         (each takes two memory mappings; see vm.max_map_count)",
+                        FIBER_STACK >> 10
+                    ),
+                );
+            }
+        };
         let mut results: Vec<Option<RankOutcome<R>>> = (0..size).map(|_| None).collect();
-        let fibers: Vec<_> = (0..size)
-            .map(|rank| {
+        let fibers: Vec<_> = stacks
+            .into_iter()
+            .enumerate()
+            .map(|(rank, stack)| {
                 let kernel = Arc::clone(kernel);
-                let stack = DefaultStack::new(FIBER_STACK).expect("fiber stack");
                 ScopedCoroutine::with_stack(stack, move |yielder: &FiberYielder, ()| {
                     fiber::run_fiber(yielder, || {
                         let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -765,6 +829,19 @@ impl Cluster {
 /// the sequencer's stack). Reserved, not committed, until touched.
 const FIBER_STACK: usize = 1 << 20;
 
+/// The sequencer thread's stack beyond the fibers' nested scopes: the
+/// sequencer, the NICs' polls and the switch run in the innermost scope.
+const SEQUENCER_STACK: usize = 16 << 20;
+
+/// Stack one fiber's scope takes in [`nest_scopes`] (measured: under
+/// 2 KiB a level in a release build; an unoptimised build takes more).
+/// Reserved, touched only as deep as the ranks go.
+const SCOPE_FRAME: usize = if cfg!(debug_assertions) {
+    32 << 10
+} else {
+    8 << 10
+};
+
 type Fiber<'a, T> = ScopedCoroutine<'a, (), (), T, DefaultStack>;
 type FiberRef<'a, T> = ScopedCoroutineRef<'a, (), (), T, DefaultStack>;
 
@@ -789,6 +866,13 @@ fn nest_scopes<T>(
 }
 
 type RankOutcome<R> = std::thread::Result<Result<R, railcoll_host::Error>>;
+
+/// Every one of `size` ranks' outcome: the run could not start, `why`.
+fn every_rank_refused<R>(size: usize, why: String) -> Vec<Option<RankOutcome<R>>> {
+    (0..size)
+        .map(|_| Some(Ok(Err(railcoll_host::Error::Config(why.clone())))))
+        .collect()
+}
 
 /// Drop the communicator (detaching its contexts) and keep the value.
 fn close<R>(

@@ -9,6 +9,7 @@ fn invalid_configurations_are_refused_by_name() {
     // A shape is checked when it is made.
     for (nodes, rpn, rails, needle) in [
         (0, 1, 2, "nodes"),
+        (railcoll_host::topology::MAX_NODES + 1, 1, 2, "nodes"),
         (2, 17, 2, "ranks per node"),
         (2, 1, 0, "rails"),
         (2, 1, 5, "rails"),
@@ -18,14 +19,26 @@ fn invalid_configurations_are_refused_by_name() {
             .to_string();
         assert!(err.contains(needle), "{err}");
     }
-    let beyond_the_emulator = Shape::new(257, 1, 1, 2, Placement::Block).expect("a shape");
+    // Past the 256 nodes the NICs' flow tables once covered (their flow
+    // slots are per peer now, docs/abi.md §8.1), up to the host's limit:
+    // in modeled mode; threads mode (a thread per rank) stops at 256.
+    for nodes in [257, railcoll_host::topology::MAX_NODES] {
+        let shape = Shape::new(nodes, 1, 1, 2, Placement::Block).expect("a shape");
+        let modeled = ClusterConfig {
+            shape,
+            mode: Mode::Modeled,
+            ..ok.clone()
+        };
+        assert!(modeled.validate().is_ok());
+    }
+    let beyond_threads = Shape::new(257, 1, 1, 2, Placement::Block).expect("a shape");
     for (cfg, needle) in [
         (
             ClusterConfig {
-                shape: beyond_the_emulator,
+                shape: beyond_threads,
                 ..ok.clone()
             },
-            "nodes",
+            "nodes must be 1..=256 in threads mode",
         ),
         (
             ClusterConfig {

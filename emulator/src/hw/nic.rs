@@ -11,8 +11,12 @@ use railcoll_mem::dma_mem::DmaMemory;
 use crate::hw::registers::{PEER_FIFO_DEPTH, SharedRegisters};
 use crate::hw::wire::{Damage, Payload, PayloadRef, WirePacket};
 
-/// Largest node count an emulated NIC serves (its flow tables).
-pub const EMU_MAX_NODES: usize = 256;
+/// Peers an emulated NIC exchanges packets with at once: its flow slots
+/// per direction, taken on first use (docs/abi.md §8.1), and the most
+/// nodes one hardware broadcast spans. A fabric of at most this many
+/// nodes never runs out; a larger one holds each NIC's actual peers.
+pub const EMU_PEERS: usize = 256;
+
 /// Events per context on an emulated NIC.
 pub const EMU_EVENTS: usize = 512;
 

@@ -24,7 +24,7 @@ use railcoll_fw::engine::hw::{
 use railcoll_mem::dma_mem::DmaMemory;
 
 use super::profile::{Costs, transfer};
-use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_payload, payload_intact, range};
+use crate::hw::nic::{EMU_EVENTS, EMU_PEERS, deliver_payload, payload_intact, range};
 use crate::hw::registers::SharedRegisters;
 use crate::hw::wire::{PayloadRef, Tunnel, WirePacket, is_control};
 
@@ -32,7 +32,7 @@ use crate::hw::wire::{PayloadRef, Tunnel, WirePacket, is_control};
 pub type Ps = u64;
 
 /// The firmware engine as instantiated in modeled mode.
-pub type ModelEngine = Engine<ModelBoard, EMU_MAX_NODES, EMU_EVENTS>;
+pub type ModelEngine = Engine<ModelBoard, EMU_PEERS, EMU_EVENTS>;
 
 /// Something a poll did that the kernel must commit.
 #[derive(Clone, Copy, Debug)]

@@ -16,14 +16,14 @@ use railcoll_fw::engine::hw::{
 use railcoll_host::env::Waker;
 use railcoll_mem::dma_mem::DmaMemory;
 
-use crate::hw::nic::{EMU_EVENTS, EMU_MAX_NODES, deliver_any, intact_any, range};
+use crate::hw::nic::{EMU_EVENTS, EMU_PEERS, deliver_any, intact_any, range};
 use crate::hw::registers::SharedRegisters;
 use crate::hw::wire::{Payload, PayloadRef, RailPacket, Tunnel, WirePacket};
 use crate::threads::rail::Rail;
 use crate::timeline::{Timeline, Track};
 
 /// The firmware engine as instantiated in the emulator.
-pub type EmuEngine = Engine<EmuBoard, EMU_MAX_NODES, EMU_EVENTS>;
+pub type EmuEngine = Engine<EmuBoard, EMU_PEERS, EMU_EVENTS>;
 
 /// One NIC's board.
 #[derive(Debug)]

@@ -222,7 +222,7 @@ fn registers(comm: &Comm) -> Result<Verdict, Error> {
         ensure!(
             usize::from(g.contexts) >= topology.ranks_per_node()
                 && g.events_per_ctx >= 4
-                && usize::from(g.max_nodes) >= topology.nodes()
+                && g.peers >= 1
                 && g.dmas >= 1
                 && g.regions >= 1
                 && g.tx_window >= 1,

@@ -98,6 +98,9 @@ pub struct NicLimits {
     /// Completion events of this rank's context on each rail (the other
     /// half of its events): every post in flight holds one per rail.
     pub completion_events: u32,
+    /// Nodes each NIC exchanges packets with at once: its flow slots per
+    /// direction (`GEOMETRY.peers`, docs/abi.md §8.1).
+    pub peers: u32,
 }
 
 /// A NIC's identity registers, as read (docs/abi.md §2): what a
@@ -172,6 +175,7 @@ pub struct Driver {
     chain_queue: u32,
     peer_fifo: u32,
     feeds: u32,
+    peers: u32,
     next_dest_event: u32,
     /// Destination events at and above this index belong to communicator
     /// slots (`crate::comm_slots`): the bump allocation stops below.
@@ -230,6 +234,7 @@ impl Driver {
         let mut chain_queue = u32::MAX;
         let mut peer_fifo = u32::MAX;
         let mut feeds = MAX_FEEDS as u32;
+        let mut peers = u32::MAX;
         for rail in 0..cfg.rails {
             let (geo, resources) = probe(device.registers(rail)?)?;
             events_per_ctx = events_per_ctx.min(geo.events_per_ctx as u32);
@@ -241,13 +246,7 @@ impl Driver {
             };
             peer_fifo = peer_fifo.min(relays);
             feeds = feeds.min(u32::from(resources.copy_blocks).saturating_sub(1));
-            if (geo.max_nodes as usize) < cfg.topology.nodes() {
-                return Err(Error::BadShape(format!(
-                    "the NIC serves at most {} nodes, the job has {}",
-                    geo.max_nodes,
-                    cfg.topology.nodes()
-                )));
-            }
+            peers = peers.min(u32::from(geo.peers));
         }
         if events_per_ctx < 4 {
             return Err(Error::Config(format!(
@@ -333,6 +332,7 @@ impl Driver {
             chain_queue,
             peer_fifo,
             feeds,
+            peers,
             next_dest_event: 0,
             dest_limit: dest_events,
             generations: vec![0; cfg.rails * events_per_ctx as usize],
@@ -355,6 +355,7 @@ impl Driver {
             peer_fifo: self.peer_fifo,
             feeds: self.feeds,
             completion_events: self.events_per_ctx - self.dest_events,
+            peers: self.peers,
         }
     }
 

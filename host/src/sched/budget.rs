@@ -287,6 +287,9 @@ pub struct Budget {
     /// Sets one chained put's firing may make besides the put (feeds of
     /// later chained puts' joins).
     pub feeds: u32,
+    /// Nodes one NIC may exchange packets with (its flow slots per
+    /// direction, docs/abi.md §8.1), counted per node over all its rails.
+    pub peers: u32,
 }
 
 impl Default for Budget {
@@ -301,9 +304,13 @@ impl Default for Budget {
             scratch_bytes_per_node: 4 << 30,
             peer_fifo: 64,
             feeds: crate::driver::MAX_FEEDS as u32,
+            peers: REFERENCE_PEERS,
         }
     }
 }
+
+/// Flow slots of the reference NIC (the emulator's), per direction.
+pub const REFERENCE_PEERS: u32 = 256;
 
 impl Budget {
     /// What a communicator on NICs with `limits` offers its schedules: the
@@ -319,6 +326,7 @@ impl Budget {
             peer_fifo: limits.peer_fifo,
             feeds: limits.feeds,
             outstanding: outstanding_for(limits.completion_events),
+            peers: limits.peers,
             ..Self::default()
         }
     }
@@ -499,6 +507,85 @@ pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
         budget.chain_queue,
         "chain queue entries (chained puts of the node's ranks that may fire together)",
     )?;
+    peers_within(set, budget.peers)
+}
+
+/// The nodes a node's NICs exchange packets with, each way, within
+/// `limit` (their flow slots, docs/abi.md §8.1): the nodes its ranks send
+/// to, and those whose ranks send to it. Counted per node over all its
+/// rails (an upper bound on each rail's count: a set that stripes or
+/// spreads its puts may fit NICs this refuses).
+fn peers_within(set: &ScheduleSet, limit: u32) -> Result<(), Overrun> {
+    let topo = set.params.shape.topology;
+    let node_of = |rank: usize| topo.locate(rank).map_or(usize::MAX, |(node, _)| node);
+    let nodes = topo.nodes();
+    // Whether any node can have more peers than the limit at all.
+    if nodes <= limit as usize {
+        return Ok(());
+    }
+    // A hardware broadcast keeps every destination's progress in a slot
+    // (ABI §4.4), and the switch's barrier falls back to a get from every
+    // node's master when the switch is silent: both span every node.
+    let spanning = set
+        .ranks
+        .iter()
+        .flat_map(|s| &s.steps)
+        .find_map(|st| match st.op {
+            Op::HwBcast { .. } => Some("nodes a hardware broadcast spans (its flow slots)"),
+            Op::HwBarrier => Some("nodes a hardware barrier's fallback reaches (its flow slots)"),
+            _ => None,
+        });
+    if let Some(resource) = spanning {
+        return Err(Overrun {
+            resource,
+            needed: nodes as u64,
+            available: limit.into(),
+            rank: None,
+            step: None,
+            node: None,
+            rail: None,
+        });
+    }
+    let mut sends: Vec<Vec<usize>> = vec![Vec::new(); nodes];
+    let mut receives: Vec<Vec<usize>> = vec![Vec::new(); nodes];
+    for s in &set.ranks {
+        let from = node_of(s.rank as usize);
+        for st in &s.steps {
+            let to = match st.op {
+                Op::Put { to, .. }
+                | Op::ChainPut { to, .. }
+                | Op::WordPut { to, .. }
+                | Op::Ready { to, .. }
+                | Op::QueueSend { to, .. } => node_of(to as usize),
+                _ => continue,
+            };
+            if let (Some(out), Some(into)) = (sends.get_mut(from), receives.get_mut(to)) {
+                out.push(to);
+                into.push(from);
+            }
+        }
+    }
+    for (direction, lists) in [("to", sends), ("from", receives)] {
+        for (node, mut peers) in lists.into_iter().enumerate() {
+            peers.sort_unstable();
+            peers.dedup();
+            if peers.len() > limit as usize {
+                return Err(Overrun {
+                    resource: if direction == "to" {
+                        "peer nodes one NIC sends to (its flow slots)"
+                    } else {
+                        "peer nodes one NIC receives from (its flow slots)"
+                    },
+                    needed: peers.len() as u64,
+                    available: limit.into(),
+                    rank: None,
+                    step: None,
+                    node: Some(node),
+                    rail: None,
+                });
+            }
+        }
+    }
     Ok(())
 }
 
@@ -541,6 +628,55 @@ mod tests {
             op,
             after: after.to_vec(),
         }
+    }
+
+    /// The peers a node's NICs exchange packets with are counted each way,
+    /// and a set that talks to more nodes than the NICs have flow slots
+    /// is refused, naming the node and the direction: a direct all-gather
+    /// over 16 nodes needs 15 peers, recursive doubling 4.
+    #[test]
+    fn a_set_over_the_nics_flow_slots_is_refused() {
+        let shape = Shape::new(16, 1, 1, 1, crate::topology::Placement::Block).expect("shape");
+        let budget = Budget {
+            peers: 8,
+            ..Budget::default()
+        };
+        let direct = Params::new(Collective::Allgather, Algorithm::Direct, shape, 0, 8);
+        let set = crate::sched::generate(&direct).expect("direct");
+        let o = fits(&set, &budget).expect_err("15 peers, 8 slots");
+        assert_eq!(
+            (o.resource, o.needed, o.available, o.node),
+            (
+                "peer nodes one NIC sends to (its flow slots)",
+                15,
+                8,
+                Some(0)
+            )
+        );
+        let gather = Params::new(Collective::Gather, Algorithm::Direct, shape, 3, 8);
+        let set = crate::sched::generate(&gather).expect("gather");
+        let o = fits(&set, &budget).expect_err("the root hears from 15");
+        assert_eq!(
+            (o.resource, o.needed, o.node),
+            (
+                "peer nodes one NIC receives from (its flow slots)",
+                15,
+                Some(3)
+            )
+        );
+        let rd = Params::new(
+            Collective::Allgather,
+            Algorithm::RecursiveDoubling,
+            shape,
+            0,
+            8,
+        );
+        let set = crate::sched::generate(&rd).expect("recursive doubling");
+        assert_eq!(fits(&set, &budget), Ok(()));
+        assert_eq!(
+            fits(&set, &Budget { peers: 3, ..budget }).map_err(|o| o.needed),
+            Err(4)
+        );
     }
 
     #[test]

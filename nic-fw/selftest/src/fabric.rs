@@ -33,13 +33,15 @@ use railcoll_fw::switch::{self, Forward, Switch};
 
 use crate::board::{Frame, LoopbackBoard};
 
-/// Flow-table size of the self-test's engines (nodes).
+/// Nodes of the self-test's fabric.
 pub const NODES: usize = 2;
+/// Flow slots per direction: one per node of the fabric.
+pub const PEERS: usize = NODES;
 /// Events per context.
 pub const EVENTS: usize = 16;
 
 /// The engine as the self-test instantiates it.
-pub type SelfTestEngine<'m> = Engine<LoopbackBoard<'m>, NODES, EVENTS>;
+pub type SelfTestEngine<'m> = Engine<LoopbackBoard<'m>, PEERS, EVENTS>;
 
 /// Command ring: 64 blocks of 64 bytes.
 pub const RING: u64 = 0x1000;

@@ -68,6 +68,12 @@ wire_enum! {
         /// A queued item's target input queue was not initialised within
         /// the NIC's queue wait (since 1.4; before, `BadEvent` at once).
         NoQueue = 22,
+        /// Every slot of the NIC's per-peer flow table (`GEOMETRY.peers`)
+        /// is taken by other peers, so this one cannot be sent to (the
+        /// sender's command) or received from (the receiver, as an ack
+        /// error), or a broadcast spans more nodes than it has slots
+        /// (since 1.8).
+        NoPeerSlot = 23,
     }
 }
 
@@ -97,6 +103,7 @@ impl ErrorCode {
             Self::Misaligned => "misaligned address",
             Self::QueueFull => "input queue full",
             Self::NoQueue => "no such input queue",
+            Self::NoPeerSlot => "no free peer slot",
         }
     }
 }

@@ -294,7 +294,7 @@ mod tests {
         let ok = CompletionWord::pack(7, Ok(()));
         assert_eq!(ok, 7, "success is 0 in bits 63:48");
         assert_eq!(CompletionWord::unpack(ok).status, Some(Ok(())));
-        assert_eq!(CompletionWord::unpack(23 << 48).status, None);
+        assert_eq!(CompletionWord::unpack(24 << 48).status, None);
     }
 
     #[test]

@@ -66,8 +66,11 @@ pub use wire_enum::{Unknown, WireEnum};
 /// request that finds no free DMA slot is refused for now, as a queued item
 /// a queue cannot take (consumed, the refusal bitmap, the sender's
 /// back-off), instead of nacked: a nack sent the whole window back and
-/// reset the flow's retry count.
-pub const ABI_VERSION: u32 = (1 << 16) | 7;
+/// reset the flow's retry count; 1.8 flow state is kept per peer in a
+/// bounded table taken on first use (`GEOMETRY.peers` slots per direction),
+/// node numbers span the whole 16-bit space ([`NODE_SPACE`]), and a peer
+/// the table has no room for meets [`error::ErrorCode::NoPeerSlot`].
+pub const ABI_VERSION: u32 = (1 << 16) | 8;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;
@@ -107,3 +110,7 @@ pub type ContextIndex = u8;
 
 /// A node number on a rail (the switch port).
 pub type NodeId = u16;
+
+/// Nodes a rail can number: every [`NodeId`] (since 1.8; a NIC's flow
+/// state is per peer it talks to, not per node of the fabric).
+pub const NODE_SPACE: usize = 1 << 16;

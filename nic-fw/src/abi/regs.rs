@@ -720,7 +720,7 @@ impl Resources {
 }
 
 /// Table sizes reported in `GEOMETRY`: bits 7:0 contexts, 23:8 events per
-/// context, 31:24 regions, 47:32 max nodes, 55:48 DMA slots, 63:56 tx window.
+/// context, 31:24 regions, 47:32 peers, 55:48 DMA slots, 63:56 tx window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     /// Hardware contexts.
@@ -729,8 +729,11 @@ pub struct Geometry {
     pub events_per_ctx: u16,
     /// Region table entries.
     pub regions: u8,
-    /// Largest node count the flow tables cover.
-    pub max_nodes: u16,
+    /// Peers the NIC exchanges packets with at once: its flow slots per
+    /// direction, and the most nodes one broadcast spans (since 1.8; the
+    /// node numbers themselves span the whole 16-bit space). Before 1.8
+    /// the field was the largest node count, the same number.
+    pub peers: u16,
     /// DMA slots.
     pub dmas: u8,
     /// Go-back-N window.
@@ -743,7 +746,7 @@ impl Geometry {
         (self.contexts as u64)
             | ((self.events_per_ctx as u64) << 8)
             | ((self.regions as u64) << 24)
-            | ((self.max_nodes as u64) << 32)
+            | ((self.peers as u64) << 32)
             | ((self.dmas as u64) << 48)
             | ((self.tx_window as u64) << 56)
     }
@@ -754,7 +757,7 @@ impl Geometry {
             contexts: v as u8,
             events_per_ctx: (v >> 8) as u16,
             regions: (v >> 24) as u8,
-            max_nodes: (v >> 32) as u16,
+            peers: (v >> 32) as u16,
             dmas: (v >> 48) as u8,
             tx_window: (v >> 56) as u8,
         }

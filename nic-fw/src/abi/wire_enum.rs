@@ -218,10 +218,10 @@ mod tests {
     }
 
     #[test]
-    fn error_codes_are_exactly_1_to_22_and_never_0() {
+    fn error_codes_are_exactly_1_to_23_and_never_0() {
         assert_eq!(
             widen(exhaustive::<ErrorCode>(0..=u16::MAX)),
-            range_u32(1, 22)
+            range_u32(1, 23)
         );
         assert_eq!(ErrorCode::try_from(0), Err(Unknown(0)));
     }

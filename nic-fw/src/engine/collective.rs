@@ -44,13 +44,12 @@ fn newer(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
 }
 
-impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
-    /// Check a collective's node range against the context's capability
-    /// and the flow tables.
+impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVENTS> {
+    /// Check a collective's node range against the context's capability.
     fn check_range(&self, ctx: ContextIndex, low: NodeId, high: NodeId) -> Result<(), ErrorCode> {
         let cfg = self.context(ctx).ok_or(ErrorCode::NoContext)?;
         let cap_end = (cfg.cap.low_node as u32).saturating_add(cfg.cap.node_count as u32);
-        if low < cfg.cap.low_node || high as u32 >= cap_end || high as usize >= NODES {
+        if low < cfg.cap.low_node || high as u32 >= cap_end {
             return Err(ErrorCode::BadVp);
         }
         Ok(())
@@ -74,6 +73,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             return Ok(false);
         }
         self.check_range(ctx, low, high)?;
+        // The broadcast keeps each destination's progress in a slot.
+        if usize::from(high.saturating_sub(low)) >= PEERS {
+            return Err(ErrorCode::NoPeerSlot);
+        }
         let src_phys = self.translate(ctx, src_addr, len as u64, RegionPerms::LOCAL_READ)?;
         dst_addr
             .checked_add(len as u64)
@@ -85,7 +88,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let job_key = self.context(ctx).map_or(0, |c| c.job_key);
         self.bcasts.next_id = self.bcasts.next_id.wrapping_add(1);
         for node in low..=high {
-            if let Some(d) = self.bcasts.dest.get_mut(node as usize) {
+            if let Some(d) = self.bcasts.dest_mut(low, node) {
                 *d = super::BcastDest {
                     received: 0,
                     status: None,
@@ -124,7 +127,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let b = &self.bcasts.tx;
         (b.low..=b.high)
             .filter(|n| *n != self.loc.node)
-            .filter_map(|n| self.bcasts.dest.get(n as usize))
+            .filter_map(|n| self.bcasts.dest(b.low, n))
             .map(|d| d.received)
             .min()
             .unwrap_or(b.total)
@@ -212,19 +215,22 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if !b.active || id != b.id || from < b.low || from > b.high || from == self.loc.node {
             return;
         }
-        if let Some(d) = self.bcasts.dest.get_mut(from as usize) {
+        let now = self.hw.now_ns();
+        if let Some(d) = self.bcasts.dest_mut(b.low, from) {
             d.direct |= path == Path::Direct;
-            if received > d.received {
+            let progressed = received > d.received;
+            if progressed {
                 d.received = received.min(b.total);
-                self.bcasts.tx.progress_ns = self.hw.now_ns();
+            }
+            let first_error = error.filter(|_| d.status.is_none());
+            if first_error.is_some() {
+                d.status = first_error;
+            }
+            if progressed {
+                self.bcasts.tx.progress_ns = now;
                 self.bcasts.tx.retries = 0;
             }
-            if let Some(code) = error
-                && d.status.is_none()
-            {
-                d.status = Some(code);
-                self.bcasts.tx.status = self.bcasts.tx.status.or(Some(code));
-            }
+            self.bcasts.tx.status = self.bcasts.tx.status.or(first_error);
         }
         // Broadcasts come back to this rail's switch once every destination
         // has answered on it (one that answers directly proves little for
@@ -232,7 +238,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if self.bcasts.via.is_some()
             && (b.low..=b.high)
                 .filter(|n| *n != self.loc.node)
-                .all(|n| self.bcasts.dest.get(n as usize).is_some_and(|d| d.direct))
+                .all(|n| self.bcasts.dest(b.low, n).is_some_and(|d| d.direct))
         {
             self.bcasts.via = None;
             self.note_path_change(false);
@@ -256,8 +262,17 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// acknowledgements go back).
     pub(super) fn on_bcast(&mut self, p: &BcastPacket, payload: &H::Payload, path: Path) {
         let src = p.route.src_node;
-        let Some(rx) = self.bcasts.rx.get(src as usize).copied() else {
-            self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
+        let Some(rx) = self.flows.rx.open(src, super::RxFlow::NEW).map(|f| f.bcast) else {
+            // No slot to follow this sender's broadcasts in: the sender
+            // counts this NIC as done, with the error.
+            self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
+            let refused = super::BcastRx {
+                id: p.id,
+                next: u32::MAX,
+                started: true,
+                status: Some(ErrorCode::NoPeerSlot),
+            };
+            self.send_bcast_ack(src, refused, path);
             return;
         };
         let index = p.index as u32;
@@ -318,8 +333,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             }
         }
         state.next = state.next.wrapping_add(1);
-        if let Some(r) = self.bcasts.rx.get_mut(src as usize) {
-            *r = state;
+        if let Some(r) = self.flows.rx.get_mut(src) {
+            r.bcast = state;
         }
         self.send_bcast_ack(src, state, path);
     }
@@ -346,6 +361,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     ) -> Result<bool, ErrorCode> {
         self.check_range(ctx, low, high)?;
         if self.loc.node < low || self.loc.node > high {
+            return Err(ErrorCode::BadVp);
+        }
+        // The switch combines groups of at most this many nodes and drops
+        // a larger group's arrivals: refused here, not after the retries.
+        if usize::from(high.saturating_sub(low)) >= crate::switch::MAX_GROUP_NODES {
             return Err(ErrorCode::BadVp);
         }
         let job_key = self.context(ctx).map_or(0, |c| c.job_key);
@@ -462,8 +482,9 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 // Destinations that never answered are unreachable.
                 self.bcasts.tx.status = Some(ErrorCode::PeerUnreachable);
                 let total = self.bcasts.tx.total;
-                for node in self.bcasts.tx.low..=self.bcasts.tx.high {
-                    if let Some(d) = self.bcasts.dest.get_mut(node as usize) {
+                let low = self.bcasts.tx.low;
+                for node in low..=self.bcasts.tx.high {
+                    if let Some(d) = self.bcasts.dest_mut(low, node) {
                         d.received = total;
                     }
                 }

@@ -25,7 +25,7 @@ pub(super) enum Exec {
     Stall,
 }
 
-impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVENTS> {
     /// Drain the chain queue in order; stop at a command that stalls.
     pub(super) fn run_chain(&mut self) -> bool {
         let mut progressed = false;
@@ -304,9 +304,6 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     ) -> Result<(), ErrorCode> {
         let cfg = *self.context(ctx).ok_or(ErrorCode::NoContext)?;
         let (peer_node, peer_ctx) = cfg.cap.locate(d.vp).ok_or(ErrorCode::BadVp)?;
-        if peer_node as usize >= NODES {
-            return Err(ErrorCode::BadVp);
-        }
         let mut dma = Dma {
             active: true,
             ctx,
@@ -427,7 +424,32 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.hw.note(Activity::Command);
     }
 
+    /// Put `dma` on a channel, its peer's transmit flow opened if it had
+    /// none (and, for a get, the receive flow its response comes back
+    /// on): `Busy` if every channel is taken, `NoPeerSlot` if a flow is
+    /// missing and its table has no room.
     pub(super) fn install_dma(&mut self, dma: Dma) -> Result<(), ErrorCode> {
+        if self.dmas.full() {
+            return Err(ErrorCode::Busy);
+        }
+        let get = dma.role == super::DmaRole::GetRequest;
+        // Both slots or neither: a receive slot taken for a get that then
+        // finds no transmit slot would be held for nothing.
+        if !self.flows.tx.has_room_for(dma.peer_node)
+            || (get && !self.flows.rx.has_room_for(dma.peer_node))
+        {
+            return Err(ErrorCode::NoPeerSlot);
+        }
+        if get {
+            self.flows
+                .rx
+                .open(dma.peer_node, super::RxFlow::NEW)
+                .ok_or(ErrorCode::NoPeerSlot)?;
+        }
+        self.flows
+            .tx
+            .open(dma.peer_node, super::TxFlow::NEW)
+            .ok_or(ErrorCode::NoPeerSlot)?;
         let channel = self.dmas.install(dma).ok_or(ErrorCode::Busy)?;
         self.hw.note(Activity::DmaStart {
             channel: channel as u8,

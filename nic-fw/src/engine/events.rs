@@ -9,7 +9,7 @@ use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::event::{ActionKind, CompletionWord, EventAction, EventId, MAX_COPY_BLOCKS};
 use crate::abi::regs::RegionPerms;
 
-impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVENTS> {
     /// Add `n` sets to an event, carrying `error`, if any (the first error
     /// is sticky until the next firing). Returns `BadEvent` for an index
     /// outside the table.

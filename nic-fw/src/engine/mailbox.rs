@@ -5,9 +5,9 @@ use super::hw::Hardware;
 use super::{Context, Engine, Region};
 use crate::abi::error::ErrorCode;
 use crate::abi::regs::{self, ContextConfig, MailboxOp, MailboxStatus, Param, RegionConfig};
-use crate::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE};
+use crate::abi::{MAX_PACKET_SIZE, MIN_PACKET_SIZE, NodeId};
 
-impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVENTS> {
     /// Execute the mailbox call in the registers and publish its status.
     pub(super) fn run_mailbox(&mut self) {
         let cmd = self.hw.load(regs::MBOX_CMD);
@@ -45,7 +45,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 let cfg = ContextConfig::from_args(args)?;
                 let last_node =
                     (cfg.cap.low_node as usize).saturating_add(cfg.cap.node_count as usize);
-                if last_node > NODES {
+                if last_node > crate::abi::NODE_SPACE {
                     return Err(ErrorCode::BadConfig);
                 }
                 let slot = self
@@ -202,7 +202,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 Ok(0)
             }
             MailboxOp::ResetFlow => {
-                let node = usize::try_from(args[0]).map_err(|_| ErrorCode::BadConfig)?;
+                let node = NodeId::try_from(args[0]).map_err(|_| ErrorCode::BadConfig)?;
                 self.reset_flow(node).map(|()| 0)
             }
         }

@@ -27,9 +27,11 @@
 //!   packets of a flow are applied strictly in order, so it fires only after
 //!   every byte of that DMA is in memory.
 //!
-//! Tables are fixed-size: `NODES` bounds the node numbers a NIC can talk to
-//! (flow state), `EVENTS` the events per context; the other sizes are the
-//! ABI's constants.
+//! Tables are fixed-size: `PEERS` bounds how many nodes a NIC exchanges
+//! packets with at once (a flow slot per peer and direction, taken on
+//! first use, whatever the node's number: docs/abi.md §8.1), and the
+//! nodes one broadcast spans; `EVENTS` the events per context; the other
+//! sizes are the ABI's constants.
 
 mod collective;
 mod command;
@@ -462,6 +464,8 @@ struct RxFlow {
     /// When a packet of this sender last came on the direct path (0:
     /// never): a path is not learned from a sibling within 8 timeouts of it.
     direct_ns: u64,
+    /// The broadcasts this sender sends to this NIC.
+    bcast: BcastRx,
 }
 
 /// An input queue holding back one sender's items.
@@ -487,6 +491,12 @@ impl RxFlow {
         held: [None; HELD_QUEUES],
         reply: Path::Direct,
         direct_ns: 0,
+        bcast: BcastRx {
+            id: 0,
+            next: 0,
+            started: false,
+            status: None,
+        },
     };
 }
 
@@ -531,7 +541,7 @@ const CHAIN_RING: Ring = match Ring::power_of_two(CHAIN_DEPTH as u64) {
 const _: () = assert!(CHAIN_RING.entries() == CHAIN_DEPTH as u64);
 
 /// The NIC firmware state machine. See the module documentation.
-pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
+pub struct Engine<H: Hardware, const PEERS: usize, const EVENTS: usize> {
     hw: H,
     loc: Location,
     params: Params,
@@ -540,8 +550,8 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     events: tables::EventTable<EVENTS>,
     queues: [[Option<InputQueue>; MAX_QUEUES as usize]; MAX_CONTEXTS],
     dmas: tables::DmaTable,
-    flows: tables::Flows<NODES>,
-    bcasts: tables::Broadcasts<NODES>,
+    flows: tables::Flows<PEERS>,
+    bcasts: tables::Broadcasts<PEERS>,
     barriers: [Option<PendingBarrier>; MAX_CONTEXTS],
     chain: tables::ChainQueue,
     /// Contexts whose queues may hold unconsumed commands.
@@ -549,8 +559,8 @@ pub struct Engine<H: Hardware, const NODES: usize, const EVENTS: usize> {
     stats: Stats,
 }
 
-impl<H: Hardware, const NODES: usize, const EVENTS: usize> core::fmt::Debug
-    for Engine<H, NODES, EVENTS>
+impl<H: Hardware, const PEERS: usize, const EVENTS: usize> core::fmt::Debug
+    for Engine<H, PEERS, EVENTS>
 {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Engine")
@@ -560,7 +570,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> core::fmt::Debug
     }
 }
 
-impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVENTS> {
     /// Geometry this instantiation reports.
     pub const GEOMETRY: Geometry = Geometry {
         contexts: MAX_CONTEXTS as u8,
@@ -570,10 +580,10 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             EVENTS as u16
         },
         regions: MAX_REGIONS as u8,
-        max_nodes: if NODES > u16::MAX as usize {
+        peers: if PEERS > u16::MAX as usize {
             u16::MAX
         } else {
-            NODES as u16
+            PEERS as u16
         },
         dmas: MAX_DMAS as u8,
         tx_window: TX_WINDOW as u8,
@@ -757,7 +767,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             .flows
             .busy()
             .iter()
-            .filter_map(|&n| self.flows.tx.get(usize::from(n)))
+            .filter_map(|&n| self.flows.tx.get(n))
             .filter(|f| f.in_flight > 0 && !f.broken)
             .map(|f| {
                 let due = match f.resend {

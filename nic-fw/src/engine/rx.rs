@@ -47,7 +47,7 @@ fn is_held_for(h: &HeldQueue, d: &DataPacket) -> bool {
     h.src_ctx == d.route.src_ctx && h.dst_ctx == d.route.dst_ctx && h.queue == d.event
 }
 
-impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVENTS> {
     /// Take up to a budget of packets from the link.
     pub(super) fn receive(&mut self) -> bool {
         let mut progressed = false;
@@ -117,8 +117,8 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         payload: &H::Payload,
         path: Path,
     ) {
-        let Some(flow) = self.flows.rx.get_mut(src as usize) else {
-            self.stats.bad_packets = self.stats.bad_packets.wrapping_add(1);
+        let Some(flow) = self.flows.rx.open(src, super::RxFlow::NEW) else {
+            self.refuse_unknown_peer(src, seq, path);
             return;
         };
         // Acks go back the way the sender's latest packet came.
@@ -129,7 +129,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         let flow = *flow;
         if path == Path::Direct {
             // The peer reaches us directly: our flow to it goes direct too.
-            self.restore_path(src as usize);
+            self.restore_path(src);
         }
         let distance = seq.wrapping_sub(flow.expected) as i32;
         if distance < 0 {
@@ -141,7 +141,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         if distance > 0 {
             // A gap: an earlier packet was lost. Go-back-N: ask for it,
             // once per loss.
-            if let Some(flow) = self.flows.rx.get_mut(src as usize)
+            if let Some(flow) = self.flows.rx.get_mut(src)
                 && !flow.gap_nacked
             {
                 flow.gap_nacked = true;
@@ -155,7 +155,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             Packet::GetRequest(request) => self.on_get_request(request),
             _ => Verdict::Accepted,
         };
-        let Some(flow) = self.flows.rx.get_mut(src as usize) else {
+        let Some(flow) = self.flows.rx.get_mut(src) else {
             return;
         };
         match verdict {
@@ -180,7 +180,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         flow.gap_nacked = false;
         self.owe_ack(src, false);
         if let Path::Sibling(via) = path {
-            self.learn_path(src as usize, via);
+            self.learn_path(src, via);
         }
     }
 
@@ -322,7 +322,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// The entry of the queue `d` targets, if it holds back `d`'s sender.
     fn held_queue(&self, d: &DataPacket) -> Option<HeldQueue> {
-        let flow = self.flows.rx.get(d.route.src_node as usize)?;
+        let flow = self.flows.rx.get(d.route.src_node)?;
         flow.held
             .iter()
             .flatten()
@@ -335,7 +335,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// items may then overtake its refused one: order is kept for
     /// [`super::HELD_QUEUES`] queues per sender at once).
     fn hold_queue(&mut self, d: &DataPacket, since_ns: u64) {
-        let Some(flow) = self.flows.rx.get_mut(d.route.src_node as usize) else {
+        let Some(flow) = self.flows.rx.get_mut(d.route.src_node) else {
             return;
         };
         let entry = HeldQueue {
@@ -367,7 +367,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// `d`'s queue no longer holds back its sender.
     fn release_held(&mut self, d: &DataPacket) {
-        if let Some(flow) = self.flows.rx.get_mut(d.route.src_node as usize) {
+        if let Some(flow) = self.flows.rx.get_mut(d.route.src_node) {
             for h in &mut flow.held {
                 if h.is_some_and(|h| is_held_for(&h, d)) {
                     *h = None;
@@ -492,7 +492,21 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 };
                 match self.install_dma(dma) {
                     Ok(()) => Verdict::Accepted,
-                    Err(_) => Verdict::Refused,
+                    // No response slot free: the requester sends it again.
+                    Err(ErrorCode::Busy) => Verdict::Refused,
+                    // No flow slot for the requester: no later try would
+                    // find one (slots are freed only by RESET_FLOW).
+                    Err(code) => {
+                        self.report_inbound(
+                            route,
+                            code,
+                            cookie,
+                            src_addr,
+                            len,
+                            PacketType::GetRequest,
+                        );
+                        Verdict::Rejected(code)
+                    }
                 }
             }
             Err(code) => {
@@ -544,8 +558,30 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         );
     }
 
+    /// A sequenced packet from `src`, which has no receive flow here, and
+    /// the table has no room for one: acknowledge it and everything before
+    /// it as rejected with `NoPeerSlot`, so the sender's DMAs to this NIC
+    /// complete with that error instead of retrying until the flow breaks.
+    /// Nothing is written; no state is kept. The ack is marked as the
+    /// refusal of a receiver without a slot (every bit of both bitmaps
+    /// set, which no flow's ack can be: a packet is rejected or refused,
+    /// not both), so that the sender tells it from a flow's own rejection.
+    fn refuse_unknown_peer(&mut self, src: NodeId, seq: u32, path: Path) {
+        self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
+        let packet = Packet::Ack(AckPacket {
+            kind: AckKind::Ack,
+            src_node: self.loc.node,
+            dst_node: src,
+            cum_seq: seq,
+            err_bits: u64::MAX,
+            err_code: Some(ErrorCode::NoPeerSlot),
+            refused: u32::MAX,
+        });
+        let _ = self.hw.send(&packet.emit(), None, path);
+    }
+
     fn owe_ack(&mut self, src: NodeId, nack: bool) {
-        let Some(flow) = self.flows.rx.get_mut(src as usize) else {
+        let Some(flow) = self.flows.rx.get_mut(src) else {
             return;
         };
         if nack {
@@ -570,7 +606,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             let Some(src) = self.flows.acks.get(i).copied() else {
                 break;
             };
-            let Some(flow) = self.flows.rx.get_mut(src as usize) else {
+            let Some(flow) = self.flows.rx.get_mut(src) else {
                 continue;
             };
             let cum_seq = flow.expected.wrapping_sub(1);

@@ -6,7 +6,7 @@
 //! engine updates an active channel's progress through `slots`), and only
 //! the chain queue's methods move its ring.
 
-use super::{BcastDest, BcastRx, BcastTx, CHAIN_RING, ChainEntry, Dma, Event, RxFlow, TxFlow};
+use super::{BcastDest, BcastTx, CHAIN_RING, ChainEntry, Dma, Event, RxFlow, TxFlow};
 use crate::abi::NodeId;
 use crate::abi::event::EventId;
 use crate::abi::{ContextIndex, MAX_CONTEXTS, MAX_DMAS};
@@ -187,32 +187,160 @@ impl<const EVENTS: usize> EventTable<EVENTS> {
     }
 }
 
-/// The reliable flows to and from every node (docs/abi.md §8.1), the
-/// receivers that owe an acknowledgement, and the transmit flows that have
-/// packets in flight (none: no retransmission timer is due). The engine's
-/// per-poll work over flows (retransmissions, timers) walks only those,
-/// in node order, not every node's flow.
+/// Per-peer state for at most `SLOTS` peers at once, found by node number
+/// (docs/abi.md §8.1, "Flow slots"): open addressing, probing linearly
+/// from the node's home slot, `node % SLOTS`. Nodes below `SLOTS` never
+/// collide with one another, so a fabric of at most `SLOTS` nodes finds
+/// every peer in its home slot, as a table indexed by node would; a larger
+/// fabric holds the peers a NIC talks to, whichever they are, and a peer
+/// beyond the table's size is refused ([`PeerTable::open`] answers
+/// `None`) instead of overwriting another's state.
 #[derive(Debug)]
-pub(super) struct Flows<const NODES: usize> {
-    pub(super) tx: [TxFlow; NODES],
-    pub(super) rx: [RxFlow; NODES],
+pub(super) struct PeerTable<T, const SLOTS: usize> {
+    keys: [Option<NodeId>; SLOTS],
+    vals: [T; SLOTS],
+}
+
+impl<T: Copy, const SLOTS: usize> PeerTable<T, SLOTS> {
+    /// An empty table; `fresh` fills the unused slots.
+    pub(super) const fn new(fresh: T) -> Self {
+        Self {
+            keys: [None; SLOTS],
+            vals: [fresh; SLOTS],
+        }
+    }
+
+    fn home(node: NodeId) -> usize {
+        usize::from(node).checked_rem(SLOTS).unwrap_or(0)
+    }
+
+    fn next(i: usize) -> usize {
+        i.wrapping_add(1).checked_rem(SLOTS).unwrap_or(0)
+    }
+
+    /// `Ok(slot)` holding `node`; else `Err(Some(slot))`, the free slot it
+    /// would take, or `Err(None)` if every slot is taken.
+    fn probe(&self, node: NodeId) -> Result<usize, Option<usize>> {
+        let mut i = Self::home(node);
+        for _ in 0..SLOTS {
+            match self.keys.get(i) {
+                Some(Some(k)) if *k == node => return Ok(i),
+                Some(None) => return Err(Some(i)),
+                _ => i = Self::next(i),
+            }
+        }
+        Err(None)
+    }
+
+    /// `node` has a slot, or one is free for it.
+    pub(super) fn has_room_for(&self, node: NodeId) -> bool {
+        self.probe(node) != Err(None)
+    }
+
+    /// `node`'s state, if it has a slot.
+    pub(super) fn get(&self, node: NodeId) -> Option<&T> {
+        self.probe(node).ok().and_then(|i| self.vals.get(i))
+    }
+
+    /// `node`'s state, if it has a slot.
+    pub(super) fn get_mut(&mut self, node: NodeId) -> Option<&mut T> {
+        self.probe(node).ok().and_then(|i| self.vals.get_mut(i))
+    }
+
+    /// `node`'s state, set up as `fresh` in a free slot if it had none;
+    /// `None` if it had none and every slot is taken.
+    pub(super) fn open(&mut self, node: NodeId, fresh: T) -> Option<&mut T> {
+        let i = match self.probe(node) {
+            Ok(i) => i,
+            Err(Some(i)) => {
+                *self.keys.get_mut(i)? = Some(node);
+                *self.vals.get_mut(i)? = fresh;
+                i
+            }
+            Err(None) => return None,
+        };
+        self.vals.get_mut(i)
+    }
+
+    /// Free `node`'s slot, if it has one. The entries probed past it move
+    /// back (backward-shift deletion), so every other peer is still found
+    /// from its home slot.
+    pub(super) fn remove(&mut self, node: NodeId) {
+        let Ok(mut hole) = self.probe(node) else {
+            return;
+        };
+        if let Some(k) = self.keys.get_mut(hole) {
+            *k = None;
+        }
+        let mut j = hole;
+        for _ in 0..SLOTS {
+            j = Self::next(j);
+            let Some(Some(key)) = self.keys.get(j).copied() else {
+                return;
+            };
+            // The entry at `j` may fill the hole unless its home lies
+            // cyclically in (hole, j]: it would then no longer be found.
+            let home = Self::home(key);
+            let stays = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if stays {
+                continue;
+            }
+            let (Some(moved), Some(_)) = (self.vals.get(j).copied(), self.vals.get(hole)) else {
+                return;
+            };
+            if let Some(v) = self.vals.get_mut(hole) {
+                *v = moved;
+            }
+            if let Some(k) = self.keys.get_mut(hole) {
+                *k = Some(key);
+            }
+            if let Some(k) = self.keys.get_mut(j) {
+                *k = None;
+            }
+            hole = j;
+        }
+    }
+
+    /// The state of every peer with a slot, in slot order.
+    pub(super) fn values(&self) -> impl Iterator<Item = &T> {
+        self.keys
+            .iter()
+            .zip(self.vals.iter())
+            .filter_map(|(k, v)| k.map(|_| v))
+    }
+}
+
+/// The reliable flows to and from the NIC's peers (docs/abi.md §8.1): a
+/// slot per peer this NIC sends to and per peer it receives from, taken on
+/// first use; the receivers that owe an acknowledgement, and the transmit
+/// flows that have packets in flight (none: no retransmission timer is
+/// due). The engine's per-poll work over flows (retransmissions, timers)
+/// walks only those, in node order, not every peer's flow.
+#[derive(Debug)]
+pub(super) struct Flows<const PEERS: usize> {
+    pub(super) tx: PeerTable<TxFlow, PEERS>,
+    pub(super) rx: PeerTable<RxFlow, PEERS>,
     /// Nodes owed an ack, in the order they became so: the first
-    /// `acks_len` entries.
-    pub(super) acks: [NodeId; NODES],
+    /// `acks_len` entries (a receive slot is listed at most once).
+    pub(super) acks: [NodeId; PEERS],
     pub(super) acks_len: usize,
     /// Nodes whose transmit flow has packets in flight, ascending: the
     /// first `busy_len` entries.
-    busy: [NodeId; NODES],
+    busy: [NodeId; PEERS],
     busy_len: usize,
 }
 
-impl<const NODES: usize> Flows<NODES> {
+impl<const PEERS: usize> Flows<PEERS> {
     pub(super) const NEW: Self = Self {
-        tx: [TxFlow::NEW; NODES],
-        rx: [RxFlow::NEW; NODES],
-        acks: [0; NODES],
+        tx: PeerTable::new(TxFlow::NEW),
+        rx: PeerTable::new(RxFlow::NEW),
+        acks: [0; PEERS],
         acks_len: 0,
-        busy: [0; NODES],
+        busy: [0; PEERS],
         busy_len: 0,
     };
 
@@ -228,17 +356,34 @@ impl<const NODES: usize> Flows<NODES> {
 
     /// The first node at or after `from` whose flow has packets in flight
     /// (a walk that may change the set as it goes: each step looks again).
-    pub(super) fn next_busy(&self, from: usize) -> Option<usize> {
+    pub(super) fn next_busy(&self, from: u32) -> Option<NodeId> {
         let busy = self.busy();
-        let at = busy.partition_point(|&n| usize::from(n) < from);
-        busy.get(at).map(|&n| usize::from(n))
+        let at = busy.partition_point(|&n| u32::from(n) < from);
+        busy.get(at).copied()
+    }
+
+    /// `node` is owed no ack any more (its receive flow was reset).
+    pub(super) fn forget_ack(&mut self, node: NodeId) {
+        let len = self.acks_len;
+        let mut kept = 0;
+        for i in 0..len {
+            if let Some(n) = self.acks.get(i).copied()
+                && n != node
+            {
+                if let Some(slot) = self.acks.get_mut(kept) {
+                    *slot = n;
+                }
+                kept = kept.saturating_add(1);
+            }
+        }
+        self.acks_len = kept;
     }
 
     /// `node`'s flow has packets in flight now (it had none).
     pub(super) fn set_busy(&mut self, node: NodeId) {
         let len = self.busy_len;
         let at = self.busy().partition_point(|&n| n < node);
-        if self.busy().get(at) == Some(&node) || len >= NODES {
+        if self.busy().get(at) == Some(&node) || len >= PEERS {
             return;
         }
         // The entries from `at` on move up by one (element by element:
@@ -284,17 +429,19 @@ impl<const NODES: usize> Flows<NODES> {
 /// destination acknowledged of it, and what this NIC receives of each
 /// sender's.
 #[derive(Debug)]
-pub(super) struct Broadcasts<const NODES: usize> {
+pub(super) struct Broadcasts<const PEERS: usize> {
     pub(super) tx: BcastTx,
     /// Broadcasts go through the sibling on this rail (ABI 1.5): an
     /// earlier one's destinations stayed silent past the retry limit.
     pub(super) via: Option<u8>,
     pub(super) next_id: u32,
-    pub(super) dest: [BcastDest; NODES],
-    pub(super) rx: [BcastRx; NODES],
+    /// What each destination acknowledged, by its place in the
+    /// broadcast's range (`node - low`; a range spans at most `PEERS`
+    /// nodes).
+    pub(super) dest: [BcastDest; PEERS],
 }
 
-impl<const NODES: usize> Broadcasts<NODES> {
+impl<const PEERS: usize> Broadcasts<PEERS> {
     pub(super) const IDLE: Self = Self {
         tx: BcastTx::IDLE,
         via: None,
@@ -303,22 +450,27 @@ impl<const NODES: usize> Broadcasts<NODES> {
             received: 0,
             status: None,
             direct: false,
-        }; NODES],
-        rx: [BcastRx {
-            id: 0,
-            next: 0,
-            started: false,
-            status: None,
-        }; NODES],
+        }; PEERS],
     };
+
+    /// The acknowledgement state of `node`, a destination of the broadcast
+    /// in flight (whose range starts at `low`).
+    pub(super) fn dest_mut(&mut self, low: NodeId, node: NodeId) -> Option<&mut BcastDest> {
+        self.dest.get_mut(usize::from(node.checked_sub(low)?))
+    }
+
+    /// The acknowledgement state of `node` (see [`Broadcasts::dest_mut`]).
+    pub(super) fn dest(&self, low: NodeId, node: NodeId) -> Option<&BcastDest> {
+        self.dest.get(usize::from(node.checked_sub(low)?))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     extern crate std;
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet};
 
-    use super::Flows;
+    use super::{Flows, PeerTable};
     use proptest::prelude::*;
 
     proptest! {
@@ -345,10 +497,78 @@ mod tests {
                 let mut walked = std::vec::Vec::new();
                 let mut from = 0;
                 while let Some(n) = flows.next_busy(from) {
-                    walked.push(n as u16);
-                    from = n + 1;
+                    walked.push(n);
+                    from = u32::from(n) + 1;
                 }
                 prop_assert_eq!(walked, want);
+            }
+        }
+
+        /// The peer table is a map from node to state holding at most
+        /// `SLOTS` peers, whatever the order of opens and removals and
+        /// however the nodes collide on their home slots (nodes up to 5x
+        /// the slots, the top of the node space included): an open finds
+        /// a peer's own state or sets up a fresh one, refuses only when
+        /// every slot is taken, and a removal loses no other peer.
+        #[test]
+        fn the_peer_table_is_a_bounded_map(
+            ops in proptest::collection::vec(
+                (0u8..3, prop_oneof![0u16..40, (u16::MAX - 8)..=u16::MAX], any::<u32>()),
+                0..300,
+            )
+        ) {
+            const SLOTS: usize = 8;
+            let mut table = PeerTable::<u32, SLOTS>::new(0);
+            let mut model = BTreeMap::new();
+            for (op, node, value) in ops {
+                match op {
+                    0 => {
+                        let had = model.contains_key(&node);
+                        let opened = table.open(node, 0).map(|v| {
+                            *v = value;
+                        });
+                        if had || model.len() < SLOTS {
+                            prop_assert!(opened.is_some());
+                            model.insert(node, value);
+                        } else {
+                            prop_assert!(opened.is_none());
+                        }
+                    }
+                    1 => {
+                        table.remove(node);
+                        model.remove(&node);
+                    }
+                    _ => {
+                        if let Some(v) = table.get_mut(node) {
+                            *v = value;
+                            model.insert(node, value);
+                        }
+                    }
+                }
+                for n in (0u16..40).chain((u16::MAX - 8)..=u16::MAX) {
+                    prop_assert_eq!(table.get(n).copied(), model.get(&n).copied());
+                }
+                let mut values: std::vec::Vec<u32> = table.values().copied().collect();
+                let mut want: std::vec::Vec<u32> = model.values().copied().collect();
+                values.sort_unstable();
+                want.sort_unstable();
+                prop_assert_eq!(values, want);
+            }
+        }
+
+        /// A fabric of at most `SLOTS` nodes finds every peer in its home
+        /// slot: the table then behaves as the per-node array it replaced.
+        #[test]
+        fn small_fabrics_sit_in_their_home_slots(
+            order in Just((0u16..16).collect::<std::vec::Vec<_>>()).prop_shuffle()
+        ) {
+            let mut table = PeerTable::<u16, 16>::new(u16::MAX);
+            for &n in &order {
+                *table.open(n, 0).unwrap() = n;
+            }
+            for n in 0u16..16 {
+                prop_assert_eq!(table.keys[usize::from(n)], Some(n));
+                prop_assert_eq!(table.vals[usize::from(n)], n);
             }
         }
     }

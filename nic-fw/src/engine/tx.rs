@@ -2,7 +2,7 @@
 //! retransmission and DMA completion.
 
 use super::hw::{Activity, Hardware, Path, PayloadSource};
-use super::{DmaRole, Engine, TX_BUDGET, TxEntry, TxFlow};
+use super::{DmaRole, Engine, TX_BUDGET, TxEntry};
 use crate::abi::error::{ErrorCode, ErrorInfo, ErrorKind};
 use crate::abi::packet::{
     AckKind, AckPacket, DataPacket, GetRequestPacket, Packet, PacketType, Route,
@@ -10,7 +10,7 @@ use crate::abi::packet::{
 use crate::abi::regs::{self, Status};
 use crate::abi::{NodeId, TX_WINDOW};
 
-impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVENTS> {
+impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVENTS> {
     /// Send retransmissions, then new packets round-robin over active DMAs.
     pub(super) fn transmit(&mut self) -> bool {
         let mut budget = TX_BUDGET;
@@ -22,7 +22,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 if budget == 0 {
                     break;
                 }
-                from = node.saturating_add(1);
+                from = u32::from(node).saturating_add(1);
                 while budget > 0 && self.resend_one(node, now) {
                     budget = budget.saturating_sub(1);
                     progressed = true;
@@ -60,7 +60,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                     && self
                         .flows
                         .tx
-                        .get(d.peer_node as usize)
+                        .get(d.peer_node)
                         .is_some_and(|f| (f.in_flight as usize) < TX_WINDOW || f.broken)
             });
         if unsent {
@@ -69,7 +69,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.flows.busy().iter().any(|&n| {
             self.flows
                 .tx
-                .get(usize::from(n))
+                .get(n)
                 .is_some_and(|f| f.resend.is_some() && now >= f.resend_not_before)
         })
     }
@@ -84,7 +84,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         {
             return false;
         }
-        let Some(flow) = self.flows.tx.get(dma.peer_node as usize) else {
+        let Some(flow) = self.flows.tx.get(dma.peer_node) else {
             return false;
         };
         if flow.broken {
@@ -115,7 +115,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
             d.packets_sent = d.packets_sent.wrapping_add(1);
         }
         let now = self.hw.now_ns();
-        let Some(flow) = self.flows.tx.get_mut(dma.peer_node as usize) else {
+        let Some(flow) = self.flows.tx.get_mut(dma.peer_node) else {
             return false;
         };
         let seq = flow.next_seq;
@@ -137,7 +137,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     }
 
     /// Retransmit the next packet of a go-back in progress, if due.
-    fn resend_one(&mut self, node: usize, now: u64) -> bool {
+    fn resend_one(&mut self, node: NodeId, now: u64) -> bool {
         let Some(flow) = self.flows.tx.get_mut(node) else {
             return false;
         };
@@ -157,7 +157,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         flow.resend = Some(seq.wrapping_add(1));
         let path = flow.path();
         self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
-        self.emit_packet(node as NodeId, seq, entry, path);
+        self.emit_packet(node, seq, entry, path);
         true
     }
 
@@ -228,11 +228,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         } = *ack;
         let now = self.hw.now_ns();
         if path == Path::Direct {
-            self.restore_path(peer as usize);
+            self.restore_path(peer);
         }
-        let Some(flow) = self.flows.tx.get(peer as usize).copied() else {
+        let Some(flow) = self.flows.tx.get(peer).copied() else {
             return;
         };
+        // The receiver has no slot for this NIC (`refuse_unknown_peer`):
+        // every packet it covers failed, none is to be sent again.
+        let no_slot = bits == u64::MAX && refused == u32::MAX;
         // Packets newly covered by this cumulative ack.
         let newly = cum.wrapping_sub(flow.base_seq).wrapping_add(1);
         let newly = if newly <= flow.in_flight { newly } else { 0 };
@@ -242,14 +245,14 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
                 continue;
             };
             let distance = cum.wrapping_sub(seq);
-            if distance < 32 && (refused >> distance) & 1 == 1 {
+            if !no_slot && distance < 32 && (refused >> distance) & 1 == 1 {
                 self.requeue(entry.dma as usize, now);
                 continue;
             }
             let failed = distance < 64 && (bits >> distance) & 1 == 1;
             self.credit(entry.dma as usize, if failed { code } else { None });
         }
-        let Some(flow) = self.flows.tx.get_mut(peer as usize) else {
+        let Some(flow) = self.flows.tx.get_mut(peer) else {
             return;
         };
         let mut went_idle = false;
@@ -284,6 +287,19 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         }
         if went_idle {
             self.flows.set_idle(peer);
+            // The peer has no receive slot for this NIC: forget the flow
+            // too, unless a DMA to it still has packets to send (they meet
+            // the same refusal), so that a later one starts again at
+            // sequence number 0, as the peer will if it takes a slot then.
+            if no_slot
+                && !self
+                    .dmas
+                    .slots
+                    .iter()
+                    .any(|d| d.active && d.peer_node == peer)
+            {
+                self.flows.tx.remove(peer);
+            }
         }
     }
 
@@ -397,7 +413,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         };
         let mut from = 0;
         while let Some(node) = self.flows.next_busy(from) {
-            from = node.saturating_add(1);
+            from = u32::from(node).saturating_add(1);
             let Some(flow) = self.flows.tx.get_mut(node) else {
                 break;
             };
@@ -442,7 +458,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// flow keeps its sequence numbers, so the receiver still applies each
     /// packet exactly once, whichever path brought it (a packet that had
     /// arrived but whose ack was lost is only acknowledged again).
-    fn migrate(&mut self, node: usize, via: u8, now: u64) {
+    fn migrate(&mut self, node: NodeId, via: u8, now: u64) {
         let probe_every = self.path_probe_interval();
         let Some(flow) = self.flows.tx.get_mut(node) else {
             return;
@@ -478,7 +494,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// unacknowledged packet directly (a duplicate the receiver only
     /// acknowledges, on the path it came by). An ack on the direct path
     /// takes the flow back ([`Engine::restore_path`]).
-    fn probe_direct_path(&mut self, node: usize, now: u64) {
+    fn probe_direct_path(&mut self, node: NodeId, now: u64) {
         let probe_every = self.path_probe_interval();
         let Some(flow) = self.flows.tx.get_mut(node) else {
             return;
@@ -489,11 +505,11 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         };
         let seq = flow.base_seq;
         self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
-        self.emit_packet(node as NodeId, seq, entry, Path::Direct);
+        self.emit_packet(node, seq, entry, Path::Direct);
     }
 
     /// The direct path to `node` answered: its flow leaves the sibling path.
-    pub(super) fn restore_path(&mut self, node: usize) {
+    pub(super) fn restore_path(&mut self, node: NodeId) {
         let Some(flow) = self.flows.tx.get_mut(node) else {
             return;
         };
@@ -509,7 +525,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// 8 timeouts of a packet from `node` on the direct path (packets of a
     /// flow that has just come back, still in flight, would otherwise send
     /// the reverse flow round again).
-    pub(super) fn learn_path(&mut self, node: usize, via: u8) {
+    pub(super) fn learn_path(&mut self, node: NodeId, via: u8) {
         if self.params.alternate != Some(via) {
             return;
         }
@@ -536,7 +552,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
     /// `STATUS.MIGRATED`: set while any flow, or the broadcasts, run
     /// through a sibling.
     pub(super) fn update_migrated_status(&mut self) {
-        let migrated = self.flows.tx.iter().any(|f| f.via.is_some()) || self.bcasts.via.is_some();
+        let migrated = self.flows.tx.values().any(|f| f.via.is_some()) || self.bcasts.via.is_some();
         let mut status = Status::from_bits_retain(self.hw.load(regs::STATUS));
         status.set(Status::MIGRATED, migrated);
         self.hw.store(regs::STATUS, status.bits());
@@ -544,7 +560,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
 
     /// The peer is unreachable: fail everything in the window; unsent
     /// packets fail when the transmitter reaches them.
-    fn break_flow(&mut self, node: usize) {
+    fn break_flow(&mut self, node: NodeId) {
         let Some(flow) = self.flows.tx.get_mut(node) else {
             return;
         };
@@ -555,7 +571,7 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         flow.via = None;
         flow.base_seq = flow.next_seq;
         if old.in_flight > 0 {
-            self.flows.set_idle(node as NodeId);
+            self.flows.set_idle(node);
         }
         for i in 0..old.in_flight {
             let seq = old.base_seq.wrapping_add(i);
@@ -568,23 +584,22 @@ impl<H: Hardware, const NODES: usize, const EVENTS: usize> Engine<H, NODES, EVEN
         self.update_migrated_status();
     }
 
-    /// Forget both directions of the flow with `node` (mailbox ResetFlow).
-    pub(super) fn reset_flow(&mut self, node: usize) -> Result<(), ErrorCode> {
+    /// Forget both directions of the flow with `node` and free their
+    /// slots (mailbox ResetFlow): `Busy` while a DMA to it is active.
+    pub(super) fn reset_flow(&mut self, node: NodeId) -> Result<(), ErrorCode> {
         let busy = self
             .dmas
             .slots
             .iter()
-            .any(|d| d.active && d.peer_node as usize == node);
-        let flow = self.flows.tx.get_mut(node).ok_or(ErrorCode::BadConfig)?;
-        if busy || flow.in_flight > 0 {
+            .any(|d| d.active && d.peer_node == node);
+        if busy || self.flows.tx.get(node).is_some_and(|f| f.in_flight > 0) {
             return Err(ErrorCode::Busy);
         }
-        *flow = TxFlow::NEW;
-        if let Some(rx) = self.flows.rx.get_mut(node) {
-            *rx = super::RxFlow::NEW;
-        }
+        self.flows.tx.remove(node);
+        self.flows.rx.remove(node);
+        self.flows.forget_ack(node);
         self.update_migrated_status();
-        if !self.flows.tx.iter().any(|f| f.broken) {
+        if !self.flows.tx.values().any(|f| f.broken) {
             let status = self.hw.load(regs::STATUS) & !Status::FLOW_BROKEN.bits();
             self.hw.store(regs::STATUS, status);
         }

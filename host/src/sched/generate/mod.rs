@@ -35,6 +35,12 @@ use crate::topology::Topology;
 /// pool of this many symmetric destination events.
 pub const MAX_COUNTERS: u16 = 120;
 
+/// Most nodes a hardware barrier or broadcast spans: the switch's barrier
+/// group ([`railcoll_fw::switch::MAX_GROUP_NODES`]; the NICs' flow slots
+/// bound a broadcast too, checked with the rest of the NICs' budget,
+/// `budget::fits`).
+pub const HW_COLLECTIVE_NODES: usize = railcoll_fw::switch::MAX_GROUP_NODES;
+
 /// Largest block a native gather moves through the node segment [QA08 §3.1].
 pub const NATIVE_SHM_GATHER_MAX: usize = 2048;
 /// Largest block the native gather sends over its NIC-chained tree of all
@@ -66,6 +72,20 @@ pub(crate) fn run(p: &Params, generator: Generator) -> Result<ScheduleSet, Error
     }
     let mut b = Builder::new(*p);
     generator(&mut b)?;
+    let nodes = b.topo.nodes();
+    if nodes > HW_COLLECTIVE_NODES
+        && b.ranks
+            .iter()
+            .flatten()
+            .any(|s| matches!(s.op, Op::HwBarrier | Op::HwBcast { .. }))
+    {
+        return Err(Error::Unsupported {
+            algorithm: p.algorithm.name(),
+            reason: format!(
+                "the switch's barrier and broadcast span at most {HW_COLLECTIVE_NODES} nodes; the communicator has {nodes}"
+            ),
+        });
+    }
     let set = b.finish()?;
     if set.counters > MAX_COUNTERS {
         return Err(Error::Unsupported {

@@ -221,7 +221,7 @@ fn mailbox_status_round_trips_and_reads_unknown_codes_as_bad_config() {
         (1 << 32) | (1 << 16)
     );
     assert_eq!(
-        MailboxStatus::from_reg(23).result,
+        MailboxStatus::from_reg(24).result,
         Err(ErrorCode::BadConfig)
     );
     assert_eq!(MailboxStatus::from_reg(0).result, Ok(()));

@@ -317,14 +317,14 @@ mod forged_packets {
 }
 
 /// The engine's tables must fit a soft core's RAM: the reference image
-/// (64 nodes, 64 events per context) has 512 KiB of RAM for everything.
+/// (64 peers, 64 events per context) has 512 KiB of RAM for everything.
 #[test]
 fn engine_tables_fit_the_reference_soft_core() {
     use crate::fuzzing::SimBoard;
     let image = core::mem::size_of::<Engine<SimBoard, 64, 64>>() - core::mem::size_of::<SimBoard>();
-    std::println!("engine state, 64 nodes x 64 events: {image} bytes");
+    std::println!("engine state, 64 peers x 64 events: {image} bytes");
     std::println!(
-        "engine state, 256 nodes x 512 events: {} bytes",
+        "engine state, 256 peers x 512 events: {} bytes",
         core::mem::size_of::<Engine<SimBoard, 256, 512>>() - core::mem::size_of::<SimBoard>()
     );
     assert!(

@@ -32,6 +32,7 @@ use zerocopy::FromBytes;
 mod collectives;
 mod events;
 mod inputs;
+mod peers;
 mod puts;
 mod queues;
 mod reliability;
