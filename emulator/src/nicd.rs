@@ -82,7 +82,8 @@ fn config_error(what: String) -> EmuError {
 }
 
 impl Nicd {
-    /// Start the NICs of `cfg` (threads mode; `cfg.mode` is ignored) and
+    /// Start the NICs of `cfg` (threads mode's NICs; `cfg.mode` only sets
+    /// [`ClusterConfig::validate`]'s node limit) and
     /// serve them in `dir`, which must exist and hold no sockets of an
     /// earlier `nicd`. Returns once every socket accepts connections.
     pub fn start(cfg: &ClusterConfig, dir: &Path) -> Result<Self, EmuError> {

@@ -492,8 +492,9 @@ fn knowing_what_a_nic_wrote_changes_no_wake_up() {
 fn a_fabric_past_256_nodes_keeps_flow_state_for_its_peers_only() {
     use railcoll_host::sched::Choice;
     use railcoll_tests::coll::{Case, Form, run_case};
-    // Modeled whatever the suite's mode: the README's test command runs
-    // this file in both, and one run of a 300-node cluster is enough.
+    // Runs once, in the suite's threads pass (the README's test command
+    // runs this file in both modes), on a modeled cluster: threads mode
+    // stops at 256 nodes.
     if !matches!(railcoll_tests::mode(), Mode::Threads) {
         return;
     }

@@ -519,7 +519,7 @@ impl FaultArgs {
 /// The cluster shape, shared by every subcommand.
 #[derive(Debug, Args, Clone)]
 pub struct ClusterArgs {
-    /// Nodes (1..=32768).
+    /// Nodes (1..=32768; 1..=256 in threads mode).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=32768))]
     pub nodes: u32,
     /// Ranks per node (1..=16).

@@ -217,7 +217,7 @@ pub struct TraceArgs {
 /// Cluster shape flags, each optional (a default fills what is not given).
 #[derive(Clone, Debug, Args)]
 pub struct ShapeFlags {
-    /// Nodes (1..=32768).
+    /// Nodes (1..=32768; 1..=256 in threads mode).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32768))]
     pub nodes: Option<u32>,
     /// Ranks per node (1..=16).

@@ -162,7 +162,8 @@ impl Default for ClusterConfig {
     }
 }
 
-/// Most nodes a threads-mode cluster has (a thread per rank).
+/// Most nodes a threads-mode cluster has (a thread per rank and every
+/// node's memory backed): modeled mode takes the host's `MAX_NODES`.
 pub const THREADS_MAX_NODES: usize = 256;
 
 impl ClusterConfig {

@@ -829,7 +829,7 @@ impl Cluster {
 /// the sequencer's stack). Reserved, not committed, until touched.
 const FIBER_STACK: usize = 1 << 20;
 
-/// The sequencer thread's stack beyond the fibers' nested scopes: the
+/// The sequencer coroutine's stack beyond the fibers' nested scopes: the
 /// sequencer, the NICs' polls and the switch run in the innermost scope.
 const SEQUENCER_STACK: usize = 16 << 20;
 

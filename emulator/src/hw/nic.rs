@@ -11,7 +11,8 @@ use railcoll_mem::dma_mem::DmaMemory;
 use crate::hw::registers::{PEER_FIFO_DEPTH, SharedRegisters};
 use crate::hw::wire::{Damage, Payload, PayloadRef, WirePacket};
 
-/// Peers an emulated NIC exchanges packets with at once: its flow slots
+/// Peers an emulated NIC exchanges packets with between resets (slots are
+/// not freed when idle): its flow slots
 /// per direction, taken on first use (docs/abi.md §8.1), and the most
 /// nodes one hardware broadcast spans. A fabric of at most this many
 /// nodes never runs out; a larger one holds each NIC's actual peers.

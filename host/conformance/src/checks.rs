@@ -226,8 +226,7 @@ fn registers(comm: &Comm) -> Result<Verdict, Error> {
                 && g.dmas >= 1
                 && g.regions >= 1
                 && g.tx_window >= 1,
-            "rail {rail}: geometry {g:?} cannot serve {} nodes x {} ranks",
-            topology.nodes(),
+            "rail {rail}: geometry {g:?} cannot serve {} ranks per node",
             topology.ranks_per_node()
         );
     }

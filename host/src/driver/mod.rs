@@ -98,7 +98,8 @@ pub struct NicLimits {
     /// Completion events of this rank's context on each rail (the other
     /// half of its events): every post in flight holds one per rail.
     pub completion_events: u32,
-    /// Nodes each NIC exchanges packets with at once: its flow slots per
+    /// Nodes each NIC exchanges packets with between resets (slots are not
+    /// freed when idle): its flow slots per
     /// direction (`GEOMETRY.peers`, docs/abi.md §8.1).
     pub peers: u32,
 }

@@ -400,7 +400,9 @@ pub fn scratch_per_node(set: &ScheduleSet) -> usize {
 /// executor to make before it posts anything: destination counters, shm
 /// flags, the chained puts each rank holds at once against its chain
 /// blocks, and those of a node's ranks on one rail against that NIC's
-/// chain queue (all of them may fire together).
+/// chain queue (all of them may fire together), and the nodes each node
+/// talks to, each way, against the NICs' flow slots ([`Budget::peers`]; a
+/// hardware broadcast or barrier counts as talking to every node).
 pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
     let over = |resource, needed: u64, available: u64| Overrun {
         resource,
@@ -519,7 +521,8 @@ fn peers_within(set: &ScheduleSet, limit: u32) -> Result<(), Overrun> {
     let topo = set.params.shape.topology;
     let node_of = |rank: usize| topo.locate(rank).map_or(usize::MAX, |(node, _)| node);
     let nodes = topo.nodes();
-    // Whether any node can have more peers than the limit at all.
+    // A node talks to at most every node, itself included: a set over no
+    // more nodes than the slots always fits.
     if nodes <= limit as usize {
         return Ok(());
     }

@@ -13,8 +13,8 @@ mod soc;
 
 use railcoll_fw::engine::{Engine, Location};
 
-/// Flow-table and event-table sizes of this image: 64 nodes, 64 events per
-/// context (about 80 KiB of RAM).
+/// Flow-slot and event-table sizes of this image: 64 peers per direction,
+/// 64 events per context (about 105 KiB of RAM).
 type Firmware = Engine<soc::SocBoard, 64, 64>;
 
 core::arch::global_asm!(

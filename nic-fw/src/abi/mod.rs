@@ -67,9 +67,13 @@ pub use wire_enum::{Unknown, WireEnum};
 /// a queue cannot take (consumed, the refusal bitmap, the sender's
 /// back-off), instead of nacked: a nack sent the whole window back and
 /// reset the flow's retry count; 1.8 flow state is kept per peer in a
-/// bounded table taken on first use (`GEOMETRY.peers` slots per direction),
-/// node numbers span the whole 16-bit space ([`NODE_SPACE`]), and a peer
-/// the table has no room for meets [`error::ErrorCode::NoPeerSlot`].
+/// bounded table taken on first use (`GEOMETRY` bits 47:32, formerly the
+/// node count, now `peers` slots per direction); node numbers span the
+/// whole 16-bit space ([`NODE_SPACE`]: `ATTACH_CONTEXT`'s range,
+/// `RESET_FLOW`'s node); `RESET_FLOW` frees the slots; a peer the table
+/// has no room for meets [`error::ErrorCode::NoPeerSlot`] (a receiver
+/// without a slot acks with both bitmaps full); `HW_BARRIER` over more
+/// than the switch's 256-node group is `BadVp` at once.
 pub const ABI_VERSION: u32 = (1 << 16) | 8;
 
 /// Major part of [`ABI_VERSION`].

@@ -325,7 +325,9 @@ wire_enum! {
         UnmapRegion = 4,
         /// Set a parameter: `ARG0` = [`Param`], `ARG1` = value.
         SetParam = 5,
-        /// Reset the flow to node `ARG0` (after `PeerUnreachable`).
+        /// Forget both directions of the flow with node `ARG0` and (since
+        /// 1.8) free their flow slots: after `PeerUnreachable`, or to make
+        /// room for another peer. Both ends must reset.
         ResetFlow = 6,
     }
 }
@@ -729,7 +731,8 @@ pub struct Geometry {
     pub events_per_ctx: u16,
     /// Region table entries.
     pub regions: u8,
-    /// Peers the NIC exchanges packets with at once: its flow slots per
+    /// Peers the NIC exchanges packets with between resets (slots are not
+    /// freed when idle): its flow slots per
     /// direction, and the most nodes one broadcast spans (since 1.8; the
     /// node numbers themselves span the whole 16-bit space). Before 1.8
     /// the field was the largest node count, the same number.

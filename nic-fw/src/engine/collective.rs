@@ -73,7 +73,8 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             return Ok(false);
         }
         self.check_range(ctx, low, high)?;
-        // The broadcast keeps each destination's progress in a slot.
+        // `bcasts.dest` has PEERS entries, one per node of the range
+        // (`node - low`).
         if usize::from(high.saturating_sub(low)) >= PEERS {
             return Err(ErrorCode::NoPeerSlot);
         }

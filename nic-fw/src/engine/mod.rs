@@ -19,8 +19,9 @@
 //! - nothing panics: every table access is checked, every arithmetic
 //!   operation is explicit about overflow (the crate denies
 //!   `indexing_slicing` and `arithmetic_side_effects`);
-//! - a rejected packet writes nothing, and is reported both to the target
-//!   context (error record) and to the initiator (ack error bit);
+//! - a rejected packet writes nothing, and is reported to the initiator
+//!   (ack error bit) and, unless the NIC had no flow slot for the sender,
+//!   to the target context (error record);
 //! - a DMA completes exactly once: its source event fires when its last
 //!   packet is acknowledged, with the first error any packet met;
 //! - a destination event is set only by the last packet of a DMA, and
@@ -464,7 +465,9 @@ struct RxFlow {
     /// When a packet of this sender last came on the direct path (0:
     /// never): a path is not learned from a sibling within 8 timeouts of it.
     direct_ns: u64,
-    /// The broadcasts this sender sends to this NIC.
+    /// This sender's broadcasts to this NIC, followed in its receive slot
+    /// so that receiving broadcasts needs no table of its own (abi.md
+    /// §8.1).
     bcast: BcastRx,
 }
 

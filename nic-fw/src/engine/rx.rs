@@ -492,10 +492,12 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                 };
                 match self.install_dma(dma) {
                     Ok(()) => Verdict::Accepted,
-                    // No response slot free: the requester sends it again.
+                    // No DMA channel free for the response: refused for
+                    // now; the requester sends it again (§4.3).
                     Err(ErrorCode::Busy) => Verdict::Refused,
-                    // No flow slot for the requester: no later try would
-                    // find one (slots are freed only by RESET_FLOW).
+                    // No flow slot for the requester: a slot frees only on
+                    // RESET_FLOW or a receiver's no-slot refusal, which a
+                    // retry cannot wait for.
                     Err(code) => {
                         self.report_inbound(
                             route,

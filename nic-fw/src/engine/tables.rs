@@ -1,7 +1,9 @@
 //! The engine's tables that keep invariants of their own: the DMA channels
 //! (how many are active, the issue order, the transmit cursor), the chain
 //! queue (a ring of fired commands between `head` and `tail`), the events
-//! of every context (one lookup, one reset), the flows and the broadcasts.
+//! of every context (one lookup, one reset), the per-peer slot table
+//! (`PeerTable`: open addressing; a removal shifts back the entries
+//! probed past it), the flows kept in it, and the broadcasts.
 //! Only `install` and `retire` change which DMA channels are active (the
 //! engine updates an active channel's progress through `slots`), and only
 //! the chain queue's methods move its ring.
@@ -425,9 +427,10 @@ impl<const PEERS: usize> Flows<PEERS> {
     }
 }
 
-/// The broadcast DMA this NIC sends (one at a time), what each
-/// destination acknowledged of it, and what this NIC receives of each
-/// sender's.
+/// The broadcast DMA this NIC sends (one at a time) and what each
+/// destination acknowledged of it. What this NIC receives of each
+/// sender's broadcasts is kept in that sender's receive flow
+/// (`RxFlow::bcast`).
 #[derive(Debug)]
 pub(super) struct Broadcasts<const PEERS: usize> {
     pub(super) tx: BcastTx,

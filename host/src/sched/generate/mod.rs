@@ -35,10 +35,10 @@ use crate::topology::Topology;
 /// pool of this many symmetric destination events.
 pub const MAX_COUNTERS: u16 = 120;
 
-/// Most nodes a hardware barrier or broadcast spans: the switch's barrier
-/// group ([`railcoll_fw::switch::MAX_GROUP_NODES`]; the NICs' flow slots
-/// bound a broadcast too, checked with the rest of the NICs' budget,
-/// `budget::fits`).
+/// Most nodes a hardware barrier spans (the switch's barrier group,
+/// [`railcoll_fw::switch::MAX_GROUP_NODES`]). A hardware broadcast is held
+/// to the same bound: what limits it is the NICs' flow slots (256 on the
+/// reference NIC), checked with the rest of the budget (`budget::fits`).
 pub const HW_COLLECTIVE_NODES: usize = railcoll_fw::switch::MAX_GROUP_NODES;
 
 /// Largest block a native gather moves through the node segment [QA08 §3.1].
@@ -82,7 +82,7 @@ pub(crate) fn run(p: &Params, generator: Generator) -> Result<ScheduleSet, Error
         return Err(Error::Unsupported {
             algorithm: p.algorithm.name(),
             reason: format!(
-                "the switch's barrier and broadcast span at most {HW_COLLECTIVE_NODES} nodes; the communicator has {nodes}"
+                "the switch's barrier (its group table) and the hardware broadcast (the reference NIC's flow slots) span at most {HW_COLLECTIVE_NODES} nodes; the communicator has {nodes}"
             ),
         });
     }
