@@ -352,6 +352,20 @@ pub struct Overrun {
 }
 
 impl Overrun {
+    /// `resource` needed `needed` times where `available` are offered,
+    /// with no place named yet.
+    fn of(resource: &'static str, needed: u64, available: u64) -> Self {
+        Self {
+            resource,
+            needed,
+            available,
+            rank: None,
+            step: None,
+            node: None,
+            rail: None,
+        }
+    }
+
     /// Where, in words (" at rank 3, step 12"), or empty.
     pub fn place(&self) -> String {
         let mut at = Vec::new();
@@ -404,15 +418,7 @@ pub fn scratch_per_node(set: &ScheduleSet) -> usize {
 /// talks to, each way, against the NICs' flow slots ([`Budget::peers`]; a
 /// hardware broadcast or barrier counts as talking to every node).
 pub fn fits(set: &ScheduleSet, budget: &Budget) -> Result<(), Overrun> {
-    let over = |resource, needed: u64, available: u64| Overrun {
-        resource,
-        needed,
-        available,
-        rank: None,
-        step: None,
-        node: None,
-        rail: None,
-    };
+    let over = Overrun::of;
     if set.counters > budget.counters {
         return Err(over(
             "destination counters",
@@ -539,15 +545,7 @@ fn peers_within(set: &ScheduleSet, limit: u32) -> Result<(), Overrun> {
             _ => None,
         });
     if let Some(resource) = spanning {
-        return Err(Overrun {
-            resource,
-            needed: nodes as u64,
-            available: limit.into(),
-            rank: None,
-            step: None,
-            node: None,
-            rail: None,
-        });
+        return Err(Overrun::of(resource, nodes as u64, limit.into()));
     }
     let mut sends: Vec<Vec<usize>> = vec![Vec::new(); nodes];
     let mut receives: Vec<Vec<usize>> = vec![Vec::new(); nodes];
@@ -573,18 +571,14 @@ fn peers_within(set: &ScheduleSet, limit: u32) -> Result<(), Overrun> {
             peers.sort_unstable();
             peers.dedup();
             if peers.len() > limit as usize {
+                let resource = if direction == "to" {
+                    "peer nodes one NIC sends to (its flow slots)"
+                } else {
+                    "peer nodes one NIC receives from (its flow slots)"
+                };
                 return Err(Overrun {
-                    resource: if direction == "to" {
-                        "peer nodes one NIC sends to (its flow slots)"
-                    } else {
-                        "peer nodes one NIC receives from (its flow slots)"
-                    },
-                    needed: peers.len() as u64,
-                    available: limit.into(),
-                    rank: None,
-                    step: None,
                     node: Some(node),
-                    rail: None,
+                    ..Overrun::of(resource, peers.len() as u64, limit.into())
                 });
             }
         }
