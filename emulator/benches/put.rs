@@ -44,6 +44,7 @@ fn decoders(c: &mut Criterion) {
         wake: false,
         queue: false,
         retry: false,
+        flow: 1,
     })
     .emit();
     let raw = block.to_bytes();

@@ -33,6 +33,11 @@
 //!   changed latency.
 //! - The `@nic` form of every algorithm joined the set (issue 14): rows
 //!   added, the host-driven rows unchanged.
+//! - ABI 1.9's wire format 3 (issue 30): every sequenced packet and ack
+//!   carries its flow instance in header bytes 56..60, and the version
+//!   byte is 3; the hash covers packet headers, so all 993 runs changed
+//!   hash; none changed latency (no run is idle long enough for a flow to
+//!   close).
 //!
 //! The first update that changed latencies, on purpose:
 //! - Cross-rail triggers in the offload compiler (issue 14, ABI 1.2): a

@@ -552,6 +552,7 @@ mod tests {
             err_bits: 0,
             err_code: None,
             refused: 0,
+            flow: 1,
         });
         assert_eq!(s.forward(&ack.emit()), Forward::Unicast(9));
         let b = Packet::Bcast(crate::abi::packet::BcastPacket {

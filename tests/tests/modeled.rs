@@ -601,3 +601,83 @@ fn a_fabric_past_256_nodes_keeps_flow_state_for_its_peers_only() {
     );
     assert!(said.iter().any(|s| s.contains(refusal)), "{said:?}");
 }
+
+/// Ranks that stay out of the library past the NICs' close idle time (2 s
+/// of virtual time; docs/abi.md §8.1): every flow the first collectives
+/// opened closes at both ends (no NIC holds a flow slot while they wait),
+/// nothing is dropped as past the packet lifetime, and the next
+/// collectives open new flows and deliver every byte; twice on the same
+/// cluster.
+#[test]
+fn idle_flows_close_at_both_ends_and_the_next_collectives_open_new_ones() {
+    use railcoll_host::sched::Choice;
+    use railcoll_tests::coll::{Case, Form, run_case};
+    // Once, in the threads pass, on a modeled cluster: idle seconds of
+    // virtual time cost nothing.
+    if !matches!(railcoll_tests::mode(), Mode::Threads) {
+        return;
+    }
+    let cluster = Cluster::modeled(
+        ClusterConfig {
+            mode: Mode::Modeled,
+            ..railcoll_tests::cluster_config(4, 2, 2, 1 << 20)
+        },
+        Profile::builtin("qsnet2-dual").expect("profile"),
+    )
+    .expect("a modeled cluster");
+    let kernel = cluster.kernel().expect("modeled").clone();
+    let closed = || {
+        kernel
+            .nic_stats()
+            .iter()
+            .map(|s| s.flows_closed)
+            .sum::<u64>()
+    };
+    let cases = [
+        (Collective::Allgather, Choice::host(Algorithm::Direct), 300),
+        (Collective::Alltoall, Choice::host(Algorithm::Direct), 64),
+        (
+            Collective::Allgather,
+            Choice::nic(Algorithm::RecursiveDoubling),
+            1000,
+        ),
+    ];
+    for round in 0..2 {
+        let before = closed();
+        let slots = kernel.clone();
+        let out = cluster.run(|comm| -> Result<Vec<(usize, usize)>, String> {
+            let mut idle_slots = Vec::new();
+            for (i, (c, a, bytes)) in cases.iter().copied().enumerate() {
+                let case = Case {
+                    c,
+                    a,
+                    root: 0,
+                    bytes,
+                    form: Form::Blocking,
+                };
+                run_case(comm, case).map_err(|e| format!("{c} {a}: {e}"))?;
+                if i == 0 {
+                    // Rank 0 comes back first and looks before any rank
+                    // posts again.
+                    let late = if comm.rank() == 0 { 0 } else { 10 };
+                    comm.compute(std::time::Duration::from_millis(3000 + late));
+                    if comm.rank() == 0 {
+                        idle_slots = slots.flow_slots_in_use();
+                    }
+                }
+            }
+            Ok(idle_slots)
+        });
+        for (rank, r) in out.into_iter().enumerate() {
+            let idle_slots = r
+                .expect("no panic")
+                .unwrap_or_else(|e| panic!("round {round}, rank {rank}: {e}"));
+            assert!(
+                idle_slots.iter().all(|&s| s == (0, 0)),
+                "round {round}, rank {rank}: slots held after 3 s idle: {idle_slots:?}"
+            );
+        }
+        assert!(closed() > before, "round {round}: no flow closed");
+    }
+    assert_eq!(cluster.expired_packets(), 0);
+}

@@ -589,6 +589,16 @@ impl Cluster {
         }
     }
 
+    /// Packets the NICs' receive ports dropped so far because they were
+    /// older than the rails' packet lifetime ([`crate::hw::wire::PACKET_LIFETIME_NS`]:
+    /// a delay fault or a stall held them that long).
+    pub fn expired_packets(&self) -> u64 {
+        match &self.backend {
+            Backend::Threads { rails, .. } => rails.iter().map(|r| r.expired()).sum(),
+            Backend::Modeled { kernel, .. } => kernel.expired_packets(),
+        }
+    }
+
     /// Barrier arrivals the rails' switches held because all their group
     /// entries ([`railcoll_fw::switch::GROUPS`]) were collecting: how
     /// often communicators' hardware barriers reached the switch's limit

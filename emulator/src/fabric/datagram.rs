@@ -185,6 +185,8 @@ pub fn decode(datagram: &[u8]) -> Result<Decoded, DatagramError> {
             payload,
             damage: None::<Damage>,
             tunnel,
+            // From another host: its clock is not this one's.
+            born_ns: 0,
         },
     })
 }
@@ -207,6 +209,7 @@ mod tests {
             }),
             damage: None,
             tunnel,
+            born_ns: 0,
         }
     }
 

@@ -173,6 +173,7 @@ pub(crate) fn intact_any(memories: &[DmaMemory], packet: &WirePacket<Payload>) -
                 payload: Some(*r),
                 damage: packet.damage,
                 tunnel: packet.tunnel,
+                born_ns: packet.born_ns,
             };
             payload_intact(memories, &by_ref)
         }
@@ -240,6 +241,7 @@ mod tests {
             }),
             damage,
             tunnel: None,
+            born_ns: 0,
         }
     }
 

@@ -88,7 +88,19 @@ pub struct WirePacket<P = PayloadRef> {
     pub damage: Option<Damage>,
     /// The packet goes round its own rail through siblings (ABI 1.5).
     pub tunnel: Option<Tunnel>,
+    /// When its sender's NIC sent it, on the receiving board's clock
+    /// (virtual time in modeled mode; 0: not stamped, e.g. a datagram
+    /// from another host, or a packet the switch makes): a packet older
+    /// than [`PACKET_LIFETIME_NS`] is dropped where it reaches a NIC.
+    pub born_ns: u64,
 }
+
+/// The rails' packet lifetime (docs/abi.md §4.6): no packet reaches a NIC
+/// later than this after its sender sent it, whatever held it (a delay
+/// fault, a stalled sibling relaying it, a long queue). The NICs close an
+/// idle flow after twice this (`FLOW_CLOSE_IDLE`, abi.md §8.1), which is
+/// safe only because of it.
+pub const PACKET_LIFETIME_NS: u64 = 1_000_000_000;
 
 impl<P> WirePacket<P> {
     /// A packet as a NIC sends it.
@@ -98,7 +110,19 @@ impl<P> WirePacket<P> {
             payload,
             damage: None,
             tunnel: None,
+            born_ns: 0,
         }
+    }
+
+    /// Stamp it as sent at `now_ns` (a NIC's send).
+    pub fn sent_at(mut self, now_ns: u64) -> Self {
+        self.born_ns = now_ns.max(1);
+        self
+    }
+
+    /// Older than the rails' packet lifetime at `now_ns`.
+    pub fn expired(&self, now_ns: u64) -> bool {
+        self.born_ns != 0 && now_ns.saturating_sub(self.born_ns) > PACKET_LIFETIME_NS
     }
 
     /// Its payload's length (0 for none).
@@ -200,11 +224,18 @@ pub fn route_collective<P: Clone>(
     }
 }
 
-/// Is this a link-level acknowledgement (no data, travels beside data)?
+/// Is this a link-level control packet (an acknowledgement, or a flow's
+/// close and its answer: no data, travels beside data)?
 pub fn is_control<P>(packet: &WirePacket<P>) -> bool {
     matches!(
         PacketType::from_raw(packet.header.ptype),
-        Some(PacketType::Ack | PacketType::Nack | PacketType::BcastAck)
+        Some(
+            PacketType::Ack
+                | PacketType::Nack
+                | PacketType::BcastAck
+                | PacketType::FlowClose
+                | PacketType::FlowCloseAck
+        )
     )
 }
 

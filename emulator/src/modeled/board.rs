@@ -89,6 +89,8 @@ pub struct ModelBoard {
     siblings: Arc<[Arc<SharedRegisters>]>,
     /// Packets the receive port discarded for their payload CRC.
     pub(crate) crc_discards: u64,
+    /// Packets the receive port dropped past the packet lifetime.
+    pub(crate) expired: u64,
 }
 
 impl ModelBoard {
@@ -118,6 +120,7 @@ impl ModelBoard {
             rail: 0,
             siblings: Arc::from([]),
             crc_discards: 0,
+            expired: 0,
         })
     }
 
@@ -288,7 +291,7 @@ impl Link for ModelBoard {
             phys: p.phys,
             len: p.len,
         });
-        let mut packet = WirePacket::new(*header, payload);
+        let mut packet = WirePacket::new(*header, payload).sent_at(self.now_ns());
         packet.tunnel = tunnel;
         let start = if is_control(&packet) {
             // Acknowledgements travel back on the link level (Elan's PAck
@@ -326,6 +329,10 @@ impl Link for ModelBoard {
     fn recv(&mut self) -> Option<(PacketHeader, Option<PayloadRef>, Path)> {
         loop {
             let p = self.inbox.pop_front()?;
+            if p.expired(self.now_ns()) {
+                self.expired += 1;
+                continue;
+            }
             if payload_intact(&self.memories, &p) {
                 return Some((p.header, p.payload, Tunnel::path(p.tunnel)));
             }

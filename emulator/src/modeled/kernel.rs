@@ -353,6 +353,29 @@ impl Kernel {
             .sum()
     }
 
+    /// Every NIC's firmware counters, by NIC (node-major, then rail).
+    pub fn nic_stats(&self) -> Vec<railcoll_fw::engine::Stats> {
+        self.lock().nics.iter().map(|n| n.engine.stats()).collect()
+    }
+
+    /// Every NIC's flow slots in use, (transmit, receive), by NIC.
+    pub fn flow_slots_in_use(&self) -> Vec<(usize, usize)> {
+        self.lock()
+            .nics
+            .iter()
+            .map(|n| n.engine.flow_slots_in_use())
+            .collect()
+    }
+
+    /// Packets the receive ports dropped past the packet lifetime so far.
+    pub fn expired_packets(&self) -> u64 {
+        self.lock()
+            .nics
+            .iter()
+            .map(|n| n.engine.hardware().expired)
+            .sum()
+    }
+
     /// Judge `packet` taking a hop of `rail` at `at` (a corrupted one is
     /// changed in place); an injected fault goes into the trace.
     fn judge(&self, w: &mut World, rail: usize, packet: &mut WirePacket, at: Ps) -> Fate {

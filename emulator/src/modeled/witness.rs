@@ -339,6 +339,8 @@ fn packet_name(t: PacketType) -> &'static str {
         PacketType::BarrierLeave => "barrier leave",
         PacketType::BarrierRelease => "barrier release",
         PacketType::BarrierHeld => "barrier held",
+        PacketType::FlowClose => "flow close",
+        PacketType::FlowCloseAck => "flow close answer",
     }
 }
 

@@ -155,7 +155,8 @@ impl Link for EmuBoard {
             let len = payload.map_or(0, |p| p.len);
             format!("packet {len} B to node {}", header.dst_node.get())
         });
-        let mut packet = WirePacket::new(*header, payload.map(Payload::Memory));
+        let mut packet =
+            WirePacket::new(*header, payload.map(Payload::Memory)).sent_at(self.now_ns());
         match Tunnel::along(path, self.rail_index, self.rails.len()) {
             Ok(None) => self.rail.switch(packet),
             Ok(Some(tunnel)) => {
@@ -174,6 +175,10 @@ impl Link for EmuBoard {
     fn recv(&mut self) -> Option<(PacketHeader, Option<Payload>, Path)> {
         loop {
             let p = self.inbox.try_recv().ok()?;
+            if p.expired(self.now_ns()) {
+                self.rail.count_expired();
+                continue;
+            }
             if !intact_any(&self.memories, &p) {
                 self.rail.count_crc_discard();
                 continue;

@@ -40,6 +40,8 @@ pub struct Rail {
     epoch: Instant,
     /// Packets the rail's receive ports discarded for a bad payload CRC.
     crc_discards: AtomicU64,
+    /// Packets dropped at a receive port past the packet lifetime.
+    expired: AtomicU64,
     /// The rail's datagrams to and from other hosts, when its nodes are
     /// on several ([`crate::threads::udp`]).
     net: Option<RailNet>,
@@ -64,6 +66,7 @@ impl Rail {
                 held: Mutex::new(Vec::new()),
                 epoch,
                 crc_discards: AtomicU64::new(0),
+                expired: AtomicU64::new(0),
                 net,
             },
             receivers,
@@ -98,6 +101,16 @@ impl Rail {
     }
 
     /// A receive port of the rail discarded a packet for its CRC.
+    /// A receive port dropped a packet past the packet lifetime.
+    pub fn count_expired(&self) {
+        self.expired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Packets the receive ports dropped past the packet lifetime.
+    pub fn expired(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
+    }
+
     pub fn count_crc_discard(&self) {
         self.crc_discards.fetch_add(1, Ordering::Relaxed);
     }

@@ -73,8 +73,13 @@ pub use wire_enum::{Unknown, WireEnum};
 /// `RESET_FLOW`'s node); `RESET_FLOW` frees the slots; a peer the table
 /// has no room for meets [`error::ErrorCode::NoPeerSlot`] (a receiver
 /// without a slot acks with both bitmaps full); `HW_BARRIER` over more
-/// than the switch's 256-node group is `BadVp` at once.
-pub const ABI_VERSION: u32 = (1 << 16) | 8;
+/// than the switch's 256-node group is `BadVp` at once; 1.9 idle flows
+/// close (wire format 3): every sequenced packet and ack carries the
+/// flow's instance (header bytes 56..60), a transmit flow idle for
+/// `FLOW_CLOSE_IDLE` (parameter 6, reset 2 s) is closed by a `FlowClose`
+/// (type 11) that the receiver answers (type 12), freeing the slot at
+/// both ends, and a rail bounds a packet's lifetime to 1 s.
+pub const ABI_VERSION: u32 = (1 << 16) | 9;
 
 /// Major part of [`ABI_VERSION`].
 pub const ABI_MAJOR: u16 = (ABI_VERSION >> 16) as u16;

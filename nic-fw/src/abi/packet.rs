@@ -24,7 +24,7 @@
 //!
 //! | bytes | field | data | get request | ack / nack |
 //! |---|---|---|---|---|
-//! | 0 | version | 2 | 2 | 2 |
+//! | 0 | version | 3 | 3 | 3 |
 //! | 1 | type | 1 | 2 | 3 / 4 |
 //! | 2 | flags | LAST, GET_RESPONSE, WAKE, QUEUE, RETRY | 0 | 0 |
 //! | 3 | src_ctx | sender context | requester context | 0 |
@@ -41,13 +41,19 @@
 //! | 40..48 | aux0 | DMA's first target address | owner's source address | error bitmap |
 //! | 48..52 | aux1 | 0 | owner's event / NONE | error code (ack and nack) |
 //! | 52..56 | aux2 | DMA's total length | total length | refusal bitmap |
+//! | 56..60 | flow | sender's flow instance | sender's flow instance | the instance acknowledged |
+//! | 60..64 | checksum | | | |
 //!
 //! A data packet carries its whole DMA's target range (`aux0`, `aux2`) so
 //! the receiver checks the *entire* range on every packet: a DMA that is
 //! partly outside the target's regions is rejected packet by packet and
 //! writes nothing at all ([ELAN-SEM §13 rule 10]: never partially apply).
-//! | 56..60 | reserved | 0 | 0 | 0 |
-//! | 60..64 | checksum | | | |
+//!
+//! Since wire format 3 (ABI 1.9) every sequenced packet, ack and nack
+//! names the *flow instance* it belongs to: a number the sender draws when
+//! it opens a transmit flow to a peer, so that the two ends can close an
+//! idle flow and open a new one later without a stale packet of the old
+//! one taking effect ([`PacketType::FlowClose`], docs/abi.md §8.1).
 
 use bitflags::bitflags;
 use zerocopy::little_endian::{U16, U32, U64};
@@ -59,8 +65,9 @@ use super::{ContextIndex, MAX_DMA_LEN, MAX_PACKET_SIZE, NodeId};
 /// Header size in bytes.
 pub const HEADER_LEN: usize = 64;
 
-/// Wire format version (2: the payload CRC trailer).
-pub const WIRE_VERSION: u8 = 2;
+/// Wire format version (2: the payload CRC trailer; 3: flow instances and
+/// the close handshake).
+pub const WIRE_VERSION: u8 = 3;
 
 bitflags! {
     /// The header's flag byte. Data packets may carry all four (within the
@@ -125,8 +132,9 @@ pub struct PacketHeader {
     pub aux1: U32,
     /// Auxiliary 2.
     pub aux2: U32,
-    /// Reserved, zero.
-    pub reserved1: U32,
+    /// The flow instance (data, get request, ack, nack, close, close ack;
+    /// nonzero), zero for every other type.
+    pub flow: U32,
     /// Checksum of bytes 0..60, see [`checksum`].
     pub checksum: U32,
 }
@@ -162,6 +170,13 @@ wire_enum! {
         /// still collecting (to that member; since ABI 1.5): the switch is
         /// alive, the barrier waits for other members.
         BarrierHeld = 10,
+        /// The sender closes an idle transmit flow (since ABI 1.9): `seq`
+        /// = its next sequence number, `flow` = the instance closed.
+        FlowClose = 11,
+        /// The receiver's answer to a close: `seq` and `flow` as the close
+        /// carried them, `aux1` = 1 if the receiver forgot the flow (or
+        /// never had it), 0 if it keeps it (its state disagrees).
+        FlowCloseAck = 12,
     }
 }
 
@@ -224,6 +239,8 @@ pub struct DataPacket {
     pub queue: bool,
     /// Queued DMA sent again after the target refused it.
     pub retry: bool,
+    /// The sender's flow instance (nonzero).
+    pub flow: u32,
 }
 
 /// A get request to the owner `route.dst_ctx`, which runs the described
@@ -246,6 +263,8 @@ pub struct GetRequestPacket {
     pub dst_event: u32,
     /// DMA cookie.
     pub cookie: u32,
+    /// The sender's flow instance (nonzero).
+    pub flow: u32,
 }
 
 /// A broadcast data packet: replicated by the rail's switch to every node
@@ -375,6 +394,27 @@ pub struct AckPacket {
     /// full or not yet initialised): nothing of it was written, and the
     /// sender sends it again (since 1.4).
     pub refused: u32,
+    /// The flow instance acknowledged (nonzero): the sender ignores an
+    /// ack for any other.
+    pub flow: u32,
+}
+
+/// The close handshake of an idle flow (since ABI 1.9): the sender's
+/// [`PacketType::FlowClose`], or the receiver's answer. Header: `seq` =
+/// `next_seq`, `flow` = instance, `aux1` = `closed` (answer only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClosePacket {
+    /// Sender of this packet.
+    pub src_node: NodeId,
+    /// Its receiver.
+    pub dst_node: NodeId,
+    /// The flow's sender's next sequence number: every packet before it
+    /// was acknowledged.
+    pub next_seq: u32,
+    /// The flow instance closed (nonzero).
+    pub flow: u32,
+    /// (Answer only) the receiver forgot the flow, or never had it.
+    pub closed: bool,
 }
 
 /// A validated packet header.
@@ -413,16 +453,17 @@ pub enum Packet {
     /// The switch holds a member's arrival (an answer to a re-announced
     /// arrival of a barrier still collecting).
     BarrierHeld(BarrierPacket),
+    /// The sender closes an idle flow.
+    FlowClose(ClosePacket),
+    /// The receiver's answer to a close.
+    FlowCloseAck(ClosePacket),
 }
 
-/// The envelope every packet shares: checksum, version, reserved fields.
+/// The envelope every packet shares: checksum, version, reserved field; a
+/// flow instance where the type has one and none elsewhere.
 fn check_envelope(h: &PacketHeader) -> Result<(), ErrorCode> {
     let bytes: [u8; HEADER_LEN] = zerocopy::transmute!(*h);
-    if checksum(&bytes) != h.checksum.get()
-        || h.version != WIRE_VERSION
-        || h.reserved0 != [0; 3]
-        || h.reserved1.get() != 0
-    {
+    if checksum(&bytes) != h.checksum.get() || h.version != WIRE_VERSION || h.reserved0 != [0; 3] {
         return Err(ErrorCode::BadPacket);
     }
     Ok(())
@@ -521,6 +562,7 @@ fn parse_data(h: &PacketHeader, route: Route) -> Result<DataPacket, ErrorCode> {
         wake: flags.contains(PacketFlags::WAKE),
         queue: flags.contains(PacketFlags::QUEUE),
         retry: flags.contains(PacketFlags::RETRY),
+        flow: h.flow.get(),
     })
 }
 
@@ -536,6 +578,7 @@ fn parse_get_request(h: &PacketHeader, route: Route) -> Result<GetRequestPacket,
         src_event: h.aux1.get(),
         dst_event: h.event.get(),
         cookie: h.cookie.get(),
+        flow: h.flow.get(),
     })
 }
 
@@ -603,7 +646,26 @@ fn parse_ack(h: &PacketHeader, route: Route, kind: AckKind) -> Result<Packet, Er
         err_bits: h.aux0.get(),
         err_code: err_code_of(h)?,
         refused: h.aux2.get(),
+        flow: h.flow.get(),
     }))
+}
+
+/// A close (`answer` false: `aux1` zero) or its answer (`aux1` 0 or 1).
+fn parse_close(h: &PacketHeader, route: Route, answer: bool) -> Result<ClosePacket, ErrorCode> {
+    let aux1 = h.aux1.get();
+    require(
+        control_fields_clear(h)
+            && h.aux0.get() == 0
+            && h.aux2.get() == 0
+            && (aux1 == 0 || (answer && aux1 == 1)),
+    )?;
+    Ok(ClosePacket {
+        src_node: route.src_node,
+        dst_node: route.dst_node,
+        next_seq: h.seq.get(),
+        flow: h.flow.get(),
+        closed: aux1 == 1,
+    })
 }
 
 impl Packet {
@@ -611,6 +673,16 @@ impl Packet {
     pub fn parse(h: &PacketHeader) -> Result<Packet, ErrorCode> {
         check_envelope(h)?;
         let ptype = PacketType::from_raw(h.ptype).ok_or(ErrorCode::BadPacket)?;
+        let flowed = matches!(
+            ptype,
+            PacketType::Data
+                | PacketType::GetRequest
+                | PacketType::Ack
+                | PacketType::Nack
+                | PacketType::FlowClose
+                | PacketType::FlowCloseAck
+        );
+        require((h.flow.get() != 0) == flowed)?;
         let route = route_of(h);
         match ptype {
             PacketType::Data => parse_data(h, route).map(Packet::Data),
@@ -623,6 +695,8 @@ impl Packet {
             PacketType::BarrierHeld => parse_barrier(h, route).map(Packet::BarrierHeld),
             PacketType::Ack => parse_ack(h, route, AckKind::Ack),
             PacketType::Nack => parse_ack(h, route, AckKind::Nack),
+            PacketType::FlowClose => parse_close(h, route, false).map(Packet::FlowClose),
+            PacketType::FlowCloseAck => parse_close(h, route, true).map(Packet::FlowCloseAck),
         }
     }
 
@@ -645,6 +719,7 @@ impl Packet {
                 wake,
                 queue,
                 retry,
+                flow,
             }) => {
                 h.ptype = PacketType::Data.as_raw();
                 set_route(&mut h, &route);
@@ -662,6 +737,7 @@ impl Packet {
                 h.cookie = U32::new(cookie);
                 h.aux0 = U64::new(dma_addr);
                 h.aux2 = U32::new(dma_len);
+                h.flow = U32::new(flow);
             }
             Packet::GetRequest(GetRequestPacket {
                 route,
@@ -672,6 +748,7 @@ impl Packet {
                 src_event,
                 dst_event,
                 cookie,
+                flow,
             }) => {
                 h.ptype = PacketType::GetRequest.as_raw();
                 set_route(&mut h, &route);
@@ -682,6 +759,7 @@ impl Packet {
                 h.aux0 = U64::new(src_addr);
                 h.aux1 = U32::new(src_event);
                 h.aux2 = U32::new(len);
+                h.flow = U32::new(flow);
             }
             Packet::Ack(AckPacket {
                 kind,
@@ -691,6 +769,7 @@ impl Packet {
                 err_bits,
                 err_code,
                 refused,
+                flow,
             }) => {
                 h.ptype = kind.ptype().as_raw();
                 h.src_node = U16::new(src_node);
@@ -699,6 +778,21 @@ impl Packet {
                 h.aux0 = U64::new(err_bits);
                 h.aux2 = U32::new(refused);
                 h.aux1 = err_code_raw(err_code);
+                h.flow = U32::new(flow);
+            }
+            Packet::FlowClose(c) | Packet::FlowCloseAck(c) => {
+                let answer = matches!(self, Packet::FlowCloseAck(_));
+                h.ptype = if answer {
+                    PacketType::FlowCloseAck
+                } else {
+                    PacketType::FlowClose
+                }
+                .as_raw();
+                h.src_node = U16::new(c.src_node);
+                h.dst_node = U16::new(c.dst_node);
+                h.seq = U32::new(c.next_seq);
+                h.flow = U32::new(c.flow);
+                h.aux1 = U32::new(u32::from(answer && c.closed));
             }
             Packet::Bcast(_)
             | Packet::BcastAck { .. }
@@ -776,6 +870,7 @@ impl Packet {
             | Packet::BarrierRelease(b)
             | Packet::BarrierLeave(b)
             | Packet::BarrierHeld(b) => b.route.dst_node,
+            Packet::FlowClose(c) | Packet::FlowCloseAck(c) => c.dst_node,
         }
     }
 

@@ -353,6 +353,11 @@ wire_enum! {
         /// limit migrates, plus one (0: none, the flow breaks; reset 0;
         /// since 1.5; docs/abi.md §8.4).
         AlternateRail = 5,
+        /// How long, in nanoseconds, a transmit flow stays idle before it
+        /// is closed and its slot freed at both ends (0: never; else at
+        /// least twice the rail's packet lifetime, docs/abi.md §4.6, and
+        /// >= 1000; reset 2 s; since 1.9; docs/abi.md §8.1).
+        FlowCloseIdleNs = 6,
     }
 }
 

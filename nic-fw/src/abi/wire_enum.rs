@@ -195,10 +195,10 @@ mod tests {
     }
 
     #[test]
-    fn packet_types_are_exactly_1_to_10() {
+    fn packet_types_are_exactly_1_to_12() {
         assert_eq!(
             widen(exhaustive::<PacketType>(0..=u8::MAX)),
-            range_u32(1, 10)
+            range_u32(1, 12)
         );
     }
 
@@ -208,8 +208,8 @@ mod tests {
     }
 
     #[test]
-    fn params_are_exactly_1_to_5() {
-        assert_eq!(widen(exhaustive::<Param>(0..=u8::MAX)), range_u32(1, 5));
+    fn params_are_exactly_1_to_6() {
+        assert_eq!(widen(exhaustive::<Param>(0..=u8::MAX)), range_u32(1, 6));
     }
 
     #[test]

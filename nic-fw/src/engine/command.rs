@@ -446,10 +446,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                 .open(dma.peer_node, super::RxFlow::NEW)
                 .ok_or(ErrorCode::NoPeerSlot)?;
         }
-        self.flows
-            .tx
-            .open(dma.peer_node, super::TxFlow::NEW)
-            .ok_or(ErrorCode::NoPeerSlot)?;
+        self.open_tx_flow(dma.peer_node)?;
         let channel = self.dmas.install(dma).ok_or(ErrorCode::Busy)?;
         self.hw.note(Activity::DmaStart {
             channel: channel as u8,

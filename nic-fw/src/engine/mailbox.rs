@@ -182,6 +182,18 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                         }
                         self.params.queue_wait_ns = value;
                     }
+                    Param::FlowCloseIdleNs => {
+                        if value != 0 && value < 1000 {
+                            return Err(ErrorCode::BadConfig);
+                        }
+                        self.params.close_idle_ns = value;
+                        if value == 0 {
+                            self.flows.close_scan_ns = None;
+                        } else if self.flows.tx.values().next().is_some() {
+                            let now = self.hw.now_ns();
+                            self.flows.close_scan_ns = Some(now.saturating_add(value));
+                        }
+                    }
                     Param::AlternateRail => {
                         // 0: no alternate; rail + 1: a sibling of this node
                         // (never this NIC's own rail, and only on a board

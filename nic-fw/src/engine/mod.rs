@@ -13,7 +13,7 @@
 //!    for a free DMA slot);
 //! 6. transmission: retransmissions first, then one packet per active DMA,
 //!    round-robin, within each flow's window;
-//! 7. retransmission timers.
+//! 7. retransmission timers, and the closing of idle flows.
 //!
 //! Invariants the code keeps (and the tests check):
 //! - nothing panics: every table access is checked, every arithmetic
@@ -34,6 +34,7 @@
 //! nodes one broadcast spans; `EVENTS` the events per context; the other
 //! sizes are the ABI's constants.
 
+mod close;
 mod collective;
 mod command;
 mod events;
@@ -92,6 +93,11 @@ pub struct Stats {
     pub dmas_completed: u64,
     /// Errors with no context to report them to.
     pub unreported_errors: u64,
+    /// Transmit flows closed by the close handshake (since ABI 1.9).
+    pub flows_closed: u64,
+    /// Sequenced packets dropped because they belong to another instance
+    /// of the flow than the receive slot's.
+    pub stale_packets: u64,
 }
 
 /// What one poll achieved; tells a scheduler whether it may sleep.
@@ -117,6 +123,8 @@ struct Params {
     /// The sibling rail a flow past its retry limit migrates to
     /// (`SET_PARAM` 5; `None`: the flow breaks instead).
     alternate: Option<u8>,
+    /// A transmit flow idle this long is closed (`SET_PARAM` 6; 0: never).
+    close_idle_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -323,13 +331,23 @@ struct BcastDest {
 }
 
 /// Receiver state of the broadcasts from one source node.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct BcastRx {
     id: u32,
     next: u32,
     started: bool,
     /// The first error met, if any.
     status: Option<ErrorCode>,
+}
+
+impl BcastRx {
+    /// No broadcast received from the source yet.
+    const NEW: BcastRx = BcastRx {
+        id: 0,
+        next: 0,
+        started: false,
+        status: None,
+    };
 }
 
 /// A context's barrier waiting for the switch's release.
@@ -401,6 +419,11 @@ struct TxFlow {
     /// When a migrated flow next tries its direct path (a copy of its
     /// oldest unacknowledged packet sent directly).
     path_probe_ns: u64,
+    /// This opening's instance, carried by every packet of the flow
+    /// (nonzero once the slot is open).
+    instance: u32,
+    /// A close was sent and its answer is awaited: nothing else is sent.
+    closing: bool,
 }
 
 impl TxFlow {
@@ -437,6 +460,8 @@ impl TxFlow {
         broken: false,
         via: None,
         path_probe_ns: 0,
+        instance: 0,
+        closing: false,
     };
 }
 
@@ -469,6 +494,9 @@ struct RxFlow {
     /// so that receiving broadcasts needs no table of its own (abi.md
     /// §8.1).
     bcast: BcastRx,
+    /// The sender's flow instance this slot follows (0: none yet; the
+    /// first sequenced packet binds it).
+    instance: u32,
 }
 
 /// An input queue holding back one sender's items.
@@ -494,12 +522,8 @@ impl RxFlow {
         held: [None; HELD_QUEUES],
         reply: Path::Direct,
         direct_ns: 0,
-        bcast: BcastRx {
-            id: 0,
-            next: 0,
-            started: false,
-            status: None,
-        },
+        bcast: BcastRx::NEW,
+        instance: 0,
     };
 }
 
@@ -523,6 +547,11 @@ const DEFAULT_RETRY_LIMIT: u32 = 16;
 /// How long an input queue may refuse a sender's item before it fails: a
 /// consumer that has not taken an item for a second is stuck or gone.
 const DEFAULT_QUEUE_WAIT_NS: u64 = 1_000_000_000;
+/// How long a transmit flow stays idle before it is closed: twice the
+/// packet lifetime a rail guarantees (docs/abi.md §4.6: 1 s), so that no
+/// packet of the flow, nor an ack of one, is still in the fabric when
+/// the two ends forget it.
+const DEFAULT_CLOSE_IDLE_NS: u64 = 2_000_000_000;
 /// Queues one receiving flow remembers as holding back a sender's items
 /// (refused, so later items to the same queue wait behind them).
 const HELD_QUEUES: usize = 4;
@@ -614,6 +643,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                 retry_limit: DEFAULT_RETRY_LIMIT,
                 alternate: None,
                 queue_wait_ns: DEFAULT_QUEUE_WAIT_NS,
+                close_idle_ns: DEFAULT_CLOSE_IDLE_NS,
             },
             contexts: [Context::DETACHED; MAX_CONTEXTS],
             regions: [None; MAX_REGIONS],
@@ -642,6 +672,16 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
     /// Counters.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Flow slots in use: (transmit, receive). Idle flows close after the
+    /// close idle time (docs/abi.md §8.1), so on a quiet NIC these fall
+    /// to the receive slots kept for broadcast sources.
+    pub fn flow_slots_in_use(&self) -> (usize, usize) {
+        (
+            self.flows.tx.values().count(),
+            self.flows.rx.values().count(),
+        )
     }
 
     /// Where this NIC sits.
@@ -760,8 +800,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
 
     fn next_timer(&self) -> Option<u64> {
         let collective = self.collective_timer();
+        let close = self.close_timer();
         if !self.flows.any_busy() {
-            return [collective, self.requeue_timer()]
+            return [collective, self.requeue_timer(), close]
                 .into_iter()
                 .flatten()
                 .min();
@@ -785,7 +826,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                 }
             })
             .min();
-        [unicast, collective, self.requeue_timer()]
+        [unicast, collective, self.requeue_timer(), close]
             .into_iter()
             .flatten()
             .min()

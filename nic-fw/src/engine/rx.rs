@@ -87,9 +87,13 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         };
         match packet {
             Packet::Ack(ack) => self.on_ack(&ack, path),
-            Packet::Data(DataPacket { route, seq, .. })
-            | Packet::GetRequest(GetRequestPacket { route, seq, .. }) => {
-                self.on_sequenced(route.src_node, seq, &packet, payload, path);
+            Packet::Data(DataPacket {
+                route, seq, flow, ..
+            })
+            | Packet::GetRequest(GetRequestPacket {
+                route, seq, flow, ..
+            }) => {
+                self.on_sequenced(route.src_node, (flow, seq), &packet, payload, path);
             }
             Packet::Bcast(b) => self.on_bcast(&b, payload, path),
             Packet::BcastAck {
@@ -101,6 +105,8 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             } => {
                 self.on_bcast_ack(src_node, id, received, err_code, path);
             }
+            Packet::FlowClose(c) => self.on_flow_close(&c, path),
+            Packet::FlowCloseAck(c) => self.on_flow_close_ack(&c),
             Packet::BarrierRelease(b) => self.on_barrier_release(&b),
             Packet::BarrierHeld(b) => self.on_barrier_held(&b),
             // Arrivals are the switch's business; the guard above dropped
@@ -109,18 +115,29 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         }
     }
 
+    /// A data packet or get request, number `seq` of flow instance
+    /// `instance` from `src`.
     fn on_sequenced(
         &mut self,
         src: NodeId,
-        seq: u32,
+        (instance, seq): (u32, u32),
         packet: &Packet,
         payload: &H::Payload,
         path: Path,
     ) {
         let Some(flow) = self.flows.rx.open(src, super::RxFlow::NEW) else {
-            self.refuse_unknown_peer(src, seq, path);
+            self.refuse_unknown_peer(src, instance, seq, path);
             return;
         };
+        if flow.instance == 0 {
+            flow.instance = instance;
+        } else if flow.instance != instance {
+            // Another instance than the one this slot follows: one the
+            // sender opened while this NIC kept its slot (a one-sided
+            // reset), never applied here.
+            self.stats.stale_packets = self.stats.stale_packets.wrapping_add(1);
+            return;
+        }
         // Acks go back the way the sender's latest packet came.
         flow.reply = path;
         if path == Path::Direct {
@@ -568,7 +585,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
     /// refusal of a receiver without a slot (every bit of both bitmaps
     /// set, which no flow's ack can be: a packet is rejected or refused,
     /// not both), so that the sender tells it from a flow's own rejection.
-    fn refuse_unknown_peer(&mut self, src: NodeId, seq: u32, path: Path) {
+    fn refuse_unknown_peer(&mut self, src: NodeId, instance: u32, seq: u32, path: Path) {
         self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
         let packet = Packet::Ack(AckPacket {
             kind: AckKind::Ack,
@@ -578,6 +595,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             err_bits: u64::MAX,
             err_code: Some(ErrorCode::NoPeerSlot),
             refused: u32::MAX,
+            flow: instance,
         });
         let _ = self.hw.send(&packet.emit(), None, path);
     }
@@ -624,6 +642,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                 err_bits: flow.err_bits,
                 err_code: flow.last_err,
                 refused: flow.refused_bits,
+                flow: flow.instance,
             });
             flow.ack_owed = false;
             flow.nack_owed = false;

@@ -307,6 +307,13 @@ impl<T: Copy, const SLOTS: usize> PeerTable<T, SLOTS> {
         }
     }
 
+    /// The peer in slot `i` and its state, if that slot is taken (for walks
+    /// by slot index, which a removal may disturb: it moves entries).
+    pub(super) fn slot_mut(&mut self, i: usize) -> Option<(NodeId, &mut T)> {
+        let node = (*self.keys.get(i)?)?;
+        self.vals.get_mut(i).map(|v| (node, v))
+    }
+
     /// The state of every peer with a slot, in slot order.
     pub(super) fn values(&self) -> impl Iterator<Item = &T> {
         self.keys
@@ -334,6 +341,14 @@ pub(super) struct Flows<const PEERS: usize> {
     /// first `busy_len` entries.
     busy: [NodeId; PEERS],
     busy_len: usize,
+    /// Transmit flows whose close awaits its answer.
+    pub(super) closing: u32,
+    /// When the walk for idle transmit flows to close next runs (`None`:
+    /// no transmit slot that could become idle).
+    pub(super) close_scan_ns: Option<u64>,
+    /// The flow instance the next opening of a transmit flow takes (never
+    /// 0).
+    next_instance: u32,
 }
 
 impl<const PEERS: usize> Flows<PEERS> {
@@ -344,7 +359,23 @@ impl<const PEERS: usize> Flows<PEERS> {
         acks_len: 0,
         busy: [0; PEERS],
         busy_len: 0,
+        closing: 0,
+        close_scan_ns: None,
+        next_instance: 1,
     };
+
+    /// A new flow instance: consecutive, wrapping, skipping 0. Instances
+    /// only need to differ from the ones still in the fabric (a flow closes
+    /// only after twice the packet lifetime idle, abi.md §8.1), which a
+    /// 32-bit count does unless 2^32 flows open within that time.
+    pub(super) fn draw_instance(&mut self) -> u32 {
+        let instance = self.next_instance;
+        self.next_instance = match instance.wrapping_add(1) {
+            0 => 1,
+            next => next,
+        };
+        instance
+    }
 
     /// The nodes whose flows have packets in flight, ascending.
     pub(super) fn busy(&self) -> &[NodeId] {

@@ -57,11 +57,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                 d.active
                     && d.packets_sent < d.packets_total
                     && self.queue_ready(d, now)
-                    && self
-                        .flows
-                        .tx
-                        .get(d.peer_node)
-                        .is_some_and(|f| (f.in_flight as usize) < TX_WINDOW || f.broken)
+                    && self.flows.tx.get(d.peer_node).is_some_and(|f| {
+                        !f.closing && ((f.in_flight as usize) < TX_WINDOW || f.broken)
+                    })
             });
         if unsent {
             return unsent;
@@ -98,7 +96,8 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             }
             return true;
         }
-        if flow.in_flight as usize >= TX_WINDOW {
+        if flow.in_flight as usize >= TX_WINDOW || flow.closing {
+            // A closing flow sends nothing until the close's answer.
             return false;
         }
         let size = self.params.packet_size.max(1);
@@ -166,6 +165,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         let Some(dma) = self.dmas.slots.get(e.dma as usize).copied() else {
             return;
         };
+        let Some(flow) = self.flows.tx.get(node).map(|f| f.instance) else {
+            return;
+        };
         let route = Route {
             src_node: self.loc.node,
             src_ctx: dma.ctx,
@@ -189,6 +191,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                     wake: e.last && dma.wake,
                     queue: dma.queue.is_some(),
                     retry: dma.queue.is_some() && dma.refused,
+                    flow,
                 }),
                 Some(PayloadSource {
                     phys: dma.src_phys.wrapping_add(e.offset as u64),
@@ -205,6 +208,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                     src_event: dma.peer_event,
                     dst_event: dma.request_dst_event,
                     cookie: dma.cookie,
+                    flow,
                 }),
                 None,
             ),
@@ -233,6 +237,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         let Some(flow) = self.flows.tx.get(peer).copied() else {
             return;
         };
+        if flow.instance != ack.flow {
+            return; // an ack of an earlier instance of the flow
+        }
         // The receiver has no slot for this NIC (`refuse_unknown_peer`):
         // every packet it covers failed, none is to be sent again.
         let no_slot = bits == u64::MAX && refused == u32::MAX;
@@ -402,7 +409,8 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
     /// retry limit.
     pub(super) fn check_timers(&mut self) -> bool {
         let collective_due = self.collective_timer().is_some();
-        if !self.flows.any_busy() && !collective_due {
+        let close_armed = self.flows.closing > 0 || self.flows.close_scan_ns.is_some();
+        if !self.flows.any_busy() && !collective_due && !close_armed {
             return false;
         }
         let now = self.hw.now_ns();
@@ -411,6 +419,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         } else {
             false
         };
+        if close_armed {
+            progressed |= self.close_timers(now);
+        }
         let mut from = 0;
         while let Some(node) = self.flows.next_busy(from) {
             from = u32::from(node).saturating_add(1);
@@ -515,6 +526,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         };
         if flow.via.take().is_some() {
             self.note_path_change(false);
+            // A migrated flow is not closed (abi.md §8.1); now it may be.
+            let at = self.hw.now_ns().saturating_add(self.params.close_idle_ns);
+            self.arm_close_scan(at);
         }
     }
 
@@ -594,6 +608,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             .any(|d| d.active && d.peer_node == node);
         if busy || self.flows.tx.get(node).is_some_and(|f| f.in_flight > 0) {
             return Err(ErrorCode::Busy);
+        }
+        if self.flows.tx.get(node).is_some_and(|f| f.closing) {
+            self.flows.closing = self.flows.closing.saturating_sub(1);
         }
         self.flows.tx.remove(node);
         self.flows.rx.remove(node);

@@ -13,7 +13,7 @@ fn route() -> Route {
     }
 }
 
-fn samples() -> [Packet; 10] {
+fn samples() -> [Packet; 12] {
     [
         Packet::Data(DataPacket {
             route: route(),
@@ -29,6 +29,7 @@ fn samples() -> [Packet; 10] {
             wake: true,
             queue: false,
             retry: false,
+            flow: 1,
         }),
         Packet::GetRequest(GetRequestPacket {
             route: route(),
@@ -39,6 +40,7 @@ fn samples() -> [Packet; 10] {
             src_event: 7,
             dst_event: u32::MAX,
             cookie: 1,
+            flow: 1,
         }),
         Packet::Ack(AckPacket {
             kind: AckKind::Ack,
@@ -48,6 +50,7 @@ fn samples() -> [Packet; 10] {
             err_bits: 0b101,
             err_code: Some(ErrorCode::Protection),
             refused: 0b10,
+            flow: 1,
         }),
         Packet::Ack(AckPacket {
             kind: AckKind::Nack,
@@ -57,6 +60,7 @@ fn samples() -> [Packet; 10] {
             err_bits: 1,
             err_code: Some(ErrorCode::Busy),
             refused: 0,
+            flow: 1,
         }),
         Packet::Bcast(BcastPacket {
             route: route(),
@@ -106,7 +110,60 @@ fn samples() -> [Packet; 10] {
             seq: 8,
             tag: 7,
         }),
+        Packet::FlowClose(ClosePacket {
+            src_node: 1,
+            dst_node: 3,
+            next_seq: 9,
+            flow: u32::MAX,
+            closed: false,
+        }),
+        Packet::FlowCloseAck(ClosePacket {
+            src_node: 3,
+            dst_node: 1,
+            next_seq: 0,
+            flow: 1,
+            closed: true,
+        }),
     ]
+}
+
+/// The flow field (since wire format 3): nonzero on data, get requests,
+/// acks and the close handshake, zero on every other type; a close's
+/// `aux1` is zero, its answer's 0 or 1.
+#[test]
+fn the_flow_field_is_present_exactly_where_the_type_has_one() {
+    for p in samples() {
+        let flowed = matches!(
+            p,
+            Packet::Data(_)
+                | Packet::GetRequest(_)
+                | Packet::Ack(_)
+                | Packet::FlowClose(_)
+                | Packet::FlowCloseAck(_)
+        );
+        for flow in [0, 1, 0x8000_0000] {
+            let mut h = p.emit();
+            h.flow = U32::new(flow);
+            h.checksum = U32::new(checksum(&h.to_bytes()));
+            assert_eq!(
+                Packet::parse(&h).is_ok(),
+                (flow != 0) == flowed,
+                "flow {flow} on {p:?}"
+            );
+        }
+    }
+    for (sample, aux1_ok) in [(10, [true, false, false]), (11, [true, true, false])] {
+        for (aux1, ok) in [0u32, 1, 2].into_iter().zip(aux1_ok) {
+            let mut h = samples()[sample].emit();
+            h.aux1 = U32::new(aux1);
+            h.checksum = U32::new(checksum(&h.to_bytes()));
+            assert_eq!(
+                Packet::parse(&h).is_ok(),
+                ok,
+                "aux1 {aux1} on sample {sample}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -152,6 +209,7 @@ fn every_flag_byte_is_judged_by_the_abi_rules() {
         wake: false,
         queue: true,
         retry: false,
+        flow: 1,
     });
     let mut accepted = 0;
     for p in samples().into_iter().chain([queued]) {
@@ -181,7 +239,7 @@ fn every_flag_byte_is_judged_by_the_abi_rules() {
     }
     // Data: 6 legal bytes at a non-zero address, 10 at zero (QUEUE
     // with and without RETRY); broadcast: 2; every other sample: 1.
-    assert_eq!(accepted, 6 + 10 + 2 + 8);
+    assert_eq!(accepted, 6 + 10 + 2 + 10);
 }
 
 proptest! {

@@ -233,7 +233,8 @@ fn params_decode_only_small_arguments() {
     assert_eq!(Param::from_arg(0), None);
     assert_eq!(Param::from_arg(4), Some(Param::QueueWaitNs));
     assert_eq!(Param::from_arg(5), Some(Param::AlternateRail));
-    assert_eq!(Param::from_arg(6), None);
+    assert_eq!(Param::from_arg(6), Some(Param::FlowCloseIdleNs));
+    assert_eq!(Param::from_arg(7), None);
     assert_eq!(Param::from_arg(0x101), None);
     assert_eq!(Param::from_arg(u64::MAX), None);
 }

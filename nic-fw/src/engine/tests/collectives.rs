@@ -14,6 +14,7 @@ fn broadcast_and_hardware_barrier_survive_a_lossy_rail() {
             drop: 80,
             duplicate: 40,
             corrupt: 40,
+            delay: 50,
         };
         let data = pattern(20_000, 5);
         net.fill(1, DATA, &data);
@@ -186,6 +187,7 @@ fn unmap_waits_for_a_broadcast_in_flight() {
         drop: 1000,
         duplicate: 0,
         corrupt: 0,
+        delay: 0,
     };
     net.fill(1, DATA, &pattern(20_000, 6));
     net.post(

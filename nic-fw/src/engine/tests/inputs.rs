@@ -206,6 +206,7 @@ mod forged_packets {
                         wake: self.flags & 4 != 0,
                         queue,
                         retry: false,
+                        flow: 1,
                     })
                 }
                 1 => Packet::Bcast(BcastPacket {
@@ -233,6 +234,7 @@ mod forged_packets {
                     src_event: self.event,
                     dst_event: u32::MAX,
                     cookie: 0,
+                    flow: 1,
                 }),
             }
         }

@@ -29,6 +29,7 @@ use crate::abi::regs::{
 };
 use zerocopy::FromBytes;
 
+mod close;
 mod collectives;
 mod events;
 mod inputs;
@@ -45,6 +46,9 @@ const DATA: u64 = 0x10000; // arena, remote read/write
 const DATA_LEN: u64 = 0x40000;
 const VA_DATA: u64 = 0x7000_0000;
 const VA_WORDS: u64 = 0x6000_0000;
+
+/// A packet as the test network carries it.
+type WirePacket = (PacketHeader, Vec<u8>, Path);
 
 struct Board {
     mem: Vec<u8>,
@@ -159,6 +163,9 @@ struct Faults {
     drop: u32,
     duplicate: u32,
     corrupt: u32,
+    /// Held back 1 to 6 rounds, overtaken by later packets (the clock does
+    /// not move while a packet is held: a rail's packet lifetime).
+    delay: u32,
 }
 
 struct Net {
@@ -171,6 +178,8 @@ struct Net {
     /// The rail's own links are down: only packets through a sibling get
     /// through (the sibling hops are not modeled further).
     direct_down: bool,
+    /// Delayed packets: rounds left, destination node, the packet.
+    held: Vec<(u32, usize, WirePacket)>,
 }
 
 impl Net {
@@ -184,6 +193,7 @@ impl Net {
             faults: Faults::default(),
             mbox_seq: 0,
             direct_down: false,
+            held: Vec::new(),
         };
         for node in 0..nodes {
             let board = Board {
@@ -403,11 +413,29 @@ impl Net {
                     };
                     let _ = dst;
                     for (node, header) in targets {
+                        if self.next_rand() % 1000 < self.faults.delay {
+                            let rounds = 1 + self.next_rand() % 6;
+                            self.held.push((rounds, node, (header, p.clone(), path)));
+                            continue;
+                        }
                         if let Some(n) = self.nics.get_mut(node) {
                             n.hardware_mut().inbox.push_back((header, p.clone(), path));
                             if dup {
                                 n.hardware_mut().inbox.push_back((header, p.clone(), path));
                             }
+                        }
+                    }
+                }
+            }
+            // Held packets count down; the due ones arrive behind those
+            // sent after them.
+            for (rounds, node, packet) in core::mem::take(&mut self.held) {
+                busy = true;
+                match rounds.checked_sub(1) {
+                    Some(left) if left > 0 => self.held.push((left, node, packet)),
+                    _ => {
+                        if let Some(n) = self.nics.get_mut(node) {
+                            n.hardware_mut().inbox.push_back(packet);
                         }
                     }
                 }
@@ -473,6 +501,20 @@ fn put(vp: u32, src: u64, dst: u64, len: u32, src_ev: Option<u32>, dst_ev: Optio
         dst_event: dst_ev.map(EventId),
         wake: false,
     })
+}
+
+/// Clear completion word `word` of node `node` and arm event `word` to
+/// write it with `value`.
+fn arm(net: &mut Net, node: usize, word: u32, value: u64) {
+    net.fill(node, WORDS + 8 * u64::from(word), &[0; 8]);
+    net.post(
+        node,
+        Command::ArmEvent {
+            event: EventId(word),
+            count: 1,
+            action: write_action(u64::from(word), value),
+        },
+    );
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {

@@ -1,9 +1,20 @@
 //! The per-peer flow table (docs/abi.md §8.1, "Flow slots"): node numbers
 //! beyond the table's size, a sender and a receiver whose slots are all
 //! taken, `RESET_FLOW` freeing a slot, a broadcast wider than the table.
-//! The test engine has 8 slots per direction.
+//! The test engine has 8 slots per direction. Idle flows are never closed
+//! here (`SET_PARAM` 6 = 0): these tests are about slots kept; `close.rs`
+//! tests the closing.
 
 use super::*;
+
+/// `nodes` NICs that keep every flow they open.
+fn keeping(nodes: usize, seed: u64) -> Net {
+    let mut net = Net::new(nodes, seed);
+    for node in 0..nodes {
+        assert_eq!(net.mailbox(node, MailboxOp::SetParam, [6, 0, 0, 0]), Ok(()));
+    }
+    net
+}
 
 /// Node `from` puts 64 bytes of `pattern(64, seed)` from its offset 0
 /// to offset `dst` of node `to`, completion word `word` written with 1.
@@ -12,18 +23,6 @@ fn put_from(net: &mut Net, from: usize, to: u32, dst: u64, word: u32, seed: u8) 
     net.fill(from, DATA, &data);
     arm(net, from, word, 1);
     net.post(from, put(to, 0, dst, 64, Some(word), None));
-}
-
-/// Arm completion word `word` of node `node` to be written with `value`.
-fn arm(net: &mut Net, node: usize, word: u32, value: u64) {
-    net.post(
-        node,
-        Command::ArmEvent {
-            event: EventId(word),
-            count: 1,
-            action: write_action(u64::from(word), value),
-        },
-    );
 }
 
 /// Node `node` gets 64 bytes from offset 0x800 of node 9 into `dst`,
@@ -92,7 +91,7 @@ fn scatter(net: &mut Net, from: usize, hops: &[u32], word_base: u32) {
 /// cleanly.
 #[test]
 fn nodes_numbered_past_the_table_size_talk_freely() {
-    let mut net = Net::new(12, 3);
+    let mut net = keeping(12, 3);
     for (from, hops) in [(0usize, [9u32, 10, 11]), (9, [3, 1, 2]), (11, [1, 10, 9])] {
         scatter(&mut net, from, &hops, 8);
         for (i, &k) in hops.iter().enumerate() {
@@ -113,7 +112,7 @@ fn nodes_numbered_past_the_table_size_talk_freely() {
 /// `RESET_FLOW` on both ends frees a slot; the ninth peer then gets in.
 #[test]
 fn a_sender_with_every_slot_taken_refuses_a_new_peer_until_a_reset() {
-    let mut net = Net::new(10, 4);
+    let mut net = keeping(10, 4);
     let hops: Vec<u32> = (1..=8).collect();
     scatter(&mut net, 0, &hops, 0);
     for i in 0..8 {
@@ -163,7 +162,7 @@ fn a_sender_with_every_slot_taken_refuses_a_new_peer_until_a_reset() {
 /// eight senders still get through.
 #[test]
 fn a_receiver_with_every_slot_taken_refuses_a_new_sender() {
-    let mut net = Net::new(10, 5);
+    let mut net = keeping(10, 5);
     for from in 1..=8 {
         put_from(&mut net, from, 0, 0x100 * from as u64, 1, from as u8);
         net.run(100_000);
@@ -185,7 +184,7 @@ fn a_receiver_with_every_slot_taken_refuses_a_new_sender() {
 /// wider one is refused with `NoPeerSlot` before anything is sent.
 #[test]
 fn a_broadcast_wider_than_the_table_is_refused() {
-    let mut net = Net::new(10, 6);
+    let mut net = keeping(10, 6);
     net.fill(0, DATA, &pattern(32, 1));
     bcast(&mut net, 0, (0, 9), 32);
     net.run(100_000);
@@ -200,7 +199,7 @@ fn a_broadcast_wider_than_the_table_is_refused() {
 /// sender's next put starts a fresh flow and lands.
 #[test]
 fn a_refused_sender_gets_in_once_a_slot_frees() {
-    let mut net = Net::new(10, 7);
+    let mut net = keeping(10, 7);
     for from in 1..=8 {
         put_from(&mut net, from, 0, 0x100 * from as u64, 1, from as u8);
         net.run(100_000);
@@ -223,7 +222,7 @@ fn a_refused_sender_gets_in_once_a_slot_frees() {
 /// get at once: its response could not come back.
 #[test]
 fn a_get_without_a_slot_either_way_fails_with_no_peer_slot() {
-    let mut net = Net::new(10, 8);
+    let mut net = keeping(10, 8);
     // Node 9 sends to 0..=7: its transmit table is full.
     let hops: Vec<u32> = (1..=8).collect();
     scatter(&mut net, 9, &hops, 0);
@@ -254,7 +253,7 @@ fn a_get_without_a_slot_either_way_fails_with_no_peer_slot() {
 
     // Node 0 hears from 1..=8: its receive table is full; its get from 9
     // is refused before it is sent.
-    let mut net = Net::new(10, 9);
+    let mut net = keeping(10, 9);
     for from in 1..=8 {
         put_from(&mut net, from, 0, 0x100 * from as u64, 1, from as u8);
         net.run(100_000);
@@ -274,7 +273,7 @@ fn a_get_without_a_slot_either_way_fails_with_no_peer_slot() {
 /// byte, and the broadcast completes once, with the error.
 #[test]
 fn a_broadcast_destination_without_a_slot_refuses_it_alone() {
-    let mut net = Net::new(10, 10);
+    let mut net = keeping(10, 10);
     // Node 9 hears from 0..=7: its receive table is full.
     for from in 0..=7 {
         put_from(&mut net, from, 9, 0x100 * from as u64, 1, from as u8);
