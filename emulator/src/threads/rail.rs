@@ -100,7 +100,6 @@ impl Rail {
         })
     }
 
-    /// A receive port of the rail discarded a packet for its CRC.
     /// A receive port dropped a packet past the packet lifetime.
     pub fn count_expired(&self) {
         self.expired.fetch_add(1, Ordering::Relaxed);
@@ -111,6 +110,7 @@ impl Rail {
         self.expired.load(Ordering::Relaxed)
     }
 
+    /// A receive port of the rail discarded a packet for its CRC.
     pub fn count_crc_discard(&self) {
         self.crc_discards.fetch_add(1, Ordering::Relaxed);
     }

@@ -170,12 +170,11 @@ wire_enum! {
         /// still collecting (to that member; since ABI 1.5): the switch is
         /// alive, the barrier waits for other members.
         BarrierHeld = 10,
-        /// The sender closes an idle transmit flow (since ABI 1.9): `seq`
-        /// = its next sequence number, `flow` = the instance closed.
+        /// The sender closes an idle transmit flow (since ABI 1.9): `flow`
+        /// = the instance closed.
         FlowClose = 11,
-        /// The receiver's answer to a close: `seq` and `flow` as the close
-        /// carried them, `aux1` = 1 if the receiver forgot the flow (or
-        /// never had it), 0 if it keeps it (its state disagrees).
+        /// The receiver's answer to a close: it holds nothing of that
+        /// instance any more; `flow` as the close carried it.
         FlowCloseAck = 12,
     }
 }
@@ -400,21 +399,16 @@ pub struct AckPacket {
 }
 
 /// The close handshake of an idle flow (since ABI 1.9): the sender's
-/// [`PacketType::FlowClose`], or the receiver's answer. Header: `seq` =
-/// `next_seq`, `flow` = instance, `aux1` = `closed` (answer only).
+/// [`PacketType::FlowClose`], or the receiver's answer. Header: `flow` =
+/// the instance; every other field but the nodes zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClosePacket {
     /// Sender of this packet.
     pub src_node: NodeId,
     /// Its receiver.
     pub dst_node: NodeId,
-    /// The flow's sender's next sequence number: every packet before it
-    /// was acknowledged.
-    pub next_seq: u32,
     /// The flow instance closed (nonzero).
     pub flow: u32,
-    /// (Answer only) the receiver forgot the flow, or never had it.
-    pub closed: bool,
 }
 
 /// A validated packet header.
@@ -650,21 +644,19 @@ fn parse_ack(h: &PacketHeader, route: Route, kind: AckKind) -> Result<Packet, Er
     }))
 }
 
-/// A close (`answer` false: `aux1` zero) or its answer (`aux1` 0 or 1).
-fn parse_close(h: &PacketHeader, route: Route, answer: bool) -> Result<ClosePacket, ErrorCode> {
-    let aux1 = h.aux1.get();
+/// A close or its answer: nodes and flow instance, nothing else.
+fn parse_close(h: &PacketHeader, route: Route) -> Result<ClosePacket, ErrorCode> {
     require(
         control_fields_clear(h)
+            && h.seq.get() == 0
             && h.aux0.get() == 0
-            && h.aux2.get() == 0
-            && (aux1 == 0 || (answer && aux1 == 1)),
+            && h.aux1.get() == 0
+            && h.aux2.get() == 0,
     )?;
     Ok(ClosePacket {
         src_node: route.src_node,
         dst_node: route.dst_node,
-        next_seq: h.seq.get(),
         flow: h.flow.get(),
-        closed: aux1 == 1,
     })
 }
 
@@ -695,8 +687,8 @@ impl Packet {
             PacketType::BarrierHeld => parse_barrier(h, route).map(Packet::BarrierHeld),
             PacketType::Ack => parse_ack(h, route, AckKind::Ack),
             PacketType::Nack => parse_ack(h, route, AckKind::Nack),
-            PacketType::FlowClose => parse_close(h, route, false).map(Packet::FlowClose),
-            PacketType::FlowCloseAck => parse_close(h, route, true).map(Packet::FlowCloseAck),
+            PacketType::FlowClose => parse_close(h, route).map(Packet::FlowClose),
+            PacketType::FlowCloseAck => parse_close(h, route).map(Packet::FlowCloseAck),
         }
     }
 
@@ -781,8 +773,7 @@ impl Packet {
                 h.flow = U32::new(flow);
             }
             Packet::FlowClose(c) | Packet::FlowCloseAck(c) => {
-                let answer = matches!(self, Packet::FlowCloseAck(_));
-                h.ptype = if answer {
+                h.ptype = if matches!(self, Packet::FlowCloseAck(_)) {
                     PacketType::FlowCloseAck
                 } else {
                     PacketType::FlowClose
@@ -790,9 +781,7 @@ impl Packet {
                 .as_raw();
                 h.src_node = U16::new(c.src_node);
                 h.dst_node = U16::new(c.dst_node);
-                h.seq = U32::new(c.next_seq);
                 h.flow = U32::new(c.flow);
-                h.aux1 = U32::new(u32::from(answer && c.closed));
             }
             Packet::Bcast(_)
             | Packet::BcastAck { .. }

@@ -354,9 +354,10 @@ wire_enum! {
         /// since 1.5; docs/abi.md §8.4).
         AlternateRail = 5,
         /// How long, in nanoseconds, a transmit flow stays idle before it
-        /// is closed and its slot freed at both ends (0: never; else at
-        /// least twice the rail's packet lifetime, docs/abi.md §4.6, and
-        /// >= 1000; reset 2 s; since 1.9; docs/abi.md §8.1).
+        /// is closed and its slot freed at both ends (0: never; else >=
+        /// 1 ms, checked, and at least twice the rail's packet lifetime,
+        /// docs/abi.md §4.6, which the host must ensure; reset 2 s; since
+        /// 1.9; docs/abi.md §8.1).
         FlowCloseIdleNs = 6,
     }
 }

@@ -1,33 +1,37 @@
-//! Closing idle flows (docs/abi.md §8.1 "Closing idle flows", ABI 1.9),
-//! so that a NIC can talk to more nodes over time than it has flow slots.
+//! Closing idle flows (docs/abi.md §8.1 "Flow instances and closing idle
+//! flows", ABI 1.9), so that a NIC can talk to more nodes over time than
+//! it has flow slots.
 //!
 //! Contract:
-//! - a transmit flow opens with a new *instance* number, which every
-//!   packet of the flow and every ack of it carries; a receive slot binds
-//!   to the instance of the first sequenced packet it takes, drops packets
-//!   of any other instance (counted as stale), and a sender ignores acks of
-//!   any other;
-//! - a transmit flow that has been idle for `close_idle` (everything
-//!   acknowledged, no DMA to the node, not broken, not migrated) is
-//!   closed: the sender sends `FlowClose` with its next sequence number and
-//!   sends nothing else to that node until the answer. A flow with nothing
-//!   ever sent is just forgotten;
-//! - the receiver forgets the flow if its slot follows that instance,
-//!   expects that sequence number and no get of its own awaits a response
-//!   on it (or if it has no slot: closes are idempotent) and answers
-//!   `closed`; otherwise it keeps its slot and answers `kept`;
-//! - on `closed` the sender frees the slot, or, if DMAs to the node were
-//!   posted meanwhile, opens the flow again as a new instance from
-//!   sequence number 0; on `kept`, or no answer within the retry limit, the
-//!   flow stays open as it was and is tried again after another idle time.
+//! - a transmit flow opens with a new *instance* number from a per-NIC
+//!   counter, which every packet of the flow and every ack of it carries;
+//!   a receive slot follows the instance of the first sequenced packet it
+//!   takes, and a later instance's packet makes it follow that one from
+//!   sequence number 0; an earlier instance's packet is dropped (counted
+//!   as stale); a sender ignores acks of any instance but its flow's;
+//! - a transmit flow idle for `close_idle` (everything acknowledged, no
+//!   DMA to the node, not broken, not migrated) is closed: the sender sends
+//!   `FlowClose` with its instance and sends nothing else on the flow until
+//!   the answer. A flow with nothing ever sent is just forgotten;
+//! - the receiver forgets the flow if its slot follows that instance (the
+//!   slot itself too, unless it also follows the sender's broadcasts or
+//!   owes this NIC's gets their responses), and answers in every case: a
+//!   close is idempotent, and a slot that follows another instance, or
+//!   none, holds nothing of the one closed;
+//! - on the answer the sender frees the slot or, if DMAs to the node were
+//!   posted meanwhile, opens the flow again as a new instance. With no
+//!   answer past the retry limit it does the same: the receiver, whether
+//!   or not it saw the close, takes the new instance's first packet as a
+//!   fresh start.
 //!
 //! Why this is safe: `close_idle` is at least twice the rail's packet
 //! lifetime (abi.md §4.6), and the sender's last transmission on the flow
 //! precedes its last ack, from which idleness is counted; so when the close
 //! goes out no packet of the instance, nor an ack of one, is left in the
-//! fabric to reopen the receiver's slot. Stale closes and answers (a
-//! duplicate, a retransmission) name an instance no slot follows any more,
-//! and do nothing.
+//! fabric. A copy of the close (a duplicate, a retransmission) arriving
+//! later finds a slot that follows no instance or a later one, and only
+//! makes the receiver answer again; a copy of the answer finds the sender
+//! past that instance, and is ignored.
 
 use super::hw::{Hardware, Path};
 use super::{Engine, TxFlow, backed_off};
@@ -124,18 +128,19 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                 .slots
                 .iter()
                 .any(|d| d.active && d.peer_node == node);
-            if flow.in_flight > 0 || flow.resend.is_some() || dma_to_node {
+            let at = if flow.in_flight > 0 || flow.resend.is_some() || dma_to_node {
                 // In use: idle at the earliest `idle` from now.
-                next = Some(next.map_or(now.saturating_add(idle), |t| {
-                    t.min(now.saturating_add(idle))
-                }));
+                Some(now.saturating_add(idle))
+            } else if now < due {
+                Some(due)
+            } else {
+                None
+            };
+            if let Some(at) = at {
+                next = Some(next.map_or(at, |t| t.min(at)));
                 continue;
             }
-            if now < due {
-                next = Some(next.map_or(due, |t| t.min(due)));
-                continue;
-            }
-            if flow.next_seq == 0 {
+            if !flow.sent {
                 // Nothing was ever sent: the receiver knows nothing of it.
                 // (Removal moves entries: the walk starts again.)
                 forget = Some(node);
@@ -147,9 +152,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             let close = ClosePacket {
                 src_node: self.loc.node,
                 dst_node: node,
-                next_seq: flow.next_seq,
                 flow: flow.instance,
-                closed: false,
             };
             self.flows.closing = self.flows.closing.saturating_add(1);
             let _ = self
@@ -168,127 +171,106 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         progressed
     }
 
-    /// Send again each close whose answer is overdue; give up on one past
-    /// the retry limit (the flow stays open, tried again later).
+    /// Send again each close whose answer is overdue (along the flow's
+    /// path: a close waits through a migration too); past the retry limit,
+    /// end the instance as if it were answered.
     fn resend_closes(&mut self, now: u64) -> bool {
         let timeout = self.params.retry_timeout_ns;
         let limit = self.params.retry_limit;
         let me = self.loc.node;
         let mut progressed = false;
-        let mut abandoned = false;
+        let mut given_up = None;
         for i in 0..PEERS {
             let Some((node, flow)) = self.flows.tx.slot_mut(i) else {
                 continue;
             };
-            if !flow.closing
-                || now
-                    < flow
-                        .progress_ns
-                        .saturating_add(backed_off(timeout, flow.retries))
-            {
+            let due = flow
+                .progress_ns
+                .saturating_add(backed_off(timeout, flow.retries));
+            if !flow.closing || now < due {
                 continue;
             }
             progressed = true;
             flow.retries = flow.retries.saturating_add(1);
             flow.progress_ns = now;
             if flow.retries > limit {
-                flow.closing = false;
-                flow.retries = 0;
-                self.flows.closing = self.flows.closing.saturating_sub(1);
-                abandoned = true;
-                continue;
+                // (Ending it moves entries: one per walk, the next at the
+                // next poll.)
+                given_up = Some(node);
+                break;
             }
             let close = ClosePacket {
                 src_node: me,
                 dst_node: node,
-                next_seq: flow.next_seq,
                 flow: flow.instance,
-                closed: false,
             };
-            let _ = self
-                .hw
-                .send(&Packet::FlowClose(close).emit(), None, Path::Direct);
+            let path = flow.path();
+            let _ = self.hw.send(&Packet::FlowClose(close).emit(), None, path);
         }
-        if abandoned {
-            self.arm_close_scan(now.saturating_add(self.params.close_idle_ns));
+        if let Some(node) = given_up {
+            self.end_instance(node);
         }
         progressed
     }
 
-    /// A peer closes its flow to this NIC: forget the receive slot if it
-    /// follows that instance and expects that sequence number, and answer.
-    pub(super) fn on_flow_close(&mut self, close: &ClosePacket, path: Path) {
-        let src = close.src_node;
-        // A get to the sender waits for its response on this slot (it was
-        // taken with the get, abi.md §8.1): keep it.
-        let awaiting_response = self
+    /// `node`'s closing flow is over (answered, or past the retry limit):
+    /// free its slot, or open it again as a new instance for the DMAs
+    /// posted meanwhile.
+    fn end_instance(&mut self, node: NodeId) {
+        self.flows.closing = self.flows.closing.saturating_sub(1);
+        let migrated = self.flows.tx.get(node).is_some_and(|f| f.via.is_some());
+        self.flows.tx.remove(node);
+        let waiting = self
             .dmas
             .slots
             .iter()
-            .any(|d| d.active && d.peer_node == src && d.role == super::DmaRole::GetRequest);
-        let closed = match self.flows.rx.get_mut(src) {
-            None => true,
-            Some(f)
-                if f.instance == close.flow
-                    && f.expected == close.next_seq
-                    && !awaiting_response =>
-            {
-                if f.bcast == super::BcastRx::NEW {
+            .any(|d| d.active && d.peer_node == node);
+        if waiting {
+            // Cannot fail: the slot just freed is there to take.
+            let _ = self.open_tx_flow(node);
+        }
+        if migrated {
+            self.update_migrated_status();
+        }
+    }
+
+    /// A peer closes its flow to this NIC: forget it if this NIC's slot
+    /// follows that instance, and answer in every case.
+    pub(super) fn on_flow_close(&mut self, close: &ClosePacket, path: Path) {
+        let src = close.src_node;
+        if let Some(f) = self.flows.rx.get_mut(src)
+            && f.instance == close.flow
+        {
+            match f.without_flow() {
+                Some(kept) => *f = kept,
+                None => {
                     self.flows.rx.remove(src);
-                } else {
-                    // The source's broadcasts are followed in the same
-                    // slot: keep those, forget the flow.
-                    *f = super::RxFlow {
-                        bcast: f.bcast,
-                        ..super::RxFlow::NEW
-                    };
                 }
-                self.flows.forget_ack(src);
-                true
             }
-            Some(_) => false,
-        };
+            self.flows.forget_ack(src);
+        }
         let answer = ClosePacket {
             src_node: self.loc.node,
             dst_node: src,
-            next_seq: close.next_seq,
             flow: close.flow,
-            closed,
         };
         let _ = self
             .hw
             .send(&Packet::FlowCloseAck(answer).emit(), None, path);
     }
 
-    /// The answer to this NIC's close: free the slot (or open the flow
-    /// again as a new instance, for DMAs posted meanwhile), or keep it.
+    /// The answer to this NIC's close: that instance is over.
     pub(super) fn on_flow_close_ack(&mut self, answer: &ClosePacket) {
         let node = answer.src_node;
-        let now = self.hw.now_ns();
-        let Some(flow) = self.flows.tx.get_mut(node) else {
-            return;
-        };
-        if !flow.closing || flow.instance != answer.flow || flow.next_seq != answer.next_seq {
-            return; // stale: a duplicate, or for an earlier instance
-        }
-        self.flows.closing = self.flows.closing.saturating_sub(1);
-        if !answer.closed {
-            flow.closing = false;
-            flow.retries = 0;
-            flow.progress_ns = now;
-            self.arm_close_scan(now.saturating_add(self.params.close_idle_ns));
-            return;
+        let ours = self
+            .flows
+            .tx
+            .get(node)
+            .is_some_and(|f| f.closing && f.instance == answer.flow);
+        if !ours {
+            return; // a copy, or for an earlier instance
         }
         self.stats.flows_closed = self.stats.flows_closed.wrapping_add(1);
-        let waiting = self
-            .dmas
-            .slots
-            .iter()
-            .any(|d| d.active && d.peer_node == node);
-        self.flows.tx.remove(node);
-        if waiting {
-            // Cannot fail: the slot just freed is there to take.
-            let _ = self.open_tx_flow(node);
-        }
+        self.end_instance(node);
     }
 }

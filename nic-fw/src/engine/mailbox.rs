@@ -183,7 +183,11 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                         self.params.queue_wait_ns = value;
                     }
                     Param::FlowCloseIdleNs => {
-                        if value != 0 && value < 1000 {
+                        // 1 ms at least: the walk for idle flows runs at
+                        // most this often. (The rail's packet lifetime,
+                        // which it must also cover twice, is not the
+                        // NIC's to know.)
+                        if value != 0 && value < 1_000_000 {
                             return Err(ErrorCode::BadConfig);
                         }
                         self.params.close_idle_ns = value;

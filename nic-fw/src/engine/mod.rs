@@ -422,6 +422,8 @@ struct TxFlow {
     /// This opening's instance, carried by every packet of the flow
     /// (nonzero once the slot is open).
     instance: u32,
+    /// A packet of this instance was sent: the receiver may know it.
+    sent: bool,
     /// A close was sent and its answer is awaited: nothing else is sent.
     closing: bool,
 }
@@ -461,6 +463,7 @@ impl TxFlow {
         via: None,
         path_probe_ns: 0,
         instance: 0,
+        sent: false,
         closing: false,
     };
 }
@@ -495,8 +498,12 @@ struct RxFlow {
     /// §8.1).
     bcast: BcastRx,
     /// The sender's flow instance this slot follows (0: none yet; the
-    /// first sequenced packet binds it).
+    /// first sequenced packet binds it, a packet of a later instance
+    /// binds that one instead).
     instance: u32,
+    /// Gets of this NIC whose responses are to come from the sender on
+    /// this slot (a close keeps the slot while any is owed).
+    gets: u16,
 }
 
 /// An input queue holding back one sender's items.
@@ -524,7 +531,19 @@ impl RxFlow {
         direct_ns: 0,
         bcast: BcastRx::NEW,
         instance: 0,
+        gets: 0,
     };
+
+    /// The slot with this sender's flow forgotten: what it keeps beyond
+    /// the flow (the sender's broadcasts, responses owed to this NIC's
+    /// gets), or `None` if nothing.
+    fn without_flow(&self) -> Option<RxFlow> {
+        (self.bcast != BcastRx::NEW || self.gets > 0).then_some(RxFlow {
+            bcast: self.bcast,
+            gets: self.gets,
+            ..RxFlow::NEW
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

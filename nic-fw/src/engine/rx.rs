@@ -129,15 +129,31 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             self.refuse_unknown_peer(src, instance, seq, path);
             return;
         };
-        if flow.instance == 0 {
-            flow.instance = instance;
-        } else if flow.instance != instance {
-            // Another instance than the one this slot follows: one the
-            // sender opened while this NIC kept its slot (a one-sided
-            // reset), never applied here.
-            self.stats.stale_packets = self.stats.stale_packets.wrapping_add(1);
-            return;
+        let bound = flow.instance;
+        if bound != instance {
+            if bound != 0 && (instance.wrapping_sub(bound) as i32) <= 0 {
+                // An earlier instance than the one this slot follows: a
+                // packet that outlived its flow, never applied.
+                self.stats.stale_packets = self.stats.stale_packets.wrapping_add(1);
+                return;
+            }
+            // The slot's first flow, or a later one than it follows: the
+            // sender opened a new flow (after a close this NIC did not
+            // see, or a reset of its own), which starts from 0 here too.
+            let listed = flow.listed;
+            *flow = super::RxFlow {
+                bcast: flow.bcast,
+                gets: flow.gets,
+                instance,
+                ..super::RxFlow::NEW
+            };
+            if listed {
+                self.flows.forget_ack(src);
+            }
         }
+        let Some(flow) = self.flows.rx.get_mut(src) else {
+            return;
+        };
         // Acks go back the way the sender's latest packet came.
         flow.reply = path;
         if path == Path::Direct {
@@ -195,6 +211,13 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         }
         flow.expected = flow.expected.wrapping_add(1);
         flow.gap_nacked = false;
+        if let Packet::Data(d) = packet
+            && d.get_response
+            && d.last
+        {
+            // The response one of this NIC's gets was owed.
+            flow.gets = flow.gets.saturating_sub(1);
+        }
         self.owe_ack(src, false);
         if let Path::Sibling(via) = path {
             self.learn_path(src, via);
@@ -512,9 +535,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                     // No DMA channel free for the response: refused for
                     // now; the requester sends it again (§4.3).
                     Err(ErrorCode::Busy) => Verdict::Refused,
-                    // No flow slot for the requester: a slot frees only on
-                    // RESET_FLOW or a receiver's no-slot refusal, which a
-                    // retry cannot wait for.
+                    // No flow slot for the requester: rejected, not
+                    // refused for a later try, which could wait as long
+                    // as the idle flows' close time (abi.md §8.1).
                     Err(code) => {
                         self.report_inbound(
                             route,

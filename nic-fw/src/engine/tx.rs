@@ -122,6 +122,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             *w = entry;
         }
         flow.next_seq = seq.wrapping_add(1);
+        flow.sent = true;
         let was_idle = flow.in_flight == 0;
         if was_idle {
             flow.progress_ns = now;
@@ -375,6 +376,13 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         let dma = *d;
         self.dmas.retire(slot);
         self.stats.dmas_completed = self.stats.dmas_completed.wrapping_add(1);
+        if dma.role == DmaRole::GetRequest
+            && dma.status.is_some()
+            && let Some(rx) = self.flows.rx.get_mut(dma.peer_node)
+        {
+            // A failed request: no response will come.
+            rx.gets = rx.gets.saturating_sub(1);
+        }
         let fire = match dma.role {
             DmaRole::Put | DmaRole::GetResponse => true,
             // A successful request completes at the requester when the data

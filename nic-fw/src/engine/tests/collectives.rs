@@ -15,6 +15,7 @@ fn broadcast_and_hardware_barrier_survive_a_lossy_rail() {
             duplicate: 40,
             corrupt: 40,
             delay: 50,
+            delay_ns: 0,
         };
         let data = pattern(20_000, 5);
         net.fill(1, DATA, &data);
@@ -188,6 +189,7 @@ fn unmap_waits_for_a_broadcast_in_flight() {
         duplicate: 0,
         corrupt: 0,
         delay: 0,
+        delay_ns: 0,
     };
     net.fill(1, DATA, &pattern(20_000, 6));
     net.post(

@@ -163,9 +163,11 @@ struct Faults {
     drop: u32,
     duplicate: u32,
     corrupt: u32,
-    /// Held back 1 to 6 rounds, overtaken by later packets (the clock does
-    /// not move while a packet is held: a rail's packet lifetime).
+    /// Held back on the clock for up to `delay_ns` (20 us if 0),
+    /// overtaken by later packets: a delay shorter than the test's packet
+    /// lifetime, which a rail guarantees (abi.md §4.6).
     delay: u32,
+    delay_ns: u64,
 }
 
 struct Net {
@@ -178,8 +180,8 @@ struct Net {
     /// The rail's own links are down: only packets through a sibling get
     /// through (the sibling hops are not modeled further).
     direct_down: bool,
-    /// Delayed packets: rounds left, destination node, the packet.
-    held: Vec<(u32, usize, WirePacket)>,
+    /// Delayed packets: when each arrives, its destination node, itself.
+    held: Vec<(u64, usize, WirePacket)>,
 }
 
 impl Net {
@@ -414,8 +416,13 @@ impl Net {
                     let _ = dst;
                     for (node, header) in targets {
                         if self.next_rand() % 1000 < self.faults.delay {
-                            let rounds = 1 + self.next_rand() % 6;
-                            self.held.push((rounds, node, (header, p.clone(), path)));
+                            let most = match self.faults.delay_ns {
+                                0 => 20_000,
+                                ns => ns,
+                            };
+                            let hold = 1 + u64::from(self.next_rand()) % most;
+                            let at = self.nics[0].hardware().now + hold;
+                            self.held.push((at, node, (header, p.clone(), path)));
                             continue;
                         }
                         if let Some(n) = self.nics.get_mut(node) {
@@ -427,22 +434,22 @@ impl Net {
                     }
                 }
             }
-            // Held packets count down; the due ones arrive behind those
-            // sent after them.
-            for (rounds, node, packet) in core::mem::take(&mut self.held) {
+            // Held packets that are due arrive, behind those sent after
+            // them.
+            let now = self.nics[0].hardware().now;
+            self.held.sort_by_key(|h| h.0);
+            while self.held.first().is_some_and(|h| h.0 <= now) {
+                let (_, node, packet) = self.held.remove(0);
                 busy = true;
-                match rounds.checked_sub(1) {
-                    Some(left) if left > 0 => self.held.push((left, node, packet)),
-                    _ => {
-                        if let Some(n) = self.nics.get_mut(node) {
-                            n.hardware_mut().inbox.push_back(packet);
-                        }
-                    }
+                if let Some(n) = self.nics.get_mut(node) {
+                    n.hardware_mut().inbox.push_back(packet);
                 }
             }
             if !busy {
-                // Jump to the earliest timer, as a discrete-event clock would.
-                let Some(t) = self.nics.iter().filter_map(|n| n.next_timer()).min() else {
+                // Jump to the earliest timer or held packet, as a
+                // discrete-event clock would.
+                let timers = self.nics.iter().filter_map(|n| n.next_timer());
+                let Some(t) = timers.chain(self.held.iter().map(|h| h.0)).min() else {
                     return true;
                 };
                 for n in &mut self.nics {

@@ -38,6 +38,7 @@ fn put_survives_loss_duplication_and_corruption() {
             duplicate: 50,
             corrupt: 50,
             delay: 50,
+            delay_ns: 0,
         };
         put_and_check(&mut net, 100_000);
         assert!(net.nics[0].stats().retransmits > 0);
