@@ -234,6 +234,29 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         }
     }
 
+    /// `src`'s receive slot, for a packet that came from it: taken if it had
+    /// none, unless the table is full or this NIC refused a sender for want
+    /// of a slot less than the close idle time ago (`None`: refuse it too,
+    /// which starts that quiet time again). A copy of a refused packet can
+    /// arrive up to a packet lifetime after the refusal's answer reached
+    /// its sender; were it to find a slot freed meanwhile, it would be
+    /// applied although its sender was told it failed.
+    pub(super) fn rx_slot_for(&mut self, src: NodeId) -> Option<&mut super::RxFlow> {
+        if self.flows.rx.get(src).is_some() {
+            return self.flows.rx.get_mut(src);
+        }
+        let now = self.hw.now_ns();
+        if now >= self.flows.refusing_until && self.flows.rx.has_room_for(src) {
+            return self.flows.rx.open(src, super::RxFlow::NEW);
+        }
+        let quiet = match self.params.close_idle_ns {
+            0 => super::DEFAULT_CLOSE_IDLE_NS,
+            t => t,
+        };
+        self.flows.refusing_until = now.saturating_add(quiet);
+        None
+    }
+
     /// A peer closes its flow to this NIC: forget it if this NIC's slot
     /// follows that instance, and answer in every case.
     pub(super) fn on_flow_close(&mut self, close: &ClosePacket, path: Path) {

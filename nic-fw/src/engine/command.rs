@@ -441,16 +441,17 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             return Err(ErrorCode::NoPeerSlot);
         }
         if get {
-            let rx = self
-                .flows
+            self.flows
                 .rx
                 .open(dma.peer_node, super::RxFlow::NEW)
                 .ok_or(ErrorCode::NoPeerSlot)?;
-            // Its response is owed on this slot: a close must keep it.
-            rx.gets = rx.gets.saturating_add(1);
         }
         self.open_tx_flow(dma.peer_node)?;
         let channel = self.dmas.install(dma).ok_or(ErrorCode::Busy)?;
+        if get && let Some(rx) = self.flows.rx.get_mut(dma.peer_node) {
+            // Its response is owed on this slot: a close must keep it.
+            rx.gets = rx.gets.saturating_add(1);
+        }
         self.hw.note(Activity::DmaStart {
             channel: channel as u8,
         });

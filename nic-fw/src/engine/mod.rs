@@ -108,8 +108,10 @@ pub struct PollOutcome {
     /// Work is outstanding that needs no external stimulus (unsent packets,
     /// chain entries, stalled queues): poll again soon.
     pub pending: bool,
-    /// Packets await acknowledgement; the engine needs a poll by this time
-    /// (nanoseconds, on its clock) even if nothing else happens.
+    /// The engine needs a poll by this time (nanoseconds, on its clock)
+    /// even if nothing else happens: a retransmission, a collective's or a
+    /// refused item's timer, a close's retransmission, or the walk for idle
+    /// flows (due while any transmit flow is open).
     pub timer_ns: Option<u64>,
 }
 

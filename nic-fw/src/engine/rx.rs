@@ -125,7 +125,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         payload: &H::Payload,
         path: Path,
     ) {
-        let Some(flow) = self.flows.rx.open(src, super::RxFlow::NEW) else {
+        let Some(flow) = self.rx_slot_for(src) else {
             self.refuse_unknown_peer(src, instance, seq, path);
             return;
         };

@@ -349,6 +349,10 @@ pub(super) struct Flows<const PEERS: usize> {
     /// The flow instance the next opening of a transmit flow takes (never
     /// 0).
     next_instance: u32,
+    /// Until when no receive slot is opened for a sender without one: a
+    /// sender was refused for want of a slot less than the close idle time
+    /// ago, and a copy of its refused packet may still arrive.
+    pub(super) refusing_until: u64,
 }
 
 impl<const PEERS: usize> Flows<PEERS> {
@@ -362,12 +366,13 @@ impl<const PEERS: usize> Flows<PEERS> {
         closing: 0,
         close_scan_ns: None,
         next_instance: 1,
+        refusing_until: 0,
     };
 
-    /// A new flow instance: consecutive, wrapping, skipping 0. Instances
-    /// only need to differ from the ones still in the fabric (a flow closes
-    /// only after twice the packet lifetime idle, abi.md §8.1), which a
-    /// 32-bit count does unless 2^32 flows open within that time.
+    /// A new flow instance: consecutive, wrapping, skipping 0. Receivers
+    /// tell a later instance from an earlier one by serial-number
+    /// comparison, which holds while fewer than 2^31 openings separate the
+    /// instance a slot follows from the next one it meets (abi.md §8.1).
     pub(super) fn draw_instance(&mut self) -> u32 {
         let instance = self.next_instance;
         self.next_instance = match instance.wrapping_add(1) {

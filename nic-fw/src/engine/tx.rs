@@ -297,8 +297,10 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             self.flows.set_idle(peer);
             // The peer has no receive slot for this NIC: forget the flow
             // too, unless a DMA to it still has packets to send (they meet
-            // the same refusal), so that a later one starts again at
-            // sequence number 0, as the peer will if it takes a slot then.
+            // the same refusal: the peer opens no slot for a sender it
+            // refused until its quiet time passes, abi.md §8.1), so that a
+            // later one starts again at sequence number 0 as a new
+            // instance.
             if no_slot
                 && !self
                     .dmas
@@ -380,8 +382,13 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             && dma.status.is_some()
             && let Some(rx) = self.flows.rx.get_mut(dma.peer_node)
         {
-            // A failed request: no response will come.
+            // A failed request: no response will come. A slot it took that
+            // follows nothing else goes (no close would ever free it).
             rx.gets = rx.gets.saturating_sub(1);
+            if rx.instance == 0 && rx.without_flow().is_none() {
+                self.flows.rx.remove(dma.peer_node);
+                self.flows.forget_ack(dma.peer_node);
+            }
         }
         let fire = match dma.role {
             DmaRole::Put | DmaRole::GetResponse => true,

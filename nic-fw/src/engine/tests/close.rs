@@ -250,14 +250,20 @@ fn copies_of_an_earlier_instance_do_nothing() {
 
 /// A close that reaches a NIC owed a get's response on that flow's slot
 /// (the request acknowledged, the response held back by the close) forgets
-/// the flow but keeps the slot, so the response, sent on a new instance,
-/// lands in it; then both ends give back every slot.
+/// the flow but keeps the slot: a ninth sender is still refused by the
+/// full table, and the response, sent on a new instance, lands in the
+/// kept slot. Node 1's other seven senders keep their flows open.
 #[test]
 fn a_close_keeps_the_slot_a_gets_response_is_owed_on() {
-    let mut net = closing(2, 54);
+    let mut net = closing(10, 54);
+    for node in 2..=8 {
+        set_param(&mut net, node, Param::FlowCloseIdleNs, 0);
+        post_put(&mut net, (node, 1), 0x100 * node as u64, node as u8, 1);
+    }
     post_put(&mut net, (0, 1), 0x100, 1, 1);
     net.run_for_ns(IDLE / 2);
     check_put(&net, (0, 1), 0x100, 1, 1);
+    assert_eq!(open_slots(&net, 1).1, 8, "node 1's table is full");
     let close = close_after_idle(&mut net);
     assert!(matches!(
         Packet::parse(&close[0].0),
@@ -275,23 +281,24 @@ fn a_close_keeps_the_slot_a_gets_response_is_owed_on() {
             .all(|p| Packet::parse(&p.0).is_ok_and(|q| matches!(q, Packet::Ack(_)))),
         "node 0 acks the request and holds the response"
     );
-    // (Node 1's get DMA retires with that ack; here it is never delivered,
-    // which leaves the request's DMA active: the slot is kept either way.)
+    // (That ack is never delivered, which leaves node 1's request DMA
+    // active; had it been, the DMA would have retired: the slot is kept on
+    // the count of responses owed either way.)
     net.nics[1].hardware_mut().inbox.extend(close);
     net.nics[1].poll();
-    let answer = sent_data(&mut net, 1);
-    assert!(
-        answer
-            .iter()
-            .any(|p| matches!(Packet::parse(&p.0), Ok(Packet::FlowCloseAck(_))))
-    );
     let kept = net.nics[1].flows.rx.get(0).copied();
     assert!(
         kept.is_some_and(|f| f.instance == 0 && f.gets == 1),
         "node 1 forgot the flow, kept the slot: {kept:?}"
     );
-    net.nics[0].hardware_mut().inbox.extend(answer);
+    // A ninth sender finds no slot free.
+    post_put(&mut net, (9, 1), 0x900, 9, 9);
+    net.nics[9].poll();
+    let intruder = sent_data(&mut net, 9);
+    net.nics[1].hardware_mut().inbox.extend(intruder);
     net.run(100_000);
+    assert_eq!(net.word(9, 9).status, Some(Err(ErrorCode::NoPeerSlot)));
+    assert_eq!(net.mem(1, DATA + 0x900, 64), vec![0; 64]);
     assert_eq!(net.mem(1, DATA + 0x400, 64), pattern(64, 7));
     assert_eq!(
         net.word(1, 4),
@@ -301,7 +308,43 @@ fn a_close_keeps_the_slot_a_gets_response_is_owed_on() {
         }
     );
     assert_eq!(open_slots(&net, 0), (0, 0));
-    assert_eq!(open_slots(&net, 1), (0, 0));
+    assert_eq!(open_slots(&net, 1), (0, 7), "the seven that keep theirs");
+}
+
+/// A copy of a refused packet that reaches the receiver after a slot
+/// freed there (within the packet lifetime) is refused too, not applied:
+/// the receiver opens no slot for a sender without one during its quiet
+/// time after a refusal. Its sender was told `NoPeerSlot`, and nothing of
+/// it is written; once the quiet time is over, a new put lands.
+#[test]
+fn a_late_copy_of_a_refused_packet_is_not_applied_when_a_slot_frees() {
+    let mut net = closing(10, 57);
+    for node in 1..=8 {
+        set_param(&mut net, node, Param::FlowCloseIdleNs, 0);
+        post_put(&mut net, (node, 0), 0x100 * node as u64, node as u8, 1);
+    }
+    net.run_for_ns(IDLE / 4);
+    assert_eq!(open_slots(&net, 0).1, 8);
+    post_put(&mut net, (9, 0), 0x900, 9, 2);
+    net.nics[9].poll();
+    let refused = sent_data(&mut net, 9);
+    net.nics[0].hardware_mut().inbox.extend(refused.clone());
+    net.run_for_ns(IDLE / 4);
+    assert_eq!(net.word(9, 2).status, Some(Err(ErrorCode::NoPeerSlot)));
+    // A slot frees (a reset with node 1 at both ends), and the copy comes.
+    assert_eq!(net.mailbox(0, MailboxOp::ResetFlow, [1, 0, 0, 0]), Ok(()));
+    assert_eq!(net.mailbox(1, MailboxOp::ResetFlow, [0, 0, 0, 0]), Ok(()));
+    let before = net.mem(0, 0, MEM);
+    net.nics[0].hardware_mut().inbox.extend(refused);
+    net.run_for_ns(IDLE / 4);
+    assert_eq!(net.mem(0, 0, MEM), before, "node 0 wrote nothing");
+    assert!(net.nics[0].flows.rx.get(9).is_none());
+    for n in &mut net.nics {
+        n.hardware_mut().now += IDLE;
+    }
+    post_put(&mut net, (9, 0), 0x900, 0x19, 3);
+    net.run(100_000);
+    check_put(&net, (9, 0), 0x900, 0x19, 3);
 }
 
 /// Every close lost past the retry limit: node 0 ends the instance anyway,
@@ -409,6 +452,55 @@ mod lossy {
             for node in 0..4 {
                 prop_assert_eq!(open_slots(&net, node), (0, 0));
                 prop_assert_eq!(net.nics[node].flows.closing, 0);
+            }
+        }
+
+        /// Ten NICs of eight slots each, puts between random pairs close
+        /// together in time, on a lossy, reordering network: some meet a
+        /// full table. Every put either lands whole with both its events
+        /// `Ok`, or fails at its source with `NoPeerSlot` having written
+        /// nothing at its target, not even its destination event (a late
+        /// copy of a refused packet never lands); each packet is applied
+        /// at most once, and in the end every slot comes back.
+        #[test]
+        fn under_slot_pressure_a_put_lands_whole_or_fails_having_written_nothing(
+            seed in any::<u64>(),
+            drop in 0u32..150,
+            duplicate in 0u32..150,
+            delay in 0u32..200,
+            ops in proptest::collection::vec((1usize..10, 1usize..10, any::<bool>(), 0u64..IDLE / 8), 1..28),
+        ) {
+            let mut net = closing(10, seed);
+            net.faults = Faults { drop, duplicate, corrupt: 0, delay, delay_ns: IDLE * 2 / 5 };
+            // Half the puts go to node 0, which nine senders can reach.
+            let target = |(a, hop, hot): (usize, usize, bool)| if hot { 0 } else { (a + hop) % 10 };
+            for (i, &(a, hop, hot, gap)) in ops.iter().enumerate() {
+                let b = target((a, hop, hot));
+                post_put(&mut net, (a, b), 0x100 * i as u64, i as u8 + 1, i as u32 + 1);
+                net.run_for_ns(gap);
+            }
+            net.run(1_000_000);
+            let mut landed = 0;
+            for (i, &(a, hop, hot, _)) in ops.iter().enumerate() {
+                let b = target((a, hop, hot));
+                let (dst, seed, word) = (0x100 * i as u64, i as u8 + 1, i as u32 + 1);
+                match net.word(a, word.into()).status {
+                    Some(Ok(())) => {
+                        check_put(&net, (a, b), dst, seed, word);
+                        landed += 1;
+                    }
+                    Some(Err(ErrorCode::NoPeerSlot)) => {
+                        prop_assert_eq!(net.mem(b, DATA + dst, 64), vec![0; 64], "put {} wrote", i);
+                        // (The event writes `seed`, never 0.)
+                        prop_assert_eq!(net.word(b, word.into()).value, 0, "put {} fired", i);
+                    }
+                    other => prop_assert!(false, "put {i}: {other:?}"),
+                }
+            }
+            let accepted: u64 = net.nics.iter().map(|n| n.stats().packets_accepted).sum();
+            prop_assert_eq!(accepted, landed);
+            for node in 0..10 {
+                prop_assert_eq!(open_slots(&net, node), (0, 0));
             }
         }
     }

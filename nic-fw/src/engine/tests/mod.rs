@@ -182,6 +182,8 @@ struct Net {
     direct_down: bool,
     /// Delayed packets: when each arrives, its destination node, itself.
     held: Vec<(u64, usize, WirePacket)>,
+    /// The clock jumps to a timer no further than this (`run_for_ns`).
+    jump_cap: Option<u64>,
 }
 
 impl Net {
@@ -196,6 +198,7 @@ impl Net {
             mbox_seq: 0,
             direct_down: false,
             held: Vec::new(),
+            jump_cap: None,
         };
         for node in 0..nodes {
             let board = Board {
@@ -356,11 +359,13 @@ impl Net {
     /// do): a wait bounded in time, not in rounds.
     fn run_for_ns(&mut self, ns: u64) {
         let end = self.nics[0].hardware().now.saturating_add(ns);
+        self.jump_cap = Some(end);
         while self.nics[0].hardware().now < end {
             if self.run_for(1) {
                 break;
             }
         }
+        self.jump_cap = None;
     }
 
     /// As `run`, but give up quietly after `max_rounds`; true if quiet.
@@ -452,6 +457,7 @@ impl Net {
                 let Some(t) = timers.chain(self.held.iter().map(|h| h.0)).min() else {
                     return true;
                 };
+                let t = self.jump_cap.map_or(t, |cap| t.min(cap));
                 for n in &mut self.nics {
                     let hw = n.hardware_mut();
                     hw.now = hw.now.max(t);

@@ -196,9 +196,11 @@ fn a_broadcast_wider_than_the_table_is_refused() {
 
 /// A receiver's refusal leaves nothing behind on either side: once a slot
 /// frees there (`RESET_FLOW` with another node on both ends), the refused
-/// sender's next put starts a fresh flow and lands.
+/// sender's next put is refused again while the receiver's quiet time
+/// after a refusal lasts (2 s: a copy of the refused packet could still
+/// come), and after it starts a fresh flow and lands.
 #[test]
-fn a_refused_sender_gets_in_once_a_slot_frees() {
+fn a_refused_sender_gets_in_once_a_slot_frees_and_the_quiet_time_passes() {
     let mut net = keeping(10, 7);
     for from in 1..=8 {
         put_from(&mut net, from, 0, 0x100 * from as u64, 1, from as u8);
@@ -209,6 +211,13 @@ fn a_refused_sender_gets_in_once_a_slot_frees() {
     assert_eq!(net.word(9, 2).status, Some(Err(ErrorCode::NoPeerSlot)));
     assert_eq!(net.mailbox(0, MailboxOp::ResetFlow, [1, 0, 0, 0]), Ok(()));
     assert_eq!(net.mailbox(1, MailboxOp::ResetFlow, [0, 0, 0, 0]), Ok(()));
+    put_from(&mut net, 9, 0, 0x1000, 3, 0x9a);
+    net.run(100_000);
+    assert_eq!(net.word(9, 3).status, Some(Err(ErrorCode::NoPeerSlot)));
+    assert_eq!(net.mem(0, DATA + 0x1000, 64), vec![0; 64]);
+    for n in &mut net.nics {
+        n.hardware_mut().now += 2_000_000_000;
+    }
     put_from(&mut net, 9, 0, 0x1000, 3, 0x9a);
     net.run(100_000);
     assert_eq!(net.word(9, 3).status, ok());
