@@ -78,7 +78,10 @@ pub use wire_enum::{Unknown, WireEnum};
 /// flow's instance (header bytes 56..60), a transmit flow idle for
 /// `FLOW_CLOSE_IDLE` (parameter 6, reset 2 s) is closed by a `FlowClose`
 /// (type 11) that the receiver answers (type 12), freeing the slot at
-/// both ends, and a rail bounds a packet's lifetime to 1 s.
+/// both ends, a receive slot meeting a later instance starts afresh, a
+/// NIC that refused a sender for want of a slot opens none for it (and
+/// its quiet bucket) for the close idle time, and a rail bounds a
+/// packet's lifetime to 1 s.
 pub const ABI_VERSION: u32 = (1 << 16) | 9;
 
 /// Major part of [`ABI_VERSION`].

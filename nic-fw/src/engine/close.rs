@@ -235,26 +235,33 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
     }
 
     /// `src`'s receive slot, for a packet that came from it: taken if it had
-    /// none, unless the table is full or this NIC refused a sender for want
-    /// of a slot less than the close idle time ago (`None`: refuse it too,
-    /// which starts that quiet time again). A copy of a refused packet can
-    /// arrive up to a packet lifetime after the refusal's answer reached
-    /// its sender; were it to find a slot freed meanwhile, it would be
-    /// applied although its sender was told it failed.
+    /// none, unless the table is full or `src` is in its quiet time
+    /// (`None`: refuse it, which starts its quiet time again).
     pub(super) fn rx_slot_for(&mut self, src: NodeId) -> Option<&mut super::RxFlow> {
         if self.flows.rx.get(src).is_some() {
             return self.flows.rx.get_mut(src);
         }
-        let now = self.hw.now_ns();
-        if now >= self.flows.refusing_until && self.flows.rx.has_room_for(src) {
+        if self.may_open_rx(src) {
             return self.flows.rx.open(src, super::RxFlow::NEW);
         }
         let quiet = match self.params.close_idle_ns {
             0 => super::DEFAULT_CLOSE_IDLE_NS,
             t => t,
         };
-        self.flows.refusing_until = now.saturating_add(quiet);
+        let now = self.hw.now_ns();
+        self.flows.refuse_until(src, now.saturating_add(quiet));
         None
+    }
+
+    /// Whether a receive slot may be opened for `src`, which has none: the
+    /// table has room, and `src` was not refused one (nor a node sharing
+    /// its quiet bucket) less than the close idle time ago. A copy of a
+    /// refused packet, or of a refused broadcast, can arrive up to a
+    /// packet lifetime after the refusal reached its sender; were it to
+    /// find a slot, whether freed meanwhile or taken for this NIC's own
+    /// get, it would be applied although its sender was told it failed.
+    pub(super) fn may_open_rx(&self, src: NodeId) -> bool {
+        self.flows.rx.has_room_for(src) && self.hw.now_ns() >= self.flows.refused_until(src)
     }
 
     /// A peer closes its flow to this NIC: forget it if this NIC's slot

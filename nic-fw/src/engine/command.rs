@@ -435,8 +435,11 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         let get = dma.role == super::DmaRole::GetRequest;
         // Both slots or neither: a receive slot taken for a get that then
         // finds no transmit slot would be held for nothing.
+        // A get's receive slot, if it must take one, waits out the owner's
+        // quiet time like a slot the wire opens (abi.md §8.1).
+        let rx_missing = self.flows.rx.get(dma.peer_node).is_none();
         if !self.flows.tx.has_room_for(dma.peer_node)
-            || (get && !self.flows.rx.has_room_for(dma.peer_node))
+            || (get && rx_missing && !self.may_open_rx(dma.peer_node))
         {
             return Err(ErrorCode::NoPeerSlot);
         }

@@ -349,11 +349,17 @@ pub(super) struct Flows<const PEERS: usize> {
     /// The flow instance the next opening of a transmit flow takes (never
     /// 0).
     next_instance: u32,
-    /// Until when no receive slot is opened for a sender without one: a
-    /// sender was refused for want of a slot less than the close idle time
-    /// ago, and a copy of its refused packet may still arrive.
-    pub(super) refusing_until: u64,
+    /// Until when no receive slot is opened for the senders of each
+    /// bucket (`node mod QUIET_BUCKETS`): one of them was refused for want
+    /// of a slot less than the close idle time ago, and a copy of its
+    /// refused packet may still arrive.
+    refusing_until: [u64; QUIET_BUCKETS],
 }
+
+/// Buckets of senders that share a quiet time after a refusal: a record
+/// per node would be the per-node memory the slots avoid, one for all
+/// would let one sender keep every other out.
+pub(super) const QUIET_BUCKETS: usize = 64;
 
 impl<const PEERS: usize> Flows<PEERS> {
     pub(super) const NEW: Self = Self {
@@ -366,8 +372,27 @@ impl<const PEERS: usize> Flows<PEERS> {
         closing: 0,
         close_scan_ns: None,
         next_instance: 1,
-        refusing_until: 0,
+        refusing_until: [0; QUIET_BUCKETS],
     };
+
+    /// `node` (or a node sharing its bucket) was refused for want of a
+    /// slot and stays refused before `until`.
+    pub(super) fn refused_until(&self, node: NodeId) -> u64 {
+        self.refusing_until
+            .get(usize::from(node) % QUIET_BUCKETS)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Refuse `node`'s bucket new slots until `until`.
+    pub(super) fn refuse_until(&mut self, node: NodeId, until: u64) {
+        if let Some(t) = self
+            .refusing_until
+            .get_mut(usize::from(node) % QUIET_BUCKETS)
+        {
+            *t = until;
+        }
+    }
 
     /// A new flow instance: consecutive, wrapping, skipping 0. Receivers
     /// tell a later instance from an earlier one by serial-number

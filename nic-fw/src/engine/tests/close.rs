@@ -313,9 +313,10 @@ fn a_close_keeps_the_slot_a_gets_response_is_owed_on() {
 
 /// A copy of a refused packet that reaches the receiver after a slot
 /// freed there (within the packet lifetime) is refused too, not applied:
-/// the receiver opens no slot for a sender without one during its quiet
-/// time after a refusal. Its sender was told `NoPeerSlot`, and nothing of
-/// it is written; once the quiet time is over, a new put lands.
+/// the receiver opens no slot for the refused sender during its quiet time,
+/// not even for a get of its own from that sender. Its sender was told
+/// `NoPeerSlot`, and nothing of it is written. Another sender gets the
+/// free slot meanwhile; once the quiet time is over, a new put lands.
 #[test]
 fn a_late_copy_of_a_refused_packet_is_not_applied_when_a_slot_frees() {
     let mut net = closing(10, 57);
@@ -334,11 +335,20 @@ fn a_late_copy_of_a_refused_packet_is_not_applied_when_a_slot_frees() {
     // A slot frees (a reset with node 1 at both ends), and the copy comes.
     assert_eq!(net.mailbox(0, MailboxOp::ResetFlow, [1, 0, 0, 0]), Ok(()));
     assert_eq!(net.mailbox(1, MailboxOp::ResetFlow, [0, 0, 0, 0]), Ok(()));
+    post_get(&mut net, (0, 9), 0xa00, 0x0a, 10);
+    net.nics[0].poll();
+    assert_eq!(net.word(0, 10).status, Some(Err(ErrorCode::NoPeerSlot)));
     let before = net.mem(0, 0, MEM);
     net.nics[0].hardware_mut().inbox.extend(refused);
     net.run_for_ns(IDLE / 4);
     assert_eq!(net.mem(0, 0, MEM), before, "node 0 wrote nothing");
     assert!(net.nics[0].flows.rx.get(9).is_none());
+    // Node 1 is not in node 9's quiet bucket: it takes the free slot.
+    post_put(&mut net, (1, 0), 0xb00, 0x0b, 11);
+    net.run_for_ns(IDLE / 4);
+    check_put(&net, (1, 0), 0xb00, 0x0b, 11);
+    assert_eq!(net.mailbox(0, MailboxOp::ResetFlow, [1, 0, 0, 0]), Ok(()));
+    assert_eq!(net.mailbox(1, MailboxOp::ResetFlow, [0, 0, 0, 0]), Ok(()));
     for n in &mut net.nics {
         n.hardware_mut().now += IDLE;
     }
@@ -458,7 +468,8 @@ mod lossy {
         /// Ten NICs of eight slots each, puts between random pairs close
         /// together in time, on a lossy, reordering network: some meet a
         /// full table. Every put either lands whole with both its events
-        /// `Ok`, or fails at its source with `NoPeerSlot` having written
+        /// `Ok`, or fails at its source (`NoPeerSlot`, or `PeerUnreachable`
+        /// for a later packet of a refused flow) having written
         /// nothing at its target, not even its destination event (a late
         /// copy of a refused packet never lands); each packet is applied
         /// at most once, and in the end every slot comes back.
@@ -471,6 +482,9 @@ mod lossy {
             ops in proptest::collection::vec((1usize..10, 1usize..10, any::<bool>(), 0u64..IDLE / 8), 1..28),
         ) {
             let mut net = closing(10, seed);
+            for node in 0..10 {
+                set_param(&mut net, node, Param::RetryTimeoutNs, IDLE / 10);
+            }
             net.faults = Faults { drop, duplicate, corrupt: 0, delay, delay_ns: IDLE * 2 / 5 };
             // Half the puts go to node 0, which nine senders can reach.
             let target = |(a, hop, hot): (usize, usize, bool)| if hot { 0 } else { (a + hop) % 10 };
@@ -489,7 +503,9 @@ mod lossy {
                         check_put(&net, (a, b), dst, seed, word);
                         landed += 1;
                     }
-                    Some(Err(ErrorCode::NoPeerSlot)) => {
+                    // Refused, or (a later packet of a refused flow after
+                    // the quiet time) ended at the retry limit.
+                    Some(Err(ErrorCode::NoPeerSlot | ErrorCode::PeerUnreachable)) => {
                         prop_assert_eq!(net.mem(b, DATA + dst, 64), vec![0; 64], "put {} wrote", i);
                         // (The event writes `seed`, never 0.)
                         prop_assert_eq!(net.word(b, word.into()).value, 0, "put {} fired", i);
