@@ -236,21 +236,27 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
 
     /// `src`'s receive slot, for a packet that came from it: taken if it had
     /// none, unless the table is full or `src` is in its quiet time
-    /// (`None`: refuse it, which starts its quiet time again).
-    pub(super) fn rx_slot_for(&mut self, src: NodeId) -> Option<&mut super::RxFlow> {
-        if self.flows.rx.get(src).is_some() {
-            return self.flows.rx.get_mut(src);
-        }
-        if self.may_open_rx(src) {
-            return self.flows.rx.open(src, super::RxFlow::NEW);
-        }
+    /// (`None`: the caller refuses it, [`Engine::note_refusal`]). It
+    /// borrows the flows alone, so the caller keeps the rest of the engine.
+    pub(super) fn rx_slot_for<'f>(
+        flows: &'f mut super::tables::Flows<PEERS>,
+        hw: &H,
+        src: NodeId,
+    ) -> Option<&'f mut super::RxFlow> {
+        let until = flows.refused_until(src);
+        flows
+            .rx
+            .open_if(src, || hw.now_ns() >= until, super::RxFlow::NEW)
+    }
+
+    /// `src` was refused for want of a slot: its quiet time starts again.
+    pub(super) fn note_refusal(&mut self, src: NodeId) {
         let quiet = match self.params.close_idle_ns {
             0 => super::DEFAULT_CLOSE_IDLE_NS,
             t => t,
         };
-        let now = self.hw.now_ns();
-        self.flows.refuse_until(src, now.saturating_add(quiet));
-        None
+        let until = self.hw.now_ns().saturating_add(quiet);
+        self.flows.refuse_until(src, until);
     }
 
     /// Whether a receive slot may be opened for `src`, which has none: the

@@ -263,9 +263,10 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
     /// acknowledgements go back).
     pub(super) fn on_bcast(&mut self, p: &BcastPacket, payload: &H::Payload, path: Path) {
         let src = p.route.src_node;
-        let Some(rx) = self.rx_slot_for(src).map(|f| f.bcast) else {
+        let Some(rx) = Self::rx_slot_for(&mut self.flows, &self.hw, src).map(|f| f.bcast) else {
             // No slot to follow this sender's broadcasts in: the sender
             // counts this NIC as done, with the error.
+            self.note_refusal(src);
             self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
             let refused = super::BcastRx {
                 id: p.id,

@@ -194,8 +194,8 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
                         if value == 0 {
                             self.flows.close_scan_ns = None;
                         } else if self.flows.tx.values().next().is_some() {
-                            let now = self.hw.now_ns();
-                            self.flows.close_scan_ns = Some(now.saturating_add(value));
+                            let at = self.hw.now_ns().saturating_add(value);
+                            self.arm_close_scan(at);
                         }
                     }
                     Param::AlternateRail => {

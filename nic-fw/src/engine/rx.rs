@@ -125,7 +125,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         payload: &H::Payload,
         path: Path,
     ) {
-        let Some(flow) = self.rx_slot_for(src) else {
+        let Some(flow) = Self::rx_slot_for(&mut self.flows, &self.hw, src) else {
             self.refuse_unknown_peer(src, instance, seq, path);
             return;
         };
@@ -140,20 +140,16 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             // The slot's first flow, or a later one than it follows: the
             // sender opened a new flow (after a close this NIC did not
             // see, or a reset of its own), which starts from 0 here too.
-            let listed = flow.listed;
+            // (A slot on the list of acks owed stays on it: its next ack
+            // is the new flow's.)
             *flow = super::RxFlow {
                 bcast: flow.bcast,
                 gets: flow.gets,
+                listed: flow.listed,
                 instance,
                 ..super::RxFlow::NEW
             };
-            if listed {
-                self.flows.forget_ack(src);
-            }
         }
-        let Some(flow) = self.flows.rx.get_mut(src) else {
-            return;
-        };
         // Acks go back the way the sender's latest packet came.
         flow.reply = path;
         if path == Path::Direct {
@@ -609,6 +605,7 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
     /// set, which no flow's ack can be: a packet is rejected or refused,
     /// not both), so that the sender tells it from a flow's own rejection.
     fn refuse_unknown_peer(&mut self, src: NodeId, instance: u32, seq: u32, path: Path) {
+        self.note_refusal(src);
         self.stats.packets_rejected = self.stats.packets_rejected.wrapping_add(1);
         let packet = Packet::Ack(AckPacket {
             kind: AckKind::Ack,

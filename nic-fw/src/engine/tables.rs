@@ -252,14 +252,25 @@ impl<T: Copy, const SLOTS: usize> PeerTable<T, SLOTS> {
     /// `node`'s state, set up as `fresh` in a free slot if it had none;
     /// `None` if it had none and every slot is taken.
     pub(super) fn open(&mut self, node: NodeId, fresh: T) -> Option<&mut T> {
+        self.open_if(node, || true, fresh)
+    }
+
+    /// As [`PeerTable::open`], but a slot is taken only if `allow()` says
+    /// so (asked only then): one probe either way.
+    pub(super) fn open_if(
+        &mut self,
+        node: NodeId,
+        allow: impl FnOnce() -> bool,
+        fresh: T,
+    ) -> Option<&mut T> {
         let i = match self.probe(node) {
             Ok(i) => i,
-            Err(Some(i)) => {
+            Err(Some(i)) if allow() => {
                 *self.keys.get_mut(i)? = Some(node);
                 *self.vals.get_mut(i)? = fresh;
                 i
             }
-            Err(None) => return None,
+            Err(_) => return None,
         };
         self.vals.get_mut(i)
     }

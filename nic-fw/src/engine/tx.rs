@@ -128,11 +128,11 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             flow.progress_ns = now;
         }
         flow.in_flight = flow.in_flight.wrapping_add(1);
-        let path = flow.path();
+        let (path, instance) = (flow.path(), flow.instance);
         if was_idle {
             self.flows.set_busy(dma.peer_node);
         }
-        self.emit_packet(dma.peer_node, seq, entry, path);
+        self.emit_packet((dma.peer_node, instance), seq, entry, path);
         true
     }
 
@@ -155,18 +155,16 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
             return false;
         };
         flow.resend = Some(seq.wrapping_add(1));
-        let path = flow.path();
+        let (path, instance) = (flow.path(), flow.instance);
         self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
-        self.emit_packet(node, seq, entry, path);
+        self.emit_packet((node, instance), seq, entry, path);
         true
     }
 
     /// Build and send the packet for a window entry along `path`.
-    fn emit_packet(&mut self, node: NodeId, seq: u32, e: TxEntry, path: Path) {
+    /// (`flow`: the instance of `node`'s flow, which the packet carries.)
+    fn emit_packet(&mut self, (node, flow): (NodeId, u32), seq: u32, e: TxEntry, path: Path) {
         let Some(dma) = self.dmas.slots.get(e.dma as usize).copied() else {
-            return;
-        };
-        let Some(flow) = self.flows.tx.get(node).map(|f| f.instance) else {
             return;
         };
         let route = Route {
@@ -529,9 +527,9 @@ impl<H: Hardware, const PEERS: usize, const EVENTS: usize> Engine<H, PEERS, EVEN
         let Some(entry) = flow.window.get(flow.base_seq as usize % TX_WINDOW).copied() else {
             return;
         };
-        let seq = flow.base_seq;
+        let (seq, instance) = (flow.base_seq, flow.instance);
         self.stats.retransmits = self.stats.retransmits.wrapping_add(1);
-        self.emit_packet(node, seq, entry, Path::Direct);
+        self.emit_packet((node, instance), seq, entry, Path::Direct);
     }
 
     /// The direct path to `node` answered: its flow leaves the sibling path.
