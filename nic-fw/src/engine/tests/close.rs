@@ -88,6 +88,39 @@ fn instance_of(packets: &[WirePacket]) -> u32 {
     }
 }
 
+/// `SET_PARAM` 6 takes 0 (never close) or at least 1 ms, and refuses
+/// anything between with `BadConfig`, leaving the value set before: a NIC
+/// told 0 keeps its flow past any idle time.
+#[test]
+fn the_close_idle_time_is_zero_or_at_least_a_millisecond() {
+    let mut net = Net::new(2, 58);
+    for bad in [1, 999, 999_999] {
+        assert_eq!(
+            net.mailbox(0, MailboxOp::SetParam, [6, bad, 0, 0]),
+            Err(ErrorCode::BadConfig),
+            "{bad} ns"
+        );
+    }
+    assert_eq!(
+        net.mailbox(0, MailboxOp::SetParam, [6, 1_000_000, 0, 0]),
+        Ok(())
+    );
+    assert_eq!(net.mailbox(0, MailboxOp::SetParam, [6, 0, 0, 0]), Ok(()));
+    assert_eq!(
+        net.mailbox(0, MailboxOp::SetParam, [6, 999_999, 0, 0]),
+        Err(ErrorCode::BadConfig)
+    );
+    post_put(&mut net, (0, 1), 0x100, 1, 1);
+    net.run(100_000);
+    check_put(&net, (0, 1), 0x100, 1, 1);
+    for n in &mut net.nics {
+        n.hardware_mut().now += 10_000_000_000;
+    }
+    net.run(100_000);
+    assert_eq!(open_slots(&net, 0).0, 1, "never closed");
+    assert_eq!(net.nics[0].stats().flows_closed, 0);
+}
+
 #[test]
 fn an_idle_flow_closes_at_both_ends_and_a_later_put_opens_a_new_one() {
     let mut net = closing(2, 50);
