@@ -133,13 +133,33 @@ pub mod coll {
         pub form: Form,
     }
 
-    /// How long a `test` loop polls before the case fails.
+    /// The `test` loop's bound that [`set_poll_deadline`] set, in
+    /// milliseconds; 0 while none was set.
+    static POLL_DEADLINE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    /// Bound every later case's `test` loop by `limit` (at least 1 ms),
+    /// in place of `RAILCOLL_TEST_POLL_SECONDS`: a program that bounds its
+    /// waits by a timeout of its own bounds its polls by the same one, so
+    /// that a rank whose peers died ends as soon through either form.
+    pub fn set_poll_deadline(limit: std::time::Duration) {
+        let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
+        POLL_DEADLINE_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long a `test` loop polls before the case fails: what
+    /// [`set_poll_deadline`] set, else `RAILCOLL_TEST_POLL_SECONDS`
+    /// (default 120).
     fn poll_deadline() -> std::time::Duration {
-        let seconds = std::env::var("RAILCOLL_TEST_POLL_SECONDS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(120);
-        std::time::Duration::from_secs(seconds)
+        match POLL_DEADLINE_MS.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => {
+                let seconds = std::env::var("RAILCOLL_TEST_POLL_SECONDS")
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(120);
+                std::time::Duration::from_secs(seconds)
+            }
+            ms => std::time::Duration::from_millis(ms),
+        }
     }
 
     /// Rank `origin`'s `index`-th block.
@@ -212,7 +232,7 @@ pub mod coll {
                     .map_err(what)?;
                 // `test` never gives up (MPI's doesn't): the loop does, so
                 // that a job whose NICs went away ends instead of polling
-                // forever (RAILCOLL_TEST_POLL_SECONDS, default 120).
+                // forever (`poll_deadline`).
                 let deadline = std::time::Instant::now() + poll_deadline();
                 while !r.test().map_err(what)? {
                     if std::time::Instant::now() > deadline {

@@ -167,7 +167,8 @@ fn a_nicd_killed_mid_collective_leaves_its_ranks_a_typed_error() {
         nicd.kill().expect("kill nicd");
         nicd.wait().expect("reap nicd")
     });
-    // The library's waits and the test loop's polls are bounded at 60 s:
+    // The library's waits and the test loop's polls (the program's
+    // timeout bounds both) are bounded at 60 s:
     // only the loss of the nicd, noticed at once, ends the job soon.
     let started = Instant::now();
     let outcome = run_job(
@@ -175,7 +176,6 @@ fn a_nicd_killed_mid_collective_leaves_its_ranks_a_typed_error() {
         &[
             ("RANK_CATALOGUE_ROUNDS", "100000"),
             ("RANK_CATALOGUE_TIMEOUT", "60"),
-            ("RAILCOLL_TEST_POLL_SECONDS", "60"),
         ],
         &out,
         Nics::Serving(dir.clone()),

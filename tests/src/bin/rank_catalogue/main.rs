@@ -9,7 +9,8 @@
 //! sizes, default `0,1,1000,4096`); `RANK_CATALOGUE_DIE=r` makes rank `r`
 //! kill itself with SIGKILL while the others are in an all-gather, for
 //! the tests of a job that loses a rank;
-//! `RANK_CATALOGUE_TIMEOUT` (seconds, default 60) bounds every wait;
+//! `RANK_CATALOGUE_TIMEOUT` (seconds, default 60) bounds every wait and
+//! every `test()` loop;
 //! `RANK_CATALOGUE_ROUNDS` (default 1) runs the catalogue that many times.
 //!
 //! `rank_catalogue conformance` runs the NIC conformance suite
@@ -151,6 +152,9 @@ fn run() -> Result<usize, String> {
         wait_timeout: Duration::from_secs(timeout),
         ..JoinOptions::default()
     };
+    // A `test()` loop polls no longer than a wait waits: a rank whose NICs
+    // wait on a dead host's triggers ends as soon through either form.
+    railcoll_tests::coll::set_poll_deadline(options.wait_timeout);
     let job = Job::join(dir.as_ref(), &options).map_err(|e| format!("join: {e}"))?;
     let comm = job.comm();
     if let Ok(victim) = env_or("RANK_CATALOGUE_DIE", "").parse::<usize>() {
