@@ -234,6 +234,7 @@ pub mod coll {
                 // that a job whose NICs went away ends instead of polling
                 // forever (`poll_deadline`).
                 let deadline = std::time::Instant::now() + poll_deadline();
+                let mut nap = std::time::Duration::from_micros(20);
                 while !r.test().map_err(what)? {
                     if std::time::Instant::now() > deadline {
                         return Err(format!(
@@ -245,8 +246,12 @@ pub mod coll {
                     // A rank with other work between polls: in threads mode,
                     // ranks spinning on `test` would take the cores from the
                     // NIC workers (modeled mode lets time pass in `test`).
+                    // The naps grow (to 1 ms): dozens of rank threads waking
+                    // every 20 us spent a third of a 2-core machine's time
+                    // switching between them.
                     if threads {
-                        std::thread::sleep(std::time::Duration::from_micros(20));
+                        std::thread::sleep(nap);
+                        nap = (nap * 2).min(std::time::Duration::from_millis(1));
                     }
                 }
             }
