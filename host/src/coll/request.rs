@@ -66,7 +66,7 @@ impl<'a> Coll<'a> {
             id,
             name,
             slot,
-            run: Some(run),
+            run: Some(Box::new(run)),
             outcome: None,
         });
         id
@@ -108,7 +108,7 @@ impl<'a> Coll<'a> {
             Err(e) => {
                 entry.outcome = Some(Err(e.clone()));
                 drop(entries);
-                self.abandon(run);
+                self.abandon(*run);
                 return Err(e);
             }
         }

@@ -120,8 +120,10 @@ pub(crate) struct Entry {
     pub(crate) name: &'static str,
     /// The counter pool and scratch set it holds (parity), if any.
     pub(crate) slot: Option<usize>,
-    /// `None` while it is being advanced, or once over.
-    pub(crate) run: Option<Run>,
+    /// `None` while it is being advanced, or once over. Boxed: every
+    /// poll takes it out and puts it back, and a pointer moves cheaper
+    /// than the run (a `test()` loop copied it both ways at each call).
+    pub(crate) run: Option<Box<Run>>,
     /// How it ended (`None`: in flight).
     pub(crate) outcome: Option<Result<(), Error>>,
 }
