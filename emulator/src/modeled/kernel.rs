@@ -26,8 +26,8 @@
 //!   time passes the horizon, the run stops with a report naming the seed,
 //!   the virtual time and every blocked rank's pending step; blocked waits
 //!   then fail with a timeout instead of hanging.
-//! - Every committed action is hashed into the trace (FNV-1a 64 over its
-//!   fields); the hash is the determinism witness.
+//! - Every committed action is hashed into the trace (a word-at-a-time
+//!   fold over its fields); the hash is the determinism witness.
 //!
 //! Parts: `super::queue` orders the actions, `super::ranks` keeps the
 //! ranks' clocks and waits, `super::witness` the trace hash, the

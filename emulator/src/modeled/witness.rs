@@ -3,8 +3,9 @@
 //! sent to a timeline.
 //!
 //! Contract:
-//! - [`Trace`] hashes every committed action (FNV-1a 64 over its fields,
-//!   little-endian, seeded with the run's seed) and, when recording, keeps
+//! - [`Trace`] hashes every committed action (a word-at-a-time
+//!   multiplicative fold over its fields, seeded with the run's seed)
+//!   and, when recording, keeps
 //!   it; it only observes: nothing here feeds back into the run's order.
 //! - [`Watchdog`] decides when a run is stalled (virtual time past the
 //!   horizon, a livelock at one instant; the kernel adds the deadlock of
@@ -34,7 +35,7 @@ pub struct Stalled(pub String);
 /// The determinism witness of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceDigest {
-    /// FNV-1a 64 over every committed action.
+    /// The fold of every committed action (`fold` in this module).
     pub hash: u64,
     /// Actions hashed.
     pub events: u64,
@@ -58,20 +59,30 @@ pub struct TraceRecord {
     pub detail: u64,
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+/// The hash's start (FNV-1a 64's offset basis, kept from the byte-wise
+/// hash this replaced).
+const HASH_START: u64 = 0xcbf2_9ce4_8422_2325;
+/// The multiplier of the word fold (FxHash's, rustc's own hasher).
+const FOLD_K: u64 = 0x517c_c1b7_2722_0a95;
 
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(FNV_PRIME);
-    }
-    h
+/// Fold one word into `h`: a bijection of `h` for each `v`, so two runs'
+/// actions that differ in a single word always hash apart. A word at a time: the
+/// byte-wise FNV-1a this replaced took 40 dependent multiplies per
+/// action, 5 % of a modeled run.
+fn fold(h: u64, v: u64) -> u64 {
+    (h.rotate_left(5) ^ v).wrapping_mul(FOLD_K)
 }
 
-/// FNV-1a 64 of `bytes` alone (a packet header, say).
+/// The hash of `bytes` alone (a packet header, say): their length, then
+/// their 8-byte little-endian words, the last one zero-padded.
 pub(super) fn hash_of(bytes: &[u8]) -> u64 {
-    fnv(FNV_OFFSET, bytes)
+    let mut h = fold(HASH_START, bytes.len() as u64);
+    for chunk in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        h = fold(h, u64::from_le_bytes(word));
+    }
+    h
 }
 
 /// The trace hash and, when recording, the committed actions.
@@ -86,7 +97,7 @@ impl Trace {
     /// An empty trace of a run started with `seed`.
     pub(super) fn new(seed: u64) -> Self {
         Self {
-            hash: fnv(FNV_OFFSET, &seed.to_le_bytes()),
+            hash: fold(HASH_START, seed),
             hashed: 0,
             records: None,
         }
@@ -96,7 +107,7 @@ impl Trace {
     pub(super) fn note(&mut self, time: Ps, entity: u32, kind: u8, a: u64, b: u64) {
         let mut h = self.hash;
         for v in [time, u64::from(entity), u64::from(kind), a, b] {
-            h = fnv(h, &v.to_le_bytes());
+            h = fold(h, v);
         }
         self.hash = h;
         self.hashed += 1;
@@ -113,7 +124,7 @@ impl Trace {
     /// Fold `values` into the hash without counting an action.
     pub(super) fn mix(&mut self, values: &[u64]) {
         for v in values {
-            self.hash = fnv(self.hash, &v.to_le_bytes());
+            self.hash = fold(self.hash, *v);
         }
     }
 
