@@ -493,23 +493,7 @@ fn races(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Viol
                 if anc.before(a.end, b.start) || anc.before(b.end, a.start) {
                     return Ok(());
                 }
-                let kind = if a.write && b.write {
-                    "write"
-                } else {
-                    "read and write"
-                };
-                Err(fail(
-                    Some(a.rank),
-                    Some(a.step),
-                    format!(
-                        "{} and {} {kind} rank {}'s {} block {} concurrently",
-                        describe(set, a),
-                        describe(set, b),
-                        key.0.rank,
-                        key.0.buf,
-                        key.1
-                    ),
-                ))
+                Err(race(set, a, b, key))
             };
             for (x, &i) in list.iter().enumerate() {
                 if replay.accesses[i].write {
@@ -526,6 +510,27 @@ fn races(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Viol
         }
     }
     Ok(())
+}
+
+/// The violation of accesses `a` and `b` to block `key`, unordered.
+fn race(set: &ScheduleSet, a: &Access, b: &Access, key: (sim::Mem, u32)) -> Violation {
+    let kind = if a.write && b.write {
+        "write"
+    } else {
+        "read and write"
+    };
+    fail(
+        Some(a.rank),
+        Some(a.step),
+        format!(
+            "{} and {} {kind} rank {}'s {} block {} concurrently",
+            describe(set, a),
+            describe(set, b),
+            key.0.rank,
+            key.0.buf,
+            key.1
+        ),
+    )
 }
 
 /// The block the MPI definition puts at `rank`'s receive block `i`, or
@@ -767,23 +772,7 @@ mod tests {
                         && !anc.before(a.end, b.start)
                         && !anc.before(b.end, a.start)
                     {
-                        let kind = if a.write && b.write {
-                            "write"
-                        } else {
-                            "read and write"
-                        };
-                        return Err(fail(
-                            Some(a.rank),
-                            Some(a.step),
-                            format!(
-                                "{} and {} {kind} rank {}'s {} block {} concurrently",
-                                describe(set, a),
-                                describe(set, b),
-                                key.0.rank,
-                                key.0.buf,
-                                key.1
-                            ),
-                        ));
+                        return Err(race(set, a, b, key));
                     }
                 }
             }
