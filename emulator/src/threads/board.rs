@@ -37,6 +37,13 @@ pub struct EmuBoard {
     inbox: Receiver<RailPacket>,
     wakers: Arc<[Waker]>,
     epoch: Instant,
+    /// The NIC's clock: the time its current poll started
+    /// ([`EmuBoard::start_poll`]). One clock read per poll, where the
+    /// firmware reads the time at every send, receive and timer check (a
+    /// tenth of an 8-byte put's time went to those reads); within a poll,
+    /// a microsecond at most, the time stands, as a counter latched at the
+    /// poll's start would.
+    clock: std::cell::Cell<u64>,
     trace: Option<BoardTrace>,
     /// This NIC's rail, and its node's register files by rail (the
     /// NIC-to-NIC path).
@@ -77,11 +84,17 @@ impl EmuBoard {
             inbox,
             wakers,
             epoch,
+            clock: std::cell::Cell::new(crate::hw::notify::clock_ns(epoch)),
             trace: None,
             rail_index: 0,
             siblings: Arc::from([]),
             rails: Arc::from([]),
         })
+    }
+
+    /// Latch the NIC's clock for the poll about to run.
+    pub fn start_poll(&self) {
+        self.clock.set(crate::hw::notify::clock_ns(self.epoch));
     }
 
     /// Give the board its rail and its node's NICs' register files by rail
@@ -219,7 +232,7 @@ impl RegisterFile for EmuBoard {
 
 impl Clock for EmuBoard {
     fn now_ns(&self) -> u64 {
-        crate::hw::notify::clock_ns(self.epoch)
+        self.clock.get()
     }
 }
 

@@ -142,6 +142,7 @@ impl NicSlot {
             drop(engine);
             return self.idle(next_timer);
         }
+        engine.hardware().start_poll();
         let out = engine.poll();
         // Stored under the lock, so that the slot shows the latest poll's
         // result, not an earlier poll's that lost a race to store it.
