@@ -447,7 +447,8 @@ fn races(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Viol
     // allocator-bound, then sort-bound.
     let mut order: Vec<usize> = (0..replay.accesses.len()).collect();
     order.sort_by_key(|&i| (replay.accesses[i].mem, i));
-    let (mut starts, mut slots, mut writes) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut starts, mut fill, mut slots, mut writes) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for same_mem in order.chunk_by(|&x, &y| replay.accesses[x].mem == replay.accesses[y].mem) {
         let mem = replay.accesses[same_mem[0]].mem;
         let span = |i: usize| {
@@ -468,7 +469,8 @@ fn races(set: &ScheduleSet, replay: &Replay, anc: &Ancestors) -> Result<(), Viol
         }
         slots.clear();
         slots.resize(starts[blocks], 0);
-        let mut fill = starts.clone();
+        fill.clear();
+        fill.extend_from_slice(&starts);
         for &i in same_mem {
             for blk in span(i) {
                 slots[fill[blk]] = i;
