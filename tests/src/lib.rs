@@ -140,7 +140,9 @@ pub mod coll {
     /// Bound every later case's `test` loop by `limit` (at least 1 ms),
     /// in place of `RAILCOLL_TEST_POLL_SECONDS`: a program that bounds its
     /// waits by a timeout of its own bounds its polls by the same one, so
-    /// that a rank whose peers died ends as soon through either form.
+    /// that a rank whose peers died ends as soon through either form. It
+    /// holds for the rest of the process: a program's setting, not one
+    /// test's.
     pub fn set_poll_deadline(limit: std::time::Duration) {
         let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1);
         POLL_DEADLINE_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
@@ -233,15 +235,19 @@ pub mod coll {
                 // `test` never gives up (MPI's doesn't): the loop does, so
                 // that a job whose NICs went away ends instead of polling
                 // forever (`poll_deadline`).
-                let deadline = std::time::Instant::now() + poll_deadline();
+                // None: a bound too far to reach (no deadline).
+                let deadline = std::time::Instant::now().checked_add(poll_deadline());
                 let mut nap = std::time::Duration::from_micros(20);
                 let mut polls = 0u32;
                 while !r.test().map_err(what)? {
-                    // The clock every 64th poll: a modeled rank's polls come
-                    // thousands to a wall-clock millisecond, and reading it
-                    // at each was 3 % of the modeled byte-exact suite.
+                    // Modeled, the clock every 64th poll: a modeled rank's
+                    // polls come thousands to a wall-clock millisecond, and
+                    // reading it at each was 3 % of the modeled byte-exact
+                    // suite. Threads mode naps between polls: every poll.
                     polls = polls.wrapping_add(1);
-                    if polls.is_multiple_of(64) && std::time::Instant::now() > deadline {
+                    if (threads || polls.is_multiple_of(64))
+                        && deadline.is_some_and(|d| std::time::Instant::now() > d)
+                    {
                         return Err(format!(
                             "{c} {a} root {root} block {bytes} ({form:?}): test() never \
                              completed within {:?}",

@@ -40,7 +40,7 @@ pub struct EmuBoard {
     /// The NIC's clock: the time its current poll started
     /// ([`EmuBoard::start_poll`]). One clock read per poll, where the
     /// firmware reads the time at every send, receive and timer check (a
-    /// tenth of an 8-byte put's time went to those reads). Within a poll
+    /// tenth of the NIC worker's time in `bench put --sizes 8` went to those reads). Within a poll
     /// the time stands, as a counter latched at the poll's start would: a
     /// poll takes microseconds (tens with a full receive budget, more if
     /// its thread is preempted), its timers milliseconds and more, and a
