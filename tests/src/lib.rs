@@ -235,8 +235,9 @@ pub mod coll {
                 // `test` never gives up (MPI's doesn't): the loop does, so
                 // that a job whose NICs went away ends instead of polling
                 // forever (`poll_deadline`).
+                let limit = poll_deadline();
                 // None: a bound too far to reach (no deadline).
-                let deadline = std::time::Instant::now().checked_add(poll_deadline());
+                let deadline = std::time::Instant::now().checked_add(limit);
                 let mut nap = std::time::Duration::from_micros(20);
                 let mut polls = 0u32;
                 while !r.test().map_err(what)? {
@@ -250,8 +251,7 @@ pub mod coll {
                     {
                         return Err(format!(
                             "{c} {a} root {root} block {bytes} ({form:?}): test() never \
-                             completed within {:?}",
-                            poll_deadline()
+                             completed within {limit:?}"
                         ));
                     }
                     // A rank with other work between polls: in threads mode,

@@ -5,8 +5,8 @@
 //! Contract:
 //! - [`Trace`] hashes every committed action (a word-at-a-time
 //!   multiplicative fold over its fields, seeded with the run's seed)
-//!   and, when recording, keeps
-//!   it; it only observes: nothing here feeds back into the run's order.
+//!   and, when recording, keeps it; it only observes: nothing here feeds
+//!   back into the run's order.
 //! - [`Watchdog`] decides when a run is stalled (virtual time past the
 //!   horizon, a livelock at one instant; the kernel adds the deadlock of
 //!   an empty queue), writes the report naming the seed, the virtual time,
@@ -66,9 +66,9 @@ const HASH_START: u64 = 0xcbf2_9ce4_8422_2325;
 const FOLD_K: u64 = 0x517c_c1b7_2722_0a95;
 
 /// Fold one word into `h`: a bijection of `h` for each `v`, so two runs'
-/// actions that differ in a single word always hash apart. A word at a time: the
-/// byte-wise FNV-1a this replaced took 40 dependent multiplies per
-/// action, 5 % of a modeled run.
+/// actions that differ in a single word always hash apart. A word at a
+/// time: the byte-wise FNV-1a this replaced took 40 dependent multiplies
+/// per action, 5 % of a modeled run.
 fn fold(h: u64, v: u64) -> u64 {
     (h.rotate_left(5) ^ v).wrapping_mul(FOLD_K)
 }

@@ -40,11 +40,12 @@ pub struct EmuBoard {
     /// The NIC's clock: the time its current poll started
     /// ([`EmuBoard::start_poll`]). One clock read per poll, where the
     /// firmware reads the time at every send, receive and timer check (a
-    /// tenth of the NIC worker's time in `bench put --sizes 8` went to those reads). Within a poll
-    /// the time stands, as a counter latched at the poll's start would: a
-    /// poll takes microseconds (tens with a full receive budget, more if
-    /// its thread is preempted), its timers milliseconds and more, and a
-    /// time stamped late in a poll is early by at most that much.
+    /// tenth of the NIC worker's time in `bench put --sizes 8` went to
+    /// those reads). Within a poll the time stands, as a counter latched
+    /// at the poll's start would: a poll takes microseconds (tens with a
+    /// full receive budget, more if its thread is preempted), its timers
+    /// milliseconds and more, and a time stamped late in a poll is early
+    /// by at most that much.
     clock: std::cell::Cell<u64>,
     trace: Option<BoardTrace>,
     /// This NIC's rail, and its node's register files by rail (the
